@@ -1,0 +1,36 @@
+"""Installs t2t-lite.
+
+problems/, hparams/ and bin/ sit at the top of the source tree (the design
+card's layout) but are installed as t2t_lite.problems, t2t_lite.hparams and
+t2t_lite.bin, so no generic top-level names land in site-packages.
+"""
+from setuptools import find_packages, setup
+
+_CORE_PACKAGES = find_packages(include=["t2t_lite", "t2t_lite.*"])
+_MAPPED_DIRS = {"t2t_lite.problems": "problems", "t2t_lite.hparams": "hparams", "t2t_lite.bin": "bin"}
+
+setup(
+    name="t2t-lite",
+    version="0.1.0",
+    description="The Transformer of 'Attention Is All You Need' on TensorFlow 2 and Keras 3, in the tensor2tensor lineage.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=_CORE_PACKAGES + list(_MAPPED_DIRS),
+    package_dir=_MAPPED_DIRS,
+    install_requires=[
+        "tensorflow~=2.21.0",
+        "keras>=3.10",
+        "tensorflow-text~=2.21.0",
+        "tensorflow-datasets",
+        "sacrebleu",
+        "absl-py",
+        "sentencepiece",
+    ],
+    extras_require={"test": ["pytest"]},
+    entry_points={
+        "console_scripts": [
+            "t2t-lite-trainer=t2t_lite.bin.trainer:run",
+        ],
+    },
+)
