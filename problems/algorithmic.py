@@ -1,0 +1,82 @@
+"""tensor2tensor's algorithmic problems, generated in memory: reverse, copy, addition.
+
+They need no download, so the trainer runs offline on a fresh machine.
+"""
+import numpy as np
+import tensorflow as tf
+
+from t2t_lite.data.problem import EOS_ID, Problem, dataset_from_lists, strip_ids
+from t2t_lite.registry import problems
+
+_RESERVED = 2  # PAD and EOS come before the symbols.
+
+
+class AlgorithmicProblem(Problem):
+    """Sequences over `num_symbols` symbols, written as the characters of `alphabet`.
+
+    Examples are generated from a fixed seed per split, so every run (and a
+    resumed run) sees the same data.
+    """
+
+    alphabet = "0123456789"
+    min_length, max_length = 1, 20
+    split_sizes = {"train": 100_000, "dev": 1000}
+    split_seeds = {"train": 1, "dev": 2}
+
+    @property
+    def vocab_size(self) -> int:
+        return _RESERVED + len(self.alphabet)
+
+    def encode(self, text: str) -> list[int]:
+        unknown = sorted(set(text) - set(self.alphabet))
+        if unknown:
+            raise ValueError(f"characters {unknown} are not in this problem's alphabet {self.alphabet!r}")
+        return [_RESERVED + self.alphabet.index(c) for c in text]
+
+    def decode(self, ids) -> str:
+        return "".join(self.alphabet[i - _RESERVED] for i in strip_ids(ids) if i - _RESERVED < len(self.alphabet))
+
+    def generate(self, rng: np.random.Generator) -> tuple[list[int], list[int]]:
+        """One (inputs, targets) pair of symbol ids, without EOS."""
+        raise NotImplementedError
+
+    def dataset(self, split: str) -> tf.data.Dataset:
+        self.check_split(split)
+        rng = np.random.default_rng(self.split_seeds[split])
+        pairs = [self.generate(rng) for _ in range(self.split_sizes[split])]
+        return dataset_from_lists([p[0] + [EOS_ID] for p in pairs], [p[1] + [EOS_ID] for p in pairs])
+
+    def _random_symbols(self, rng: np.random.Generator, num_symbols: int) -> list[int]:
+        length = int(rng.integers(self.min_length, self.max_length + 1))
+        return (rng.integers(0, num_symbols, length) + _RESERVED).tolist()
+
+
+@problems.register("algorithmic_reverse")
+class AlgorithmicReverse(AlgorithmicProblem):
+    """Targets are the inputs reversed (t2t's algorithmic_reverse_*), 10 symbols, length 1-20."""
+
+    def generate(self, rng):
+        symbols = self._random_symbols(rng, len(self.alphabet))
+        return symbols, symbols[::-1]
+
+
+@problems.register("algorithmic_copy")
+class AlgorithmicCopy(AlgorithmicProblem):
+    """Targets equal the inputs (t2t's algorithmic_identity_*), 10 symbols, length 1-20."""
+
+    def generate(self, rng):
+        symbols = self._random_symbols(rng, len(self.alphabet))
+        return symbols, list(symbols)
+
+
+@problems.register("algorithmic_addition")
+class AlgorithmicAddition(AlgorithmicProblem):
+    """"123+45" -> "168": decimal addition of two numbers of 1-10 digits (t2t's addition_decimal40)."""
+
+    alphabet = "0123456789+"
+    min_length, max_length = 1, 10
+
+    def generate(self, rng):
+        a, b = (int("".join(map(str, rng.integers(0, 10, int(rng.integers(self.min_length, self.max_length + 1))))))
+                for _ in range(2))
+        return self.encode(f"{a}+{b}"), self.encode(str(a + b))

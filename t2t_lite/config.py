@@ -1,0 +1,202 @@
+"""Hyperparameters as frozen dataclasses: model, train and decode groups.
+
+A named set is a zero-argument function returning `HParams`, registered in
+`t2t_lite.registry.hparams_sets` and derived from another with
+`dataclasses.replace`. Users change a set with strict overrides
+("d_model=256,num_heads=4") checked against the field types, and the resolved
+set travels as `hparams.json` beside the checkpoints.
+"""
+import dataclasses
+import json
+import typing
+from typing import Any
+
+from t2t_lite.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelHParams:
+    """The network's shape; defaults are the paper's base model."""
+
+    # Shared source/target vocabulary; 0 means "take the problem's".
+    vocab_size: int = 0
+    # N in the paper: identical layers in each stack.
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    # d_model: width of every residual stream and embedding.
+    d_model: int = 512
+    # d_ff: inner width of the position-wise feed-forward network.
+    d_ff: int = 2048
+    # h: attention heads.
+    num_heads: int = 8
+    # d_k and d_v per head; 0 means d_model // num_heads (Table 3 row B changes d_k alone).
+    key_dim: int = 0
+    value_dim: int = 0
+    # P_drop on embeddings+positions and on each sub-layer output before the residual add.
+    dropout: float = 0.1
+    # Dropout on attention weights and on the FFN's hidden layer: not in the paper, 0.1 in t2t v3.
+    attention_dropout: float = 0.0
+    relu_dropout: float = 0.0
+    # "post": LayerNorm(x + Sublayer(x)) as in the paper; "pre": x + Sublayer(LayerNorm(x)) as in t2t v2+.
+    norm_position: str = "post"
+    # "sinusoid" (paper) or "learned" (Table 3 row E).
+    position_encoding: str = "sinusoid"
+    # Longest position a learned positional embedding can represent.
+    max_position: int = 1024
+    # One matrix for source embedding, target embedding and pre-softmax projection (paper 3.4).
+    share_embeddings: bool = True
+    layer_norm_epsilon: float = 1e-6
+
+    @property
+    def head_key_dim(self) -> int:
+        return self.key_dim or self.d_model // self.num_heads
+
+    @property
+    def head_value_dim(self) -> int:
+        return self.value_dim or self.d_model // self.num_heads
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainHParams:
+    """Optimisation and batching; defaults are the paper's (section 5)."""
+
+    # Tokens per batch per replica (t2t's batch_size); the paper's ~25k global is 8 x ~3k.
+    batch_size: int = 4096
+    # Training examples longer than this (inputs or targets, with EOS) are dropped.
+    max_length: int = 256
+    # eps_ls: label smoothing.
+    label_smoothing: float = 0.1
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_epsilon: float = 1e-9
+    # lr = constant * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); the paper uses 1.0, t2t v3 2.0.
+    learning_rate_constant: float = 1.0
+    warmup_steps: int = 4000
+    # Steps the set was designed for (paper: 100K base, 300K big); --train_steps overrides.
+    train_steps: int = 100_000
+    # Average this many final checkpoints after training (paper: 5 base, 20 big); 0 = off.
+    average_last_checkpoints: int = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeHParams:
+    """Beam search settings; defaults are the paper's (section 6.1)."""
+
+    beam_size: int = 4
+    # GNMT length penalty exponent: lp(Y) = ((5 + |Y|) / 6) ** alpha.
+    alpha: float = 0.6
+    # Maximum output length = input length + extra_length.
+    extra_length: int = 50
+    # Sentences per decoding batch.
+    batch_size: int = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class HParams:
+    """Everything a run needs to rebuild its model, optimizer and decoder."""
+
+    model: ModelHParams = ModelHParams()
+    train: TrainHParams = TrainHParams()
+    decode: DecodeHParams = DecodeHParams()
+    # Registered model class that these hparams build.
+    model_name: str = "transformer"
+
+
+_GROUPS = ("model", "train", "decode")
+
+
+def _field_types(group_cls: type) -> dict[str, type]:
+    hints = typing.get_type_hints(group_cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(group_cls)}
+
+
+def _parse_value(key: str, text: str, kind: type) -> Any:
+    """Converts an override's text to the field's type, or raises UserError."""
+    if kind is bool:
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+    else:
+        try:
+            if kind is int:
+                return int(text)
+            if kind is float:
+                return float(text)
+            if kind is str:
+                return text
+        except ValueError:
+            pass
+    raise UserError(f"hparams override {key}={text!r}: expected a {kind.__name__}")
+
+
+def apply_overrides(hparams: HParams, overrides: str) -> HParams:
+    """Returns `hparams` with "key=value,key=value" overrides applied.
+
+    A key is a field name ("d_model") or group-qualified ("train.batch_size");
+    bare names must be unambiguous across groups.
+
+    >>> apply_overrides(HParams(), "d_model=256,train.batch_size=1024").model.d_model
+    256
+    """
+    changes: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
+    for item in filter(None, (part.strip() for part in overrides.split(","))):
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise UserError(f"hparams override {item!r} is not of the form key=value")
+        group, name = _resolve_key(key.strip())
+        kind = _field_types(type(getattr(hparams, group)))[name]
+        changes[group][name] = _parse_value(key, text.strip(), kind)
+    groups = {g: dataclasses.replace(getattr(hparams, g), **changes[g]) for g in _GROUPS}
+    return validate(dataclasses.replace(hparams, **groups))
+
+
+def _resolve_key(key: str) -> tuple[str, str]:
+    group_fields = {g: _field_types(type(getattr(HParams(), g))) for g in _GROUPS}
+    if "." in key:
+        group, _, name = key.partition(".")
+        if group in group_fields and name in group_fields[group]:
+            return group, name
+    else:
+        owners = [g for g in _GROUPS if key in group_fields[g]]
+        if len(owners) == 1:
+            return owners[0], key
+        if len(owners) > 1:
+            raise UserError(f"hparams key {key!r} is ambiguous; write one of " + ", ".join(f"{g}.{key}" for g in owners))
+    valid = sorted(f"{g}.{n}" for g in _GROUPS for n in group_fields[g])
+    raise UserError(f"unknown hparams key {key!r}; valid keys: {', '.join(valid)}")
+
+
+def validate(hparams: HParams) -> HParams:
+    """Checks cross-field constraints; returns hparams unchanged or raises UserError."""
+    m = hparams.model
+    if m.norm_position not in ("post", "pre"):
+        raise UserError(f"norm_position must be 'post' or 'pre', got {m.norm_position!r}")
+    if m.position_encoding not in ("sinusoid", "learned"):
+        raise UserError(f"position_encoding must be 'sinusoid' or 'learned', got {m.position_encoding!r}")
+    if not m.key_dim and m.d_model % m.num_heads:
+        raise UserError(f"d_model={m.d_model} is not divisible by num_heads={m.num_heads}; set key_dim and value_dim")
+    for name, value in (("d_model", m.d_model), ("d_ff", m.d_ff), ("num_heads", m.num_heads)):
+        if value <= 0:
+            raise UserError(f"{name} must be positive, got {value}")
+    if hparams.train.batch_size <= 0 or hparams.train.max_length <= 0:
+        raise UserError("train.batch_size and train.max_length must be positive")
+    return hparams
+
+
+def to_dict(hparams: HParams) -> dict:
+    """A JSON-ready dict of all groups."""
+    return dataclasses.asdict(hparams)
+
+
+def from_dict(data: dict) -> HParams:
+    """Inverse of `to_dict`; unknown or missing keys raise UserError."""
+    try:
+        groups = {g: type(getattr(HParams(), g))(**data[g]) for g in _GROUPS}
+        return validate(HParams(model_name=data.get("model_name", "transformer"), **groups))
+    except (KeyError, TypeError) as error:
+        raise UserError(f"hparams do not match this version of t2t-lite: {error}") from None
+
+
+def dumps(hparams: HParams) -> str:
+    return json.dumps(to_dict(hparams), indent=2, sort_keys=True)

@@ -1,0 +1,65 @@
+"""Length bucketing and token-based batches, as tensor2tensor builds them."""
+import tensorflow as tf
+
+
+def bucket_boundaries(max_length: int, min_length: int = 8, step: float = 1.1) -> list[int]:
+    """tensor2tensor's bucket boundaries: from min_length, growing by x step, below max_length.
+
+    >>> bucket_boundaries(20)
+    [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
+    >>> len(bucket_boundaries(256))
+    41
+    """
+    boundaries, x = [], min_length
+    while x < max_length:
+        boundaries.append(x)
+        x = max(x + 1, int(x * step))
+    return boundaries
+
+
+def bucket_batch_sizes(batch_size: int, boundaries: list[int], max_length: int) -> list[int]:
+    """Sentences per batch for each bucket so a batch holds about `batch_size` tokens.
+
+    Bucket i holds lengths below boundaries[i]; the last holds lengths up to max_length.
+
+    >>> bucket_batch_sizes(64, [8, 16], 32)
+    [8, 4, 2]
+    """
+    return [max(1, batch_size // length) for length in boundaries + [max_length]]
+
+
+def example_length(example) -> tf.Tensor:
+    """max(len(inputs), len(targets)): the length an example is bucketed by."""
+    return tf.maximum(tf.shape(example["inputs"])[0], tf.shape(example["targets"])[0])
+
+
+def batch_by_length(dataset: tf.data.Dataset, batch_size: int, max_length: int,
+                    drop_long: bool = True, pad_to_boundary: bool = False) -> tf.data.Dataset:
+    """Groups examples of similar length into batches of about `batch_size` tokens.
+
+    Args:
+      dataset: unbatched {"inputs" [T_src], "targets" [T_tgt]} examples.
+      batch_size: tokens per batch (t2t's batch_size), counted on the padded longer side.
+      max_length: longest example kept; longer ones are dropped when drop_long,
+        else batched alone-ish in the last bucket.
+      drop_long: drop examples longer than max_length (training does; t2t does too).
+      pad_to_boundary: pad each batch to its bucket's upper bound instead of its
+        longest example, so XLA sees a fixed set of shapes.
+    Returns:
+      Batches {"inputs" int32 [B, T_src], "targets" int32 [B, T_tgt]}, PAD = 0.
+    """
+    if drop_long:
+        dataset = dataset.filter(lambda ex: example_length(ex) <= max_length)
+    boundaries = bucket_boundaries(max_length)
+    sizes = bucket_batch_sizes(batch_size, boundaries, max_length)
+    if pad_to_boundary:
+        # tf.data pads bucket i to boundaries[i] - 1; the last bucket needs a bound too.
+        boundaries = boundaries + [max_length + 1]
+        sizes = sizes + [sizes[-1]]
+    return dataset.bucket_by_sequence_length(
+        element_length_func=example_length,
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=sizes,
+        padded_shapes={"inputs": [None], "targets": [None]},
+        pad_to_bucket_boundary=pad_to_boundary,
+    )

@@ -1,0 +1,75 @@
+"""The Problem interface: a named source of {"inputs", "targets"} examples."""
+import tensorflow as tf
+
+# tensor2tensor's reserved ids: padding and end of sentence.
+PAD_ID = 0
+EOS_ID = 1
+
+
+class Problem:
+    """A text-to-text task: its splits, its vocabulary and its examples.
+
+    Examples are dicts {"inputs": int32 [T_src], "targets": int32 [T_tgt]},
+    each sequence ending with EOS_ID and never containing PAD_ID.
+
+    Args:
+      data_dir: where prepared data lives (problems that generate their own ignore it).
+    """
+
+    splits = ("train", "dev")
+
+    def __init__(self, data_dir: str | None = None):
+        self.data_dir = data_dir
+
+    @property
+    def vocab_size(self) -> int:
+        """V, including PAD and EOS."""
+        raise NotImplementedError
+
+    def dataset(self, split: str) -> tf.data.Dataset:
+        """The unbatched examples of `split`, in a fixed order."""
+        raise NotImplementedError
+
+    def encode(self, text: str) -> list[int]:
+        """Text -> ids without EOS."""
+        raise NotImplementedError
+
+    def decode(self, ids) -> str:
+        """Ids -> text, stopping at the first EOS and skipping PAD."""
+        raise NotImplementedError
+
+    def check_split(self, split: str) -> None:
+        if split not in self.splits:
+            raise ValueError(f"problem has splits {self.splits}, not {split!r}")
+
+
+def strip_ids(ids) -> list[int]:
+    """Ids up to the first EOS, without PAD: what a decoded sequence means."""
+    out = []
+    for i in map(int, ids):
+        if i == EOS_ID:
+            break
+        if i != PAD_ID:
+            out.append(i)
+    return out
+
+
+def dataset_from_lists(inputs: list[list[int]], targets: list[list[int]]) -> tf.data.Dataset:
+    """An in-memory dataset of {"inputs", "targets"} int32 examples.
+
+    Stored as flat tensors and row offsets and sliced per index, rather than
+    from_generator: the iterator over it can be checkpointed, so a resumed
+    run continues exactly where it stopped.
+    """
+
+    def flatten(rows):
+        offsets = tf.constant([0] + [len(r) for r in rows], tf.int64)
+        return tf.constant([i for r in rows for i in r], tf.int32), tf.cumsum(offsets)
+
+    (flat_in, offsets_in), (flat_tgt, offsets_tgt) = flatten(inputs), flatten(targets)
+
+    def example(i):
+        return {"inputs": flat_in[offsets_in[i]:offsets_in[i + 1]],
+                "targets": flat_tgt[offsets_tgt[i]:offsets_tgt[i + 1]]}
+
+    return tf.data.Dataset.range(len(inputs)).map(example)

@@ -1,0 +1,124 @@
+"""Multi-head scaled dot-product attention (paper 3.2) with an optional key/value cache."""
+import keras
+from keras import ops
+
+# Added to the logits of positions that must not be attended to. The logits are
+# float32 whatever the compute dtype (softmax runs in float32), so -1e9 is safe
+# and exp() of it underflows to exactly 0.
+NEG_INF = -1e9
+
+
+def padding_bias(ids):
+    """Attention bias hiding PAD (id 0) keys.
+
+    Args:
+      ids: int [B, T] token ids.
+    Returns:
+      float32 [B, 1, 1, T]: 0 where a real token, NEG_INF where PAD.
+    """
+    is_pad = ops.cast(ops.equal(ids, 0), "float32")
+    return (is_pad * NEG_INF)[:, None, None, :]
+
+
+def causal_bias(length):
+    """Attention bias letting position i see only positions <= i.
+
+    Returns:
+      float32 [1, 1, T, T] with NEG_INF above the diagonal.
+    """
+    rows = ops.arange(length)[:, None]
+    cols = ops.arange(length)[None, :]
+    return ops.cast(cols > rows, "float32")[None, None] * NEG_INF
+
+
+class MultiHeadAttention(keras.layers.Layer):
+    """softmax(Q K^T / sqrt(Dk) + bias) V over H heads, then W^O.
+
+    One implementation serves training and incremental decoding: `call` takes
+    an optional cache.
+      - memory None, cache None: self-attention over `query`.
+      - memory given: attention from `query` to `memory` (encoder-decoder).
+      - cache with decode_index: incremental self-attention. The cache holds
+        preallocated keys/values [B, H, T_max, Dk|Dv]; the new position's
+        key/value is written at decode_index and the caller's bias hides the
+        positions not yet written.
+      - cache without decode_index: keys/values of a fixed memory, computed
+        once by `memory_cache` (the encoder output during decoding).
+
+    Args:
+      num_heads: H.
+      key_dim: Dk, per-head query/key width.
+      value_dim: Dv, per-head value width.
+      d_model: D, width of the output projection.
+      dropout: rate on the attention weights (t2t's attention_dropout).
+    """
+
+    def __init__(self, num_heads, key_dim, value_dim, d_model, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads, self.key_dim, self.value_dim = num_heads, key_dim, value_dim
+        self.d_model, self.dropout_rate = d_model, dropout
+        self.query_proj = keras.layers.Dense(num_heads * key_dim, name="query")
+        self.key_proj = keras.layers.Dense(num_heads * key_dim, name="key")
+        self.value_proj = keras.layers.Dense(num_heads * value_dim, name="value")
+        self.output_proj = keras.layers.Dense(d_model, name="output")
+        self.weights_dropout = keras.layers.Dropout(dropout)
+
+    def build(self, query_shape, memory_shape=None, *args, **kwargs):
+        width = (None, None, self.d_model)
+        self.query_proj.build(width)
+        self.key_proj.build(width)
+        self.value_proj.build(width)
+        self.output_proj.build((None, None, self.num_heads * self.value_dim))
+
+    def _split_heads(self, x, head_dim):
+        # [B, T, H*d] -> [B, H, T, d]
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        x = ops.reshape(x, (batch, length, self.num_heads, head_dim))
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def memory_cache(self, memory):
+        """Projects a fixed memory [B, T_src, D] once into {"key", "value"} [B, H, T_src, Dk|Dv]."""
+        return {
+            "key": self._split_heads(self.key_proj(memory), self.key_dim),
+            "value": self._split_heads(self.value_proj(memory), self.value_dim),
+        }
+
+    def call(self, query, memory=None, bias=None, cache=None, decode_index=None, training=None):
+        """Attends from `query` [B, T_q, D]; returns (output [B, T_q, D], updated cache or None)."""
+        q = self._split_heads(self.query_proj(query), self.key_dim)  # [B, H, T_q, Dk]
+        if cache is not None and decode_index is None:
+            keys, values = cache["key"], cache["value"]  # precomputed memory
+        else:
+            kv = self.memory_cache(query if memory is None else memory)
+            keys, values = kv["key"], kv["value"]  # [B, H, T_k, Dk|Dv]
+            if cache is not None:
+                keys = _write_at(cache["key"], keys, decode_index)  # [B, H, T_max, Dk]
+                values = _write_at(cache["value"], values, decode_index)
+                cache = {"key": keys, "value": values}
+        logits = ops.einsum("bhqd,bhkd->bhqk", q, keys)  # [B, H, T_q, T_k]
+        logits = ops.cast(logits, "float32") * (self.key_dim**-0.5)
+        if bias is not None:
+            logits = logits + bias
+        weights = ops.cast(ops.softmax(logits, axis=-1), values.dtype)
+        weights = self.weights_dropout(weights, training=training)
+        context = ops.einsum("bhqk,bhkd->bhqd", weights, values)  # [B, H, T_q, Dv]
+        context = ops.transpose(context, (0, 2, 1, 3))  # [B, T_q, H, Dv]
+        batch, length = ops.shape(context)[0], ops.shape(context)[1]
+        context = ops.reshape(context, (batch, length, self.num_heads * self.value_dim))
+        return self.output_proj(context), cache
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
+                      d_model=self.d_model, dropout=self.dropout_rate)
+        return config
+
+
+def _write_at(cache, update, index):
+    """Writes update [B, H, 1, d] into cache [B, H, T_max, d] at time `index`.
+
+    A one-hot add rather than a scatter: static shapes for XLA, and only core
+    element-wise ops in an exported graph. The slot is zero before the write.
+    """
+    slot = ops.cast(ops.equal(ops.arange(ops.shape(cache)[2]), index), cache.dtype)  # [T_max]
+    return cache + update * slot[None, None, :, None]

@@ -1,0 +1,107 @@
+"""Token embeddings shared with the pre-softmax projection, and positional encodings."""
+import math
+
+import keras
+import numpy as np
+from keras import ops
+
+
+def timing_signal(length, channels, min_timescale=1.0, max_timescale=1.0e4):
+    """Sinusoidal positional encoding, tensor2tensor's `get_timing_signal_1d`.
+
+    t2t concatenates the sin half and the cos half instead of interleaving them
+    as the paper writes PE(pos, 2i) / PE(pos, 2i+1), and spaces the timescales
+    by log(max/min) / (channels/2 - 1). We follow t2t exactly, so the values
+    (not just their use) match its checkpoints' expectations.
+
+    Args:
+      length: T, a Python int or scalar tensor.
+      channels: D.
+    Returns:
+      float32 [T, D].
+    """
+    num_timescales = channels // 2
+    log_increment = math.log(max_timescale / min_timescale) / max(num_timescales - 1, 1)
+    inv_timescales = min_timescale * np.exp(np.arange(num_timescales, dtype=np.float32) * -log_increment)
+    position = ops.cast(ops.arange(length), "float32")
+    scaled_time = position[:, None] * ops.convert_to_tensor(inv_timescales.astype(np.float32))[None, :]
+    signal = ops.concatenate([ops.sin(scaled_time), ops.cos(scaled_time)], axis=1)  # [T, 2*(D//2)]
+    return ops.pad(signal, [[0, 0], [0, channels % 2]])
+
+
+class SinusoidalPosition(keras.layers.Layer):
+    """Adds `timing_signal` to x [B, T, D]; with `position` set, the signal of that one position."""
+
+    def call(self, x, position=None):
+        channels = x.shape[-1]
+        if position is None:
+            signal = timing_signal(ops.shape(x)[1], channels)  # [T, D]
+        else:
+            signal = timing_signal(position + 1, channels)[-1:]  # [1, D]
+        return x + ops.cast(signal, x.dtype)[None]
+
+
+class LearnedPosition(keras.layers.Layer):
+    """Adds a trained embedding of each position (Table 3 row E).
+
+    Args:
+      max_position: positions 0 .. max_position-1 are representable.
+      d_model: D.
+    """
+
+    def __init__(self, max_position, d_model, **kwargs):
+        super().__init__(**kwargs)
+        self.max_position, self.d_model = max_position, d_model
+
+    def build(self, input_shape):
+        self.table = self.add_weight(
+            name="table", shape=(self.max_position, self.d_model),
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5))
+
+    def call(self, x, position=None):
+        if position is None:
+            rows = self.table[: ops.shape(x)[1]]  # [T, D]
+        else:
+            rows = ops.take(self.table, ops.reshape(position, (1,)), axis=0)  # [1, D]
+        return x + ops.cast(rows, x.dtype)[None]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(max_position=self.max_position, d_model=self.d_model)
+        return config
+
+
+class SharedEmbedding(keras.layers.Layer):
+    """One [V, D] matrix for source and target embeddings and the output projection (paper 3.4).
+
+    Embeddings are scaled by sqrt(D); weights start as N(0, D^-0.5) as in t2t,
+    so scaled embeddings have unit variance like the timing signal.
+
+    Args:
+      vocab_size: V.
+      d_model: D.
+    """
+
+    def __init__(self, vocab_size, d_model, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size, self.d_model = vocab_size, d_model
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.vocab_size, self.d_model),
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5))
+
+    def call(self, ids):
+        """ids int [B, T] -> [B, T, D], times sqrt(D)."""
+        vectors = ops.take(ops.cast(self.embeddings, self.compute_dtype), ids, axis=0)
+        return vectors * math.sqrt(self.d_model)
+
+    def logits(self, x):
+        """x [B, T, D] -> float32 logits [B, T, V] (float32 for a stable softmax and loss)."""
+        logits = ops.matmul(x, ops.transpose(ops.cast(self.embeddings, x.dtype)))
+        return ops.cast(logits, "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, d_model=self.d_model)
+        return config

@@ -1,0 +1,32 @@
+"""The position-wise feed-forward network (paper 3.3)."""
+import keras
+
+
+class FeedForward(keras.layers.Layer):
+    """max(0, x W1 + b1) W2 + b2, applied at every position.
+
+    Args:
+      d_model: D, input and output width.
+      d_ff: F, hidden width.
+      dropout: rate on the hidden activations (t2t's relu_dropout; 0 in the paper).
+    """
+
+    def __init__(self, d_model, d_ff, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.d_model, self.d_ff, self.dropout_rate = d_model, d_ff, dropout
+        self.hidden = keras.layers.Dense(d_ff, activation="relu", name="hidden")
+        self.hidden_dropout = keras.layers.Dropout(dropout)
+        self.output_proj = keras.layers.Dense(d_model, name="output")
+
+    def build(self, input_shape):
+        self.hidden.build((None, None, self.d_model))
+        self.output_proj.build((None, None, self.d_ff))
+
+    def call(self, x, training=None):
+        """x [B, T, D] -> [B, T, D]."""
+        return self.output_proj(self.hidden_dropout(self.hidden(x), training=training))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(d_model=self.d_model, d_ff=self.d_ff, dropout=self.dropout_rate)
+        return config
