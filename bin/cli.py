@@ -1,0 +1,34 @@
+"""What every t2t-lite command shares: absl start-up and one-line user errors."""
+import sys
+
+from absl import app
+
+from t2t_lite.errors import UserError
+
+
+def run_main(main, program: str) -> None:
+    """Runs `main(argv)` under absl; a UserError becomes one line on stderr and exit code 2.
+
+    Set T2T_LITE_DEBUG=1 to see the traceback of a UserError too.
+    """
+    import os
+
+    def guarded(argv):
+        if len(argv) > 1:
+            raise app.UsageError(f"unexpected arguments {argv[1:]}; every option is a --flag")
+        try:
+            return main(argv)
+        except UserError as error:
+            if os.environ.get("T2T_LITE_DEBUG"):
+                raise
+            print(f"{program}: error: {error}", file=sys.stderr)
+            sys.exit(2)
+
+    app.run(guarded)
+
+
+def load_registries() -> None:
+    """Registers the bundled problems and hparams sets (the library itself never imports them)."""
+    import t2t_lite.hparams  # noqa: F401
+    import t2t_lite.models.transformer  # noqa: F401
+    import t2t_lite.problems  # noqa: F401
