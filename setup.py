@@ -23,6 +23,8 @@ setup(
         "keras>=3.10",
         "tensorflow-text~=2.21.0",
         "tensorflow-datasets",
+        # tf.summary needs it and TensorFlow 2.21 no longer installs it.
+        "tensorboard",
         "sacrebleu",
         "absl-py",
         "sentencepiece",

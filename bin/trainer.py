@@ -1,2 +1,99 @@
-def run():
-    print("x")
+"""t2t-lite-trainer: train a registered model on a registered problem.
+
+  t2t-lite-trainer --problem=algorithmic_reverse --hparams_set=transformer_tiny --output_dir=/tmp/reverse
+"""
+import dataclasses
+
+from absl import flags
+
+from t2t_lite import config, registry
+from t2t_lite.bin.cli import load_registries, run_main
+from t2t_lite.errors import UserError
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("problem", None, "Registered problem name (see --registry_help).")
+flags.DEFINE_string("hparams_set", None, "Registered hparams set; defaults to the one saved in --output_dir.")
+flags.DEFINE_string("hparams", "", 'Overrides, e.g. "d_model=256,train.batch_size=2048".')
+flags.DEFINE_string("output_dir", None, "Checkpoints, summaries and hparams.json go here; rerun to resume.")
+flags.DEFINE_string("data_dir", None, "Prepared data of problems that need t2t-lite-datagen.")
+flags.DEFINE_integer("train_steps", None, "Total steps; defaults to the hparams set's train_steps.")
+flags.DEFINE_integer("eval_steps", 100, "Dev batches per evaluation; 0 = the whole dev split.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint and evaluate every this many steps.")
+flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints kept (the paper averages the last 5 or 20).")
+flags.DEFINE_integer("random_seed", 1234, "Seeds initialisation, dropout and shuffling.")
+flags.DEFINE_integer("log_every_steps", 100, "Progress line every this many steps.")
+flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
+flags.DEFINE_bool("registry_help", False, "List registered models, hparams sets and problems, then exit.")
+flags.DEFINE_bool("dry_run", False, "Build the model without data, print 'parameters: N', exit.")
+flags.DEFINE_integer("vocab_size", None, "Vocabulary size for --dry_run (otherwise the problem's).")
+
+
+def registry_help() -> str:
+    lines = []
+    for reg in (registry.models, registry.hparams_sets, registry.problems):
+        lines.append(f"{reg.kind}s:")
+        lines.extend(f"  {name}" for name in reg.names())
+    return "\n".join(lines)
+
+
+def resolve_hparams(set_name: str, overrides: str, vocab_size: int):
+    """The named set with overrides applied and the vocabulary size filled in."""
+    hparams = config.apply_overrides(registry.hparams_sets.get(set_name)(), overrides)
+    if hparams.model.vocab_size == 0:
+        hparams = dataclasses.replace(hparams, model=dataclasses.replace(hparams.model, vocab_size=vocab_size))
+    return hparams
+
+
+def dry_run() -> None:
+    from t2t_lite.models import build_model
+
+    if not FLAGS.hparams_set:
+        raise UserError("--dry_run needs --hparams_set")
+    vocab_size = FLAGS.vocab_size or (registry.problems.get(FLAGS.problem)(FLAGS.data_dir).vocab_size
+                                      if FLAGS.problem else 0)
+    if vocab_size <= 0:
+        raise UserError("--dry_run needs --vocab_size=N (or a --problem to take it from)")
+    model = build_model(resolve_hparams(FLAGS.hparams_set, FLAGS.hparams, vocab_size))
+    print(f"parameters: {model.count_params()}")
+
+
+def main(argv) -> None:
+    load_registries()
+    if FLAGS.registry_help:
+        print(registry_help())
+        return
+    if FLAGS.dry_run:
+        dry_run()
+        return
+    from t2t_lite.training import run_dir
+    from t2t_lite.training.trainer import RunConfig, Trainer
+
+    if not FLAGS.output_dir:
+        raise UserError("--output_dir is required")
+    saved = run_dir.load(FLAGS.output_dir)
+    problem_name = FLAGS.problem or (saved and saved.problem)
+    set_name = FLAGS.hparams_set or (saved and saved.hparams_set)
+    if not problem_name or not set_name:
+        raise UserError("--problem and --hparams_set are required for a new --output_dir")
+    problem = registry.problems.get(problem_name)(FLAGS.data_dir)
+    overrides = FLAGS.hparams if (FLAGS.hparams or not saved) else saved.hparams_overrides
+    requested = run_dir.RunSpec(problem_name, set_name, overrides,
+                                resolve_hparams(set_name, overrides, problem.vocab_size))
+    run_dir.ensure_writable(FLAGS.output_dir)
+    if saved:
+        run_dir.check_matches(saved, requested, FLAGS.output_dir)
+    else:
+        run_dir.save(FLAGS.output_dir, requested)
+    run = RunConfig(output_dir=FLAGS.output_dir, train_steps=FLAGS.train_steps or requested.hparams.train.train_steps,
+                    eval_steps=FLAGS.eval_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+                    keep_checkpoint_max=FLAGS.keep_checkpoint_max, random_seed=FLAGS.random_seed,
+                    log_every_steps=FLAGS.log_every_steps, jit_compile=FLAGS.jit_compile)
+    Trainer(problem, requested.hparams, run).train()
+
+
+def run() -> None:
+    run_main(main, "t2t-lite-trainer")
+
+
+if __name__ == "__main__":
+    run()

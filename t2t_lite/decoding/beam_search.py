@@ -1,0 +1,280 @@
+"""Beam search with tensor2tensor / GNMT semantics, as one in-graph tf.while_loop.
+
+Follows tensor2tensor's `beam_search.py`: per sentence, K alive and K finished
+hypotheses; each step takes the 2K best one-token extensions (top-k over K*V),
+the K best that did not emit EOS stay alive and the EOS ones compete for the K
+finished slots with the GNMT length penalty; decoding stops early on t2t's
+`_is_not_finished` bound. Unlike t2t, every sentence has its own maximum length
+and stops on its own, so a sentence decodes identically alone or in any batch.
+
+The loop has static shapes (ids preallocated to [B, K, T], written with one-hot
+updates) so it runs inside `tf.function(jit_compile=True)`.
+
+Shapes: B batch, K beam, T = max over the batch of the max lengths, V vocab,
+N = B*K model rows, beam-major within a sentence (row b*K + k).
+
+`symbols_to_logits_fn(ids, step, state) -> (logits, new_state)` is the model:
+  ids    int32 [N, 1]: each row's previous token; the start id 0 (t2t's
+         shifted-right PAD) at step 0.
+  step   int32 scalar: the 0-based position being decoded (where a cache
+         writes this step's key/value).
+  state  nest of [N, ...] tensors (caches, encoder memory); returned updated.
+  logits [N, V], any float dtype; log-softmax runs in float32.
+"""
+from typing import Any, Callable, NamedTuple
+
+import tensorflow as tf
+
+SymbolsToLogitsFn = Callable[[tf.Tensor, tf.Tensor, Any], tuple[tf.Tensor, Any]]
+
+# Log-prob / score of an impossible hypothesis: an empty beam or finished slot,
+# a suppressed EOS. t2t uses -1e7; a true -inf can never be mistaken for a real
+# (if unlikely) hypothesis, and every op below keeps it NaN-free (no inf - inf).
+NEG_INF = float("-inf")
+
+
+def length_penalty(length, alpha):
+    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016; t2t's form).
+
+    Args:
+      length: int tensor of any shape, hypothesis lengths counting the EOS.
+      alpha: float; 0 turns the penalty off (it is then exactly 1).
+    Returns:
+      float32 tensor shaped like `length`.
+    """
+    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+
+
+def next_token_log_probs(logits, step, min_decode_lengths, eos_id):
+    """Float32 log-softmax of the logits, EOS impossible while the output would be too short.
+
+    Args:
+      logits: [N, V] any float dtype (bfloat16 under mixed precision).
+      step: int32 scalar, the position being decoded; EOS here gives length step + 1.
+      min_decode_lengths: int32 [N] or None; EOS needs step + 1 >= min length.
+      eos_id: int.
+    Returns:
+      float32 [N, V] log-probs, renormalised over the allowed tokens.
+    """
+    logits = tf.cast(logits, tf.float32)  # [N, V] softmax in float32 under mixed precision
+    if min_decode_lengths is not None:
+        too_short = step + 1 < min_decode_lengths  # [N]
+        is_eos = tf.equal(tf.range(tf.shape(logits)[1]), eos_id)  # [V]
+        logits = tf.where(too_short[:, None] & is_eos[None, :], NEG_INF, logits)  # [N, V]
+    return tf.nn.log_softmax(logits)  # [N, V]
+
+
+def read_position(ids, position):
+    """ids[..., position], or 0 (the start id) when position is -1; XLA-friendly one-hot read.
+
+    Args:
+      ids: int32 [..., T].
+      position: int32 scalar in [-1, T).
+    Returns:
+      int32 [...].
+    """
+    return tf.reduce_sum(ids * tf.one_hot(position, tf.shape(ids)[-1], dtype=ids.dtype), axis=-1)
+
+
+def write_position(ids, position, values):
+    """ids with `values` written at `position`, which must still hold 0 (PAD); no growing concat.
+
+    Args:
+      ids: int32 [..., T].
+      position: int32 scalar in [0, T).
+      values: int32 [...].
+    Returns:
+      int32 [..., T].
+    """
+    return ids + tf.one_hot(position, tf.shape(ids)[-1], dtype=ids.dtype) * values[..., None]
+
+
+def _gather_beams(x, index):
+    """x[b, index[b, k]] for every sentence b and output slot k.
+
+    Args:
+      x: [B, M, ...].
+      index: int32 [B, M'] in [0, M).
+    Returns:
+      [B, M', ...].
+    """
+    return tf.gather(x, index, axis=1, batch_dims=1)
+
+
+def _keep_if_done(active, new, old):
+    """new for active sentences, old (frozen) for finished ones.
+
+    Args:
+      active: bool [B].
+      new, old: [B, ...] of one shape.
+    Returns:
+      [B, ...].
+    """
+    mask = tf.reshape(active, [-1] + [1] * (new.shape.rank - 1))  # [B, 1, ...]
+    return tf.where(mask, new, old)
+
+
+class _Beams(NamedTuple):
+    """Loop variables of the search."""
+
+    alive_seq: tf.Tensor  # int32 [B, K, T] best-first, PAD after the last decoded position
+    alive_log_probs: tf.Tensor  # float32 [B, K] summed log-probs, -inf for an empty beam
+    finished_seq: tf.Tensor  # int32 [B, K, T] best-first, each ending in EOS
+    finished_scores: tf.Tensor  # float32 [B, K] length-penalised, -inf for an empty slot
+    state: Any  # nest of [N, ...]; row b*K + k belongs to alive_seq[b, k]
+
+
+class _Candidates(NamedTuple):
+    """The 2K best one-token extensions of a sentence's alive beams (t2t `grow_topk`)."""
+
+    seq: tf.Tensor  # int32 [B, 2K, T]
+    log_probs: tf.Tensor  # float32 [B, 2K] best-first
+    is_eos: tf.Tensor  # bool [B, 2K]
+    beam: tf.Tensor  # int32 [B, 2K] the alive beam each one extends
+
+
+class _BeamSearch:
+    """The loop's cond and body, sharing the settings and per-sentence lengths."""
+
+    def __init__(self, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
+                 max_lengths, min_lengths):
+        self.fn = symbols_to_logits_fn
+        self.batch_size, self.beam_size, self.vocab_size = batch_size, beam_size, vocab_size
+        self.alpha, self.eos_id = alpha, eos_id
+        self.max_lengths = max_lengths  # int32 [B]
+        self.min_lengths = min_lengths  # int32 [N] or None
+
+    def initial_beams(self, initial_state):
+        """One live empty hypothesis per sentence; the state is repeated K times (t2t does the same)."""
+        batch, beam = self.batch_size, self.beam_size
+        seq = tf.zeros([batch, beam, tf.reduce_max(self.max_lengths)], tf.int32)  # [B, K, T]
+        # All K beams hold the same empty prefix: only beam 0 is live, else step 0
+        # would fill the beam with K copies of one extension (t2t's initial_log_probs).
+        alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (beam - 1)]), [batch, 1])  # [B, K]
+        finished_scores = tf.fill([batch, beam], NEG_INF)  # [B, K]
+        state = tf.nest.map_structure(lambda t: tf.repeat(t, beam, axis=0), initial_state)  # [N, ...]
+        return _Beams(seq, alive_log_probs, seq, finished_scores, state)
+
+    def is_active(self, step, beams):
+        """Sentences still decoding (t2t `_is_not_finished`, per sentence): bool [B]."""
+        # Log-probs only fall as tokens are added, and the penalty only grows up to
+        # the max length, so this bounds every score an alive beam can reach (alpha >= 0).
+        best_alive = (tf.reduce_max(beams.alive_log_probs, axis=1)
+                      / length_penalty(self.max_lengths, self.alpha))  # [B]
+        # Against the worst finished score (-inf until K have finished), as t2t with
+        # stop_early=False: all K returned hypotheses are final. t2t's default compares
+        # the best one, which fixes only the top hypothesis.
+        worst_finished = tf.reduce_min(beams.finished_scores, axis=1)  # [B]
+        return (step < self.max_lengths) & ~(worst_finished > best_alive)  # [B]
+
+    def step(self, step, beams):
+        """One decoding step; sentences already done keep their beams unchanged."""
+        candidates, state = self._grow_topk(step, beams)
+        alive_seq, alive_log_probs, source_beam = self._grow_alive(candidates)
+        finished_seq, finished_scores = self._grow_finished(step, beams, candidates)
+        active = self.is_active(step, beams)  # [B]
+        return _Beams(
+            alive_seq=_keep_if_done(active, alive_seq, beams.alive_seq),  # [B, K, T]
+            alive_log_probs=_keep_if_done(active, alive_log_probs, beams.alive_log_probs),  # [B, K]
+            finished_seq=_keep_if_done(active, finished_seq, beams.finished_seq),  # [B, K, T]
+            finished_scores=_keep_if_done(active, finished_scores, beams.finished_scores),  # [B, K]
+            state=self._gather_state(state, source_beam, active),  # [N, ...]
+        )
+
+    def _grow_topk(self, step, beams):
+        """Runs the model on every alive beam and keeps the 2K best extensions (t2t `grow_topk`)."""
+        batch, beam, vocab = self.batch_size, self.beam_size, self.vocab_size
+        prev_ids = tf.reshape(read_position(beams.alive_seq, step - 1), [batch * beam, 1])  # [N, 1]
+        logits, state = self.fn(prev_ids, step, beams.state)  # [N, V]
+        log_probs = next_token_log_probs(logits, step, self.min_lengths, self.eos_id)  # [N, V]
+        log_probs = tf.reshape(log_probs, [batch, beam, vocab]) + beams.alive_log_probs[:, :, None]  # [B, K, V]
+        # t2t ranks log_probs / penalty(step + 1); one positive penalty for the whole
+        # step gives the same order, and keeping log-probs avoids t2t's score * penalty round trip.
+        top_log_probs, top_index = tf.nn.top_k(tf.reshape(log_probs, [batch, beam * vocab]), k=2 * beam)  # [B, 2K]
+        source_beam = top_index // vocab  # [B, 2K]
+        ids = top_index % vocab  # [B, 2K]
+        seq = write_position(_gather_beams(beams.alive_seq, source_beam), step, ids)  # [B, 2K, T]
+        return _Candidates(seq, top_log_probs, tf.equal(ids, self.eos_id), source_beam), state
+
+    def _grow_alive(self, candidates):
+        """The K best candidates that did not emit EOS (t2t `grow_alive`): seq, log-probs, source beam."""
+        # At most K of the 2K candidates are EOS (one per beam), so K others remain.
+        log_probs = tf.where(candidates.is_eos, NEG_INF, candidates.log_probs)  # [B, 2K]
+        log_probs, pick = tf.nn.top_k(log_probs, k=self.beam_size)  # [B, K]
+        return _gather_beams(candidates.seq, pick), log_probs, _gather_beams(candidates.beam, pick)
+
+    def _grow_finished(self, step, beams, candidates):
+        """Merges this step's EOS candidates into the K best finished hypotheses (t2t `grow_finished`)."""
+        beam = self.beam_size
+        # Deviation from t2t, as fairseq and Hugging Face do: EOS ends a hypothesis only
+        # when it ranks in the top K of the 2K candidates, i.e. inside the beam; the other
+        # K only refill alive beams. t2t also admits ranks K..2K-1, so its beam 1 is not greedy.
+        in_beam = tf.range(2 * beam) < beam  # [2K]
+        finishes = candidates.is_eos & in_beam[None, :] & (candidates.log_probs > NEG_INF)  # [B, 2K]
+        scores = tf.where(finishes, candidates.log_probs / length_penalty(step + 1, self.alpha), NEG_INF)  # [B, 2K]
+        seq = tf.concat([beams.finished_seq, candidates.seq], axis=1)  # [B, 3K, T]
+        # Old finished hypotheses come first, so on a tie the earlier one stays (as t2t).
+        scores, pick = tf.nn.top_k(tf.concat([beams.finished_scores, scores], axis=1), k=beam)  # [B, K]
+        return _gather_beams(seq, pick), scores
+
+    def _gather_state(self, state, source_beam, active):
+        """Reorders the state rows to follow the surviving alive beams: one tf.gather per tensor.
+
+        t2t gathers the state to the 2K candidates, then to the K alive; composing the
+        two indices gathers once. Done sentences keep their rows in place.
+        """
+        beam = self.beam_size
+        source_beam = tf.where(active[:, None], source_beam, tf.range(beam)[None, :])  # [B, K]
+        rows = tf.reshape(source_beam + beam * tf.range(self.batch_size)[:, None], [-1])  # [N] b*K + source
+        return tf.nest.map_structure(lambda t: tf.gather(t, rows), state)  # [N, ...]
+
+    def results(self, beams):
+        """Finished hypotheses, or the alive ones for a sentence where none finished (as t2t)."""
+        has_finished = beams.finished_scores[:, 0] > NEG_INF  # [B]
+        # Alive beams are only returned after running to the max length (stopping early
+        # needs K finished). Deviation: t2t returns their raw log-probs; we penalise them
+        # like finished ones so that every score has one meaning.
+        alive_scores = beams.alive_log_probs / length_penalty(self.max_lengths, self.alpha)[:, None]  # [B, K]
+        ids = tf.where(has_finished[:, None, None], beams.finished_seq, beams.alive_seq)  # [B, K, T]
+        scores = tf.where(has_finished[:, None], beams.finished_scores, alive_scores)  # [B, K]
+        return ids, scores
+
+
+def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_size, beam_size: int,
+                vocab_size: int, max_decode_lengths, alpha: float, eos_id: int = 1,
+                min_decode_lengths=None) -> tuple[tf.Tensor, tf.Tensor]:
+    """Beam search over `symbols_to_logits_fn`; each sentence stops on its own.
+
+    Args:
+      symbols_to_logits_fn: (ids [N, 1], step, state) -> (logits [N, V], state); see the module doc.
+      initial_state: nest of [B, ...] tensors (encoder memory, preallocated caches); each is
+        repeated K times (tf.repeat, so row b*K + k) and gathered along the beams every step.
+      batch_size: B.
+      beam_size: K >= 1.
+      vocab_size: V >= 2.
+      max_decode_lengths: int32 [B], per-sentence max output length counting the EOS.
+      alpha: length penalty exponent (paper: 0.6).
+      eos_id: the end-of-sentence id.
+      min_decode_lengths: int32 [B] or None; EOS is impossible before this length
+        (t2t's force_decode_length when min == max).
+    Returns:
+      ids: int32 [B, K, T], T = max(max_decode_lengths), best-first; no start id, EOS kept,
+        PAD (0) after it. A sentence with no finished hypothesis returns its alive beams;
+        one with fewer than K returns the empty slots as all PAD with score -inf.
+      scores: float32 [B, K] summed log-probs / length_penalty(length, alpha).
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be at least 2 (2K candidates come from K*V), got {vocab_size}")
+    max_lengths = tf.convert_to_tensor(max_decode_lengths, tf.int32)  # [B]
+    min_lengths = (None if min_decode_lengths is None
+                   else tf.repeat(tf.convert_to_tensor(min_decode_lengths, tf.int32), beam_size))  # [N]
+    search = _BeamSearch(symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
+                         max_lengths, min_lengths)
+    _, beams = tf.while_loop(
+        lambda step, beams: tf.reduce_any(search.is_active(step, beams)),
+        lambda step, beams: (step + 1, search.step(step, beams)),
+        (tf.constant(0), search.initial_beams(initial_state)),
+    )
+    return search.results(beams)

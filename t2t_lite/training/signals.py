@@ -1,0 +1,38 @@
+"""Turns SIGINT / SIGTERM into a request to stop at the next step boundary."""
+import contextlib
+import signal
+
+
+class StopRequest:
+    """Set by a signal handler; the training loop checks it after every step."""
+
+    def __init__(self):
+        self.signal_name: str | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self.signal_name is not None
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """Within the block, SIGINT and SIGTERM set the yielded StopRequest instead of killing the process.
+
+    A second signal restores the default behaviour, so an impatient Ctrl-C
+    still ends a run that is stuck.
+    """
+    request = StopRequest()
+    previous = {}
+
+    def handler(signum, frame):
+        request.signal_name = signal.Signals(signum).name
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        yield request
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
