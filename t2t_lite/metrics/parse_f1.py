@@ -140,7 +140,7 @@ def _collect(node: Tree, words: list[str], brackets: Counter[Bracket]) -> None:
     if node.is_preterminal:
         # evalb.c read_line: a deleted POS takes its word with it, so the word
         # occupies no span position.
-        if True:
+        if node.label not in DELETE_LABELS:
             words.append(node.children[0])
         return
     start = len(words)
