@@ -14,9 +14,5 @@ import os
 # Keras 3 picks its backend at import time; t2t-lite is TensorFlow all the way
 # down (tf.data, tf-text, SavedModel), so make that the default.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-# TensorFlow 2.21's C++ start-up chatter (oneDNN, missing CUDA drivers) buries
-# our progress lines and ignores level 2; errors still reach Python as
-# exceptions. Set TF_CPP_MIN_LOG_LEVEL=0 to see it again.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 __version__ = "0.1.0"

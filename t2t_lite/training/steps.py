@@ -12,11 +12,15 @@ BATCH_SIGNATURE = {
 }
 
 
+def learning_rate_schedule(hparams: HParams) -> NoamSchedule:
+    """The set's learning-rate schedule (paper 5.3, or t2t's constant 2.0 / warmup 8000)."""
+    return NoamSchedule(hparams.model.d_model, hparams.train.warmup_steps, hparams.train.learning_rate_constant)
+
+
 def make_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
-    """Adam with the Transformer learning-rate schedule (paper 5.3)."""
+    """Adam with the Transformer learning-rate schedule."""
     t = hparams.train
-    schedule = NoamSchedule(hparams.model.d_model, t.warmup_steps, t.learning_rate_constant)
-    return keras.optimizers.Adam(learning_rate=schedule, beta_1=t.adam_beta1, beta_2=t.adam_beta2,
+    return keras.optimizers.Adam(learning_rate=learning_rate_schedule(hparams), beta_1=t.adam_beta1, beta_2=t.adam_beta2,
                                  epsilon=t.adam_epsilon)
 
 

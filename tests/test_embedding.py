@@ -1,0 +1,42 @@
+"""Timing signal and shared embeddings against numpy."""
+import math
+
+import numpy as np
+
+from t2t_lite.layers.embedding import SharedEmbedding, SinusoidalPosition, timing_signal
+
+
+def numpy_timing_signal(length, channels):
+    """tensor2tensor's get_timing_signal_1d, written out in numpy."""
+    half = channels // 2
+    increment = math.log(1e4) / (half - 1)
+    inv = np.exp(np.arange(half) * -increment)
+    scaled = np.arange(length)[:, None] * inv[None, :]
+    return np.concatenate([np.sin(scaled), np.cos(scaled)], axis=1)
+
+
+def test_timing_signal_matches_numpy():
+    np.testing.assert_allclose(np.asarray(timing_signal(50, 16)), numpy_timing_signal(50, 16), atol=1e-5)
+
+
+def test_timing_signal_known_values():
+    signal = np.asarray(timing_signal(3, 4))
+    # channels 4: timescales 1 and 1e4; position 2 -> sin(2), sin(2e-4), cos(2), cos(2e-4).
+    np.testing.assert_allclose(signal[2], [math.sin(2), math.sin(2e-4), math.cos(2), math.cos(2e-4)], atol=1e-6)
+    np.testing.assert_allclose(signal[0], [0, 0, 1, 1])
+
+
+def test_single_position_equals_row_of_full_signal():
+    x = np.zeros((1, 1, 8), np.float32)
+    layer = SinusoidalPosition()
+    np.testing.assert_allclose(np.asarray(layer(x, position=5))[0, 0], numpy_timing_signal(6, 8)[5], atol=1e-5)
+
+
+def test_shared_embedding_scales_by_sqrt_d_and_projects_with_same_matrix():
+    layer = SharedEmbedding(vocab_size=7, d_model=4)
+    ids = np.array([[3, 0, 6]], np.int32)
+    vectors = np.asarray(layer(ids))
+    table = layer.embeddings.numpy()
+    np.testing.assert_allclose(vectors[0], table[[3, 0, 6]] * 2.0, atol=1e-6)
+    x = np.random.default_rng(0).normal(size=(1, 2, 4)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(layer.logits(x)), x @ table.T, atol=1e-5)
