@@ -1,0 +1,46 @@
+"""Length bucketing and token-based batches."""
+import numpy as np
+import tensorflow as tf
+
+from t2t_lite.data.batching import batch_by_length, bucket_batch_sizes, bucket_boundaries
+from t2t_lite.data.problem import dataset_from_lists
+
+
+def test_boundaries_follow_t2t():
+    boundaries = bucket_boundaries(256)
+    assert len(boundaries) == 41 and boundaries[0] == 8 and boundaries[-1] < 256
+    for a, b in zip(boundaries, boundaries[1:]):
+        assert b == max(a + 1, int(a * 1.1))
+
+
+def test_batch_sizes_keep_tokens_under_budget():
+    boundaries = bucket_boundaries(64)
+    sizes = bucket_batch_sizes(1000, boundaries, 64)
+    assert sizes[0] == 1000 // 8 and sizes[-1] == 1000 // 64
+    assert all(size * bound <= 1000 for size, bound in zip(sizes, boundaries + [64]))
+
+
+def test_batches_hold_every_short_example_once_and_drop_long_ones():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 40, size=300)
+    inputs = [[int(i) + 2] * int(n) + [1] for i, n in enumerate(lengths)]
+    targets = [[3] * int(rng.integers(1, 30)) + [1] for _ in lengths]
+    dataset = batch_by_length(dataset_from_lists(inputs, targets), batch_size=200, max_length=32)
+    seen, padded_tokens, real_tokens = [], 0, 0
+    for batch in dataset:
+        x, y = batch["inputs"].numpy(), batch["targets"].numpy()
+        assert x.shape[0] * max(x.shape[1], y.shape[1]) <= 200 or x.shape[0] == 1
+        seen.extend(int(row[0]) - 2 for row in x)
+        padded_tokens += x.size
+        real_tokens += int((x != 0).sum())
+    expected = [i for i, row in enumerate(inputs) if max(len(row), len(targets[i])) <= 32]
+    assert sorted(seen) == expected
+    assert real_tokens / padded_tokens > 0.7  # bucketing keeps padding low
+
+
+def test_pad_to_boundary_gives_fixed_shapes():
+    inputs = [[2] * n + [1] for n in range(1, 30)]
+    dataset = batch_by_length(dataset_from_lists(inputs, inputs), 64, 32, pad_to_boundary=True)
+    allowed = {b - 1 for b in bucket_boundaries(32)} | {32}
+    assert {int(batch["inputs"].shape[1]) for batch in dataset} <= allowed
+    assert tf.data.experimental.cardinality(dataset) != 0

@@ -1,0 +1,63 @@
+"""Hparams overrides, validation, JSON round trip, and the registry."""
+import dataclasses
+
+import pytest
+
+import t2t_lite.hparams  # noqa: F401
+from t2t_lite import config
+from t2t_lite.errors import UserError
+from t2t_lite.registry import Registry, hparams_sets
+
+
+def test_overrides_change_only_named_fields_with_their_types():
+    base = hparams_sets.get("transformer_base")()
+    hp = config.apply_overrides(base, "d_model=256, train.batch_size=1024,share_embeddings=false,alpha=1")
+    assert (hp.model.d_model, hp.train.batch_size, hp.model.share_embeddings, hp.decode.alpha) == (256, 1024, False, 1.0)
+    assert isinstance(hp.decode.alpha, float)
+    assert dataclasses.replace(hp.model, d_model=512, share_embeddings=True) == base.model
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ("d_modl=3", "unknown hparams key 'd_modl'"),
+    ("d_model=x", "expected a int"),
+    ("dropout=high", "expected a float"),
+    ("share_embeddings=maybe", "expected a bool"),
+    ("d_model", "not of the form key=value"),
+    ("norm_position=middle", "norm_position must be"),
+    ("num_heads=3", "not divisible"),
+])
+def test_bad_overrides_raise_user_error(overrides, message):
+    with pytest.raises(UserError, match=message):
+        config.apply_overrides(hparams_sets.get("transformer_base")(), overrides)
+
+
+def test_json_round_trip_of_every_registered_set():
+    for name in hparams_sets.names():
+        hp = hparams_sets.get(name)()
+        assert config.from_dict(config.to_dict(hp)) == hp
+
+
+def test_paper_and_t2t_sets_differ_as_documented():
+    paper, t2t = hparams_sets.get("transformer_base")(), hparams_sets.get("transformer_base_v3")()
+    assert (paper.model.norm_position, paper.train.warmup_steps, paper.train.adam_beta2) == ("post", 4000, 0.98)
+    assert (t2t.model.norm_position, t2t.train.warmup_steps, t2t.train.adam_beta2) == ("pre", 8000, 0.997)
+    assert (paper.train.learning_rate_constant, t2t.train.learning_rate_constant) == (1.0, 2.0)
+    big = hparams_sets.get("transformer_big")()
+    assert (big.model.d_model, big.model.d_ff, big.model.num_heads, big.model.dropout) == (1024, 4096, 16, 0.3)
+
+
+def test_table3_rows_are_registered():
+    names = [n for n in hparams_sets.names() if n.startswith("transformer_table3_")]
+    assert {n.split("_")[2] for n in names} == {"a", "b", "c", "d", "e"}
+    a1 = hparams_sets.get("transformer_table3_a_h1")().model
+    assert (a1.num_heads, a1.head_key_dim, a1.head_value_dim) == (1, 512, 512)
+    assert hparams_sets.get("transformer_table3_e_learned_positions")().model.position_encoding == "learned"
+
+
+def test_registry_rejects_duplicates_and_suggests_close_names():
+    registry = Registry("thing")
+    registry.register("alpha_beta")(object)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("alpha_beta")(object)
+    with pytest.raises(UserError, match="did you mean alpha_beta"):
+        registry.get("alpha_betta")

@@ -1,0 +1,71 @@
+"""t2t-lite-trainer from the command line: dry run, registry help, and bad input."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def trainer(*flags):
+    result = subprocess.run([sys.executable, "-m", "t2t_lite.bin.trainer", *flags],
+                            capture_output=True, text=True, timeout=300)
+    return result.returncode, result.stdout, result.stderr
+
+
+def error_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("t2t-lite-trainer: error:")]
+
+
+def test_dry_run_prints_parameter_count():
+    code, out, _ = trainer("--hparams_set=transformer_base", "--dry_run", "--vocab_size=37000")
+    assert code == 0
+    assert out.strip().splitlines()[-1] == "parameters: 63082496"
+
+
+def test_registry_help_lists_models_sets_and_problems():
+    code, out, _ = trainer("--registry_help")
+    assert code == 0
+    for name in ("transformer", "transformer_big_v3", "transformer_table3_c_n8", "algorithmic_addition"):
+        assert f"  {name}\n" in out
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--problem=algorithmic_revers", "--hparams_set=transformer_tiny"], "unknown problem 'algorithmic_revers'; did you mean algorithmic_reverse"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tinny"], "unknown hparams set 'transformer_tinny'; did you mean transformer_tiny"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--hparams=d_modell=3"], "unknown hparams key 'd_modell'"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--hparams=num_heads=four"], "num_heads='four': expected a int"),
+])
+def test_bad_names_and_overrides_fail_with_one_line(tmp_path, flags, message):
+    code, _, err = trainer(*flags, f"--output_dir={tmp_path / 'run'}")
+    assert code == 2
+    assert len(error_lines(err)) == 1 and message in error_lines(err)[0]
+    assert "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_unwritable_output_dir_fails_with_one_line(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    code, _, err = trainer("--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
+                           f"--output_dir={blocker / 'run'}")
+    assert code == 2 and "cannot write to --output_dir" in error_lines(err)[0]
+
+
+def test_different_hparams_set_than_saved_is_refused_and_nothing_is_overwritten(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    saved = {"problem": "algorithmic_reverse", "hparams_set": "transformer_tiny", "hparams_overrides": ""}
+    from t2t_lite import config
+    import t2t_lite.hparams  # noqa: F401
+    from t2t_lite.registry import hparams_sets
+    hp = config.apply_overrides(hparams_sets.get("transformer_tiny")(), "vocab_size=12")
+    (run / "hparams.json").write_text(json.dumps({**saved, "hparams": config.to_dict(hp)}))
+    before = {p: (p.read_bytes(), os.stat(p).st_mtime_ns) for p in run.iterdir()}
+    code, _, err = trainer("--problem=algorithmic_reverse", "--hparams_set=transformer_small", f"--output_dir={run}")
+    assert code == 2
+    assert "holds a run of hparams set 'transformer_tiny', not 'transformer_small'" in error_lines(err)[0]
+    code, _, err = trainer("--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
+                           "--hparams=d_model=64", f"--output_dir={run}")
+    assert code == 2 and "model.d_model: 128 -> 64" in error_lines(err)[0]
+    assert {p: (p.read_bytes(), os.stat(p).st_mtime_ns) for p in run.iterdir()} == before

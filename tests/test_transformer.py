@@ -1,0 +1,75 @@
+"""The Transformer model: sizes against the paper, cached decoding against the full pass."""
+import numpy as np
+import pytest
+
+import t2t_lite.hparams  # noqa: F401
+from t2t_lite import config
+from t2t_lite.models import build_model
+from t2t_lite.models.transformer import shift_right
+from t2t_lite.registry import hparams_sets
+
+
+def tiny(overrides=""):
+    base = "vocab_size=23,num_encoder_layers=2,num_decoder_layers=2,d_model=16,d_ff=32,num_heads=4,dropout=0"
+    return config.apply_overrides(hparams_sets.get("transformer_tiny")(), ",".join(filter(None, [base, overrides])))
+
+
+@pytest.mark.parametrize("set_name, low, high", [
+    ("transformer_base", 62.5e6, 63.5e6),
+    ("transformer_big", 213e6, 215.5e6),
+])
+def test_parameter_count_with_vocabulary_37000(set_name, low, high):
+    hp = config.apply_overrides(hparams_sets.get(set_name)(), "vocab_size=37000")
+    count = build_model(hp).count_params()
+    assert low <= count <= high
+
+
+def test_base_parameter_count_equals_the_layer_arithmetic():
+    d, f, v, n = 512, 2048, 37000, 6
+    attention = 4 * (d * d + d)
+    ffn = d * f + f + f * d + d
+    encoder = n * (attention + ffn + 2 * 2 * d)
+    decoder = n * (2 * attention + ffn + 3 * 2 * d)
+    hp = config.apply_overrides(hparams_sets.get("transformer_base")(), "vocab_size=37000")
+    assert build_model(hp).count_params() == v * d + encoder + decoder
+
+
+def _batch(rng, batch=3):
+    inputs = rng.integers(2, 23, size=(batch, 7)).astype(np.int32)
+    inputs[0, 4:] = 0
+    targets = rng.integers(2, 23, size=(batch, 6)).astype(np.int32)
+    return inputs, targets
+
+
+@pytest.mark.parametrize("overrides", ["norm_position=post", "norm_position=pre", "position_encoding=learned",
+                                       "share_embeddings=false,key_dim=3,value_dim=5"])
+def test_cached_decoding_equals_full_forward_pass(overrides):
+    model = build_model(tiny(overrides))
+    inputs, targets = _batch(np.random.default_rng(0))
+    full = model({"inputs": inputs, "targets": targets}).numpy()  # [B, T_tgt, V]
+    memory, memory_bias = model.encode(inputs)
+    cache = model.initial_cache(memory, max_length=9)
+    decoder_inputs = np.asarray(shift_right(targets))
+    steps = []
+    for i in range(targets.shape[1]):
+        logits, cache = model.decode(decoder_inputs[:, i:i + 1], memory, memory_bias, cache=cache, decode_index=i)
+        steps.append(logits.numpy()[:, 0])
+    np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
+
+
+def test_decoder_is_causal_and_padding_in_inputs_is_ignored():
+    model = build_model(tiny())
+    inputs, targets = _batch(np.random.default_rng(1))
+    base = model({"inputs": inputs, "targets": targets}).numpy()
+    later_changed = targets.copy()
+    later_changed[:, 4:] = 5
+    changed = model({"inputs": inputs, "targets": later_changed}).numpy()
+    # Position t sees targets < t only: logits up to position 4 are unchanged.
+    np.testing.assert_allclose(changed[:, :5], base[:, :5], atol=1e-6)
+    assert np.abs(changed[:, 5:] - base[:, 5:]).max() > 1e-4
+    longer = np.pad(inputs, [[0, 0], [0, 3]])  # more PAD on the source side
+    np.testing.assert_allclose(model({"inputs": longer, "targets": targets}).numpy(), base, atol=1e-5)
+
+
+def test_shift_right_prepends_start_id():
+    np.testing.assert_array_equal(np.asarray(shift_right(np.array([[5, 6, 1]]))), [[0, 5, 6]])
