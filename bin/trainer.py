@@ -23,6 +23,8 @@ flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints kept (the paper ave
 flags.DEFINE_integer("random_seed", 1234, "Seeds initialisation, dropout and shuffling.")
 flags.DEFINE_integer("log_every_steps", 100, "Progress line every this many steps.")
 flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
+flags.DEFINE_integer("show_samples", 0, "After training, decode this many dev examples (beam search) and "
+                     "print a few with the exact-match rate.")
 flags.DEFINE_bool("registry_help", False, "List registered models, hparams sets and problems, then exit.")
 flags.DEFINE_bool("dry_run", False, "Build the model without data, print 'parameters: N', exit.")
 flags.DEFINE_integer("vocab_size", None, "Vocabulary size for --dry_run (otherwise the problem's).")
@@ -88,7 +90,22 @@ def main(argv) -> None:
                     eval_steps=FLAGS.eval_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
                     keep_checkpoint_max=FLAGS.keep_checkpoint_max, random_seed=FLAGS.random_seed,
                     log_every_steps=FLAGS.log_every_steps, jit_compile=FLAGS.jit_compile)
-    Trainer(problem, requested.hparams, run).train()
+    trainer = Trainer(problem, requested.hparams, run)
+    trainer.train()
+    if FLAGS.show_samples:
+        show_samples(problem, trainer.model, requested.hparams, FLAGS.show_samples)
+
+
+def show_samples(problem, model, hparams, count: int) -> None:
+    from t2t_lite.decoding.decoder import Decoder
+    from t2t_lite.decoding.samples import decode_samples, exact_match_rate
+
+    samples = decode_samples(problem, Decoder(model, hparams.decode), count)
+    for sample in samples[:5]:
+        mark = "ok" if sample.exact else "WRONG"
+        print(f"  {sample.source}  ->  {sample.output}   (expected {sample.reference}) {mark}")
+    print(f"exact match on {len(samples)} dev examples (beam {hparams.decode.beam_size}): "
+          f"{exact_match_rate(samples):.1%}")
 
 
 def run() -> None:

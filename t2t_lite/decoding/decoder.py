@@ -1,0 +1,45 @@
+"""Fast decoding of a trained Transformer: encode once, then one cached step per output position."""
+import tensorflow as tf
+
+from t2t_lite.config import DecodeHParams
+from t2t_lite.decoding.beam_search import beam_search
+from t2t_lite.decoding.sampling import greedy_decode
+
+INPUTS_SIGNATURE = [tf.TensorSpec([None, None], tf.int32)]
+
+
+class Decoder:
+    """Beam search (or greedy, beam 1) over a Transformer's cached `decode`.
+
+    Every sentence gets its own maximum length, input length + extra_length
+    (paper 6.1), so its output never depends on the batch it is decoded in.
+
+    Args:
+      model: a built Transformer.
+      hparams: DecodeHParams (beam_size, alpha, extra_length).
+      jit_compile: compile the whole search with XLA.
+    """
+
+    def __init__(self, model, hparams: DecodeHParams, jit_compile: bool = False):
+        self.model, self.hparams = model, hparams
+        self.decode = tf.function(self._decode, input_signature=INPUTS_SIGNATURE, jit_compile=jit_compile)
+
+    def _decode(self, inputs):
+        """inputs int32 [B, T_src] (EOS-terminated, PAD 0) -> (ids int32 [B, K, T], scores float32 [B, K])."""
+        hp, model = self.hparams, self.model
+        batch = tf.shape(inputs)[0]
+        memory, memory_bias = model.encode(inputs, training=False)  # [B, T_src, D], [B, 1, 1, T_src]
+        input_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, 0), tf.int32), axis=1)  # [B]
+        max_lengths = input_lengths + hp.extra_length  # [B]
+        state = {"cache": model.initial_cache(memory, tf.reduce_max(max_lengths)), "memory_bias": memory_bias}
+
+        def symbols_to_logits(ids, step, state):
+            # ids [N, 1] -> logits [N, V]; the cache already holds the memory's keys/values.
+            logits, cache = model.decode(ids, None, state["memory_bias"], cache=state["cache"], decode_index=step)
+            return logits[:, 0], {"cache": cache, "memory_bias": state["memory_bias"]}
+
+        if hp.beam_size == 1:
+            ids, scores = greedy_decode(symbols_to_logits, state, batch, max_lengths)
+            return ids[:, None], scores[:, None]  # [B, 1, T], [B, 1]
+        return beam_search(symbols_to_logits, state, batch, hp.beam_size, model.hp.vocab_size,
+                           max_lengths, hp.alpha)

@@ -1,0 +1,35 @@
+"""Decoding a few dev examples to show what a trained model does."""
+import dataclasses
+
+import numpy as np
+
+from t2t_lite.data.problem import Problem, strip_ids
+from t2t_lite.decoding.decoder import Decoder
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    source: str
+    output: str
+    reference: str
+
+    @property
+    def exact(self) -> bool:
+        return self.output == self.reference
+
+
+def decode_samples(problem: Problem, decoder: Decoder, count: int, split: str = "dev",
+                   batch_size: int = 64) -> list[Sample]:
+    """Decodes the first `count` examples of `split` with the best beam."""
+    samples = []
+    examples = problem.dataset(split).take(count).padded_batch(batch_size)
+    for batch in examples:
+        ids, _ = decoder.decode(batch["inputs"])  # [B, K, T]
+        for source, output, reference in zip(batch["inputs"].numpy(), ids[:, 0].numpy(), batch["targets"].numpy()):
+            samples.append(Sample(problem.decode(strip_ids(source)), problem.decode(strip_ids(output)),
+                                  problem.decode(strip_ids(reference))))
+    return samples
+
+
+def exact_match_rate(samples: list[Sample]) -> float:
+    return float(np.mean([s.exact for s in samples])) if samples else 0.0
