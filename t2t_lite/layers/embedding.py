@@ -6,27 +6,36 @@ import numpy as np
 from keras import ops
 
 
-def timing_signal(length, channels, min_timescale=1.0, max_timescale=1.0e4):
-    """Sinusoidal positional encoding, tensor2tensor's `get_timing_signal_1d`.
+def _inverse_timescales(channels, min_timescale=1.0, max_timescale=1.0e4):
+    """[D // 2] float32 frequencies of t2t's `get_timing_signal_1d`."""
+    num_timescales = channels // 2
+    log_increment = math.log(max_timescale / min_timescale) / max(num_timescales - 1, 1)
+    return (min_timescale * np.exp(np.arange(num_timescales) * -log_increment)).astype(np.float32)
 
-    t2t concatenates the sin half and the cos half instead of interleaving them
-    as the paper writes PE(pos, 2i) / PE(pos, 2i+1), and spaces the timescales
-    by log(max/min) / (channels/2 - 1). We follow t2t exactly, so the values
-    (not just their use) match its checkpoints' expectations.
+
+def timing_signal_at(positions, channels):
+    """The timing signal of the given positions.
+
+    tensor2tensor concatenates the sin half and the cos half instead of
+    interleaving them as the paper writes PE(pos, 2i) / PE(pos, 2i+1), and
+    spaces the timescales by log(1e4) / (channels/2 - 1). We follow t2t
+    exactly. Computing from the positions themselves (not a slice of a full
+    table) keeps one decoding step's shape static for XLA.
 
     Args:
-      length: T, a Python int or scalar tensor.
+      positions: int or float tensor [T].
       channels: D.
     Returns:
       float32 [T, D].
     """
-    num_timescales = channels // 2
-    log_increment = math.log(max_timescale / min_timescale) / max(num_timescales - 1, 1)
-    inv_timescales = min_timescale * np.exp(np.arange(num_timescales, dtype=np.float32) * -log_increment)
-    position = ops.cast(ops.arange(length), "float32")
-    scaled_time = position[:, None] * ops.convert_to_tensor(inv_timescales.astype(np.float32))[None, :]
+    scaled_time = ops.cast(positions, "float32")[:, None] * ops.convert_to_tensor(_inverse_timescales(channels))[None, :]
     signal = ops.concatenate([ops.sin(scaled_time), ops.cos(scaled_time)], axis=1)  # [T, 2*(D//2)]
     return ops.pad(signal, [[0, 0], [0, channels % 2]])
+
+
+def timing_signal(length, channels):
+    """The timing signal of positions 0 .. length-1: float32 [T, D]."""
+    return timing_signal_at(ops.arange(length), channels)
 
 
 class SinusoidalPosition(keras.layers.Layer):
@@ -37,7 +46,7 @@ class SinusoidalPosition(keras.layers.Layer):
         if position is None:
             signal = timing_signal(ops.shape(x)[1], channels)  # [T, D]
         else:
-            signal = timing_signal(position + 1, channels)[-1:]  # [1, D]
+            signal = timing_signal_at(ops.reshape(position, (1,)), channels)  # [1, D]
         return x + ops.cast(signal, x.dtype)[None]
 
 
