@@ -5,7 +5,7 @@ hypotheses; each step takes the 2K best one-token extensions (top-k over K*V),
 the K best that did not emit EOS stay alive and the EOS ones compete for the K
 finished slots with the GNMT length penalty; decoding stops early on t2t's
 `_is_not_finished` bound. Unlike t2t, every sentence has its own maximum length
-and stops on its own, so a sentence decodes identically alone or in any batch.
+and stops on its own, so its result does not depend on the batch it is in.
 
 The loop has static shapes (ids preallocated to [B, K, T], written with one-hot
 updates) so it runs inside `tf.function(jit_compile=True)`.
@@ -21,7 +21,8 @@ N = B*K model rows, beam-major within a sentence (row b*K + k).
   state  nest of [N, ...] tensors (caches, encoder memory); returned updated.
   logits [N, V], any float dtype; log-softmax runs in float32.
 """
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
@@ -102,7 +103,7 @@ def _gather_beams(x, index):
 
 
 def _keep_if_done(active, new, old):
-    """new for active sentences, old (frozen) for finished ones.
+    """new for active sentences, old for done ones, which stay frozen.
 
     Args:
       active: bool [B].
@@ -178,7 +179,7 @@ class _BeamSearch:
             alive_log_probs=_keep_if_done(active, alive_log_probs, beams.alive_log_probs),  # [B, K]
             finished_seq=_keep_if_done(active, finished_seq, beams.finished_seq),  # [B, K, T]
             finished_scores=_keep_if_done(active, finished_scores, beams.finished_scores),  # [B, K]
-            state=self._gather_state(state, source_beam, active),  # [N, ...]
+            state=self._gather_state(state, source_beam),  # [N, ...]
         )
 
     def _grow_topk(self, step, beams):
@@ -217,14 +218,14 @@ class _BeamSearch:
         scores, pick = tf.nn.top_k(tf.concat([beams.finished_scores, scores], axis=1), k=beam)  # [B, K]
         return _gather_beams(seq, pick), scores
 
-    def _gather_state(self, state, source_beam, active):
+    def _gather_state(self, state, source_beam):
         """Reorders the state rows to follow the surviving alive beams: one tf.gather per tensor.
 
         t2t gathers the state to the 2K candidates, then to the K alive; composing the
-        two indices gathers once. Done sentences keep their rows in place.
+        two indices gathers once. Done sentences are gathered too: their frozen beams
+        never read the state again.
         """
         beam = self.beam_size
-        source_beam = tf.where(active[:, None], source_beam, tf.range(beam)[None, :])  # [B, K]
         rows = tf.reshape(source_beam + beam * tf.range(self.batch_size)[:, None], [-1])  # [N] b*K + source
         return tf.nest.map_structure(lambda t: tf.gather(t, rows), state)  # [N, ...]
 
@@ -253,7 +254,7 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
       beam_size: K >= 1.
       vocab_size: V >= 2.
       max_decode_lengths: int32 [B], per-sentence max output length counting the EOS.
-      alpha: length penalty exponent (paper: 0.6).
+      alpha: length penalty exponent >= 0 (paper: 0.6); the early-stop bound assumes it.
       eos_id: the end-of-sentence id.
       min_decode_lengths: int32 [B] or None; EOS is impossible before this length
         (t2t's force_decode_length when min == max).

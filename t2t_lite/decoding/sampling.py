@@ -3,17 +3,24 @@
 Same `symbols_to_logits_fn(ids, step, state)` contract as `beam_search` with
 N = B rows: ids int32 [B, 1] is each row's previous token (the start id 0 at
 step 0), step the 0-based position being decoded. Each row stops at its own max
-length or after emitting EOS, then emits PAD, so a row decodes the same alone or
-in a batch. Scores are the model's log-probs of the emitted tokens, before
+length or after emitting EOS, then emits PAD, so its result does not depend on
+the batch it is in. Scores are the model's log-probs of the emitted tokens, before
 temperature and top-k (as t2t's fast decoding), without a length penalty.
 
 Shapes: B batch, T = max over the batch of the max lengths, V vocab.
 """
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from t2t_lite.decoding.beam_search import NEG_INF, SymbolsToLogitsFn, next_token_log_probs, read_position, write_position
+from t2t_lite.decoding.beam_search import (
+    NEG_INF,
+    SymbolsToLogitsFn,
+    next_token_log_probs,
+    read_position,
+    write_position,
+)
 
 # (log_probs float32 [B, V], step int32 scalar) -> next ids int32 [B]
 ChooseFn = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
