@@ -1,7 +1,7 @@
 """What every t2t-lite command shares: absl start-up and one-line user errors."""
 import sys
 
-from absl import app
+from absl import app, logging
 
 from t2t_lite.errors import UserError
 
@@ -14,6 +14,8 @@ def run_main(main, program: str) -> None:
     import os
 
     def guarded(argv):
+        # TensorFlow logs routine INFO lines (checkpoint sharding) through absl; keep the progress lines readable.
+        logging.set_verbosity(logging.WARNING)
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments {argv[1:]}; every option is a --flag")
         try:
