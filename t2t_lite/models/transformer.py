@@ -40,6 +40,10 @@ class Transformer(keras.Model):
         self.embedding_dropout = keras.layers.Dropout(hp.dropout)
         self.encoder_layers = [EncoderLayer(hp, name=f"encoder_{i}") for i in range(hp.num_encoder_layers)]
         self.decoder_layers = [DecoderLayer(hp, name=f"decoder_{i}") for i in range(hp.num_decoder_layers)]
+        # Keras 3 does not hand layers held in a list to tf.train.Checkpoint's
+        # object graph; named attributes put every layer's weights under model/.
+        for layer in self.encoder_layers + self.decoder_layers:
+            setattr(self, layer.name, layer)
         # Pre-norm leaves the residual stream unnormalised; t2t adds a final LayerNorm.
         pre = hp.norm_position == "pre"
         self.encoder_norm = keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, name="encoder_norm") if pre else None
