@@ -1,0 +1,33 @@
+"""t2t-lite-bleu: corpus BLEU of a translation against a reference, as sacreBLEU and as t2t-bleu.
+
+  t2t-lite-bleu --translation=decoded.de --reference=newstest2014.de
+
+prints one line per convention, each with its sacreBLEU signature:
+  BLEU (sacreBLEU 13a, detokenized) = 27.31  nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0
+  BLEU (t2t-bleu intl, tokenized) = 28.12  nrefs:1|case:mixed|eff:no|tok:intl|smooth:exp|version:2.6.0
+"""
+from absl import flags
+
+from t2t_lite.bin.cli import run_main
+from t2t_lite.errors import UserError
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("translation", None, "Hypotheses: one detokenized sentence per line, UTF-8.")
+flags.DEFINE_string("reference", None, "References: line-aligned with --translation, UTF-8.")
+
+
+def main(argv) -> None:
+    from t2t_lite.metrics.bleu import score_files
+
+    if not FLAGS.translation or not FLAGS.reference:
+        raise UserError("--translation and --reference are both required")
+    for result in score_files(FLAGS.translation, FLAGS.reference):
+        print(result)
+
+
+def run() -> None:
+    run_main(main, "t2t-lite-bleu")
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,137 @@
+"""Corpus BLEU through sacreBLEU, in the two conventions worth reporting, each with its signature.
+
+* Detokenized sacreBLEU: the 13a tokenizer, cased; the score comparable across
+  papers (Post 2018).
+* Tokenized BLEU as tensor2tensor's `t2t-bleu` computes it
+  (`bleu_hook.bleu_wrapper`): text split on Unicode punctuation and symbols,
+  which sacreBLEU ports as tokenize="intl"; cased, like t2t-bleu's "BLEU_cased"
+  (t2t-bleu also prints an uncased score, which we do not).
+
+On Google's released base checkpoint these are 27.5 and 28.3 on newstest2014
+En-De. The paper's 27.3 is a third convention (Moses tokenisation plus compound
+splitting, `get_ende_bleu.sh`) that neither reproduces; REFERENCE.md has the
+details. Scores are never reported without a signature, so that they are never
+compared across conventions by mistake.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from t2t_lite.errors import UserError
+
+# sacreBLEU tokenizer -> how a score made with it is labelled.
+TOKENIZERS = {
+    "13a": "sacreBLEU 13a, detokenized",
+    "intl": "t2t-bleu intl, tokenized",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class BleuResult:
+    """One corpus BLEU score and the convention that produced it.
+
+    Attributes:
+      label: the convention in words, e.g. "sacreBLEU 13a, detokenized".
+      score: BLEU in percent, 0 to 100.
+      signature: sacreBLEU's signature, e.g.
+        "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0".
+      precisions: modified n-gram precisions in percent, n = 1..4.
+      brevity_penalty: BP = min(1, exp(1 - ref_len / hyp_len)).
+    """
+
+    label: str
+    score: float
+    signature: str
+    precisions: tuple[float, ...]
+    brevity_penalty: float
+
+    def __str__(self) -> str:
+        return f"BLEU ({self.label}) = {self.score:.2f}  {self.signature}"
+
+
+def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "13a") -> BleuResult:
+    """Corpus BLEU of line-aligned hypotheses against one reference each, cased, exponential smoothing.
+
+    Args:
+      hypotheses: one detokenized sentence per entry.
+      references: as many sentences, in the same order.
+      tokenize: a key of TOKENIZERS: "13a" (sacreBLEU) or "intl" (t2t-bleu).
+    Returns:
+      BleuResult.
+    Raises:
+      ValueError: the sequences are empty or differ in length, or tokenize is unknown.
+    """
+    from sacrebleu.metrics import BLEU
+
+    if tokenize not in TOKENIZERS:
+        raise ValueError(f"tokenize must be one of {sorted(TOKENIZERS)}, got {tokenize!r}")
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; "
+                         "BLEU needs one reference line per hypothesis line")
+    if not hypotheses:
+        raise ValueError("no sentences to score")
+    # force: tokenized BLEU is meant for any text, so sacreBLEU's
+    # "looks tokenized" warning only makes sense for the detokenized score.
+    metric = BLEU(tokenize=tokenize, force=tokenize == "intl")
+    score = metric.corpus_score(list(hypotheses), [list(references)])
+    return BleuResult(label=TOKENIZERS[tokenize], score=score.score, signature=str(metric.get_signature()),
+                      precisions=tuple(score.precisions), brevity_penalty=score.bp)
+
+
+def bleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[BleuResult, BleuResult]:
+    """Both conventions for the same output.
+
+    Returns:
+      (detokenized sacreBLEU 13a, tokenized t2t-bleu intl).
+    """
+    return corpus_bleu(hypotheses, references, "13a"), corpus_bleu(hypotheses, references, "intl")
+
+
+def read_lines(path: str) -> list[str]:
+    """The lines of a UTF-8 text file without their line endings.
+
+    Only "\\n" ends a line (as in the decoder's output), so a stray U+2028 or
+    form feed inside a sentence cannot shift every later line; a "\\r" before
+    it is dropped so that CRLF files score like LF files.
+
+    Raises:
+      UserError: the file cannot be read, or a line is not valid UTF-8 (the
+        message names the file and the 1-based line number).
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
+    raw_lines = data.split(b"\n")
+    if raw_lines[-1] == b"":
+        raw_lines.pop()  # the final newline ends the last line; it does not start an empty one
+    lines = []
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            lines.append(raw.decode("utf-8").removesuffix("\r"))
+        except UnicodeDecodeError as error:
+            raise UserError(f"{path}: line {number} is not valid UTF-8 (bytes {raw[error.start:error.end]!r} "
+                            f"at byte {error.start + 1} of the line)") from None
+    return lines
+
+
+def score_files(translation_path: str, reference_path: str) -> tuple[BleuResult, BleuResult]:
+    """Both BLEU conventions for a translation file against a line-aligned reference file.
+
+    Args:
+      translation_path: hypotheses, one sentence per line, UTF-8.
+      reference_path: references, one sentence per line, UTF-8.
+    Returns:
+      (detokenized sacreBLEU 13a, tokenized t2t-bleu intl).
+    Raises:
+      UserError: a file is unreadable, empty or not UTF-8, or the line counts differ.
+    """
+    hypotheses, references = read_lines(translation_path), read_lines(reference_path)
+    if len(hypotheses) != len(references):
+        raise UserError(f"translation {translation_path} has {len(hypotheses)} lines but reference "
+                        f"{reference_path} has {len(references)}; they must be line-aligned")
+    if not hypotheses:
+        raise UserError(f"translation {translation_path} is empty: no sentences to score")
+    return bleu_scores(hypotheses, references)

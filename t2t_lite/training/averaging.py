@@ -1,0 +1,186 @@
+"""Checkpoint averaging: the mean model weights of a run's last N checkpoints, saved as a new checkpoint.
+
+The paper (section 6.1) decodes from the average of the last 5 checkpoints of
+the base model and the last 20 of the big one; tensor2tensor hides this in a
+separate `t2t-avg-all`. Only the model is averaged: optimizer slots and the
+data iterator's position describe the training run, not the function the
+network computes, and decoding never reads them.
+
+The result is a run directory of its own (default `<output_dir>/averaged/`):
+`ckpt-<newest averaged step>` beside a `checkpoint` state file, a copy of
+hparams.json so a decoder can rebuild the model from it, and `averaged.json`
+recording the sources. It is built in a temporary directory and renamed into
+place, so no half-written checkpoint ever carries the final name.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from t2t_lite.errors import UserError
+from t2t_lite.files import atomic_write_text
+from t2t_lite.models import build_model
+from t2t_lite.training import run_dir
+
+DEFAULT_SUBDIR = "averaged"
+# Written into every averaged directory; only a directory holding it is ever replaced.
+PROVENANCE_FILE = "averaged.json"
+
+
+def checkpoints_to_average(output_dir: str, last_n: int) -> list[str]:
+    """The newest last_n checkpoints that the CheckpointManager state of output_dir lists.
+
+    Args:
+      output_dir: a trainer's run directory.
+      last_n: how many to take, at least 1.
+    Returns:
+      Checkpoint prefixes (".../ckpt-<step>"), oldest first; fewer than last_n
+      if the directory holds fewer.
+    Raises:
+      UserError: last_n < 1, output_dir missing, or no checkpoint in it.
+    """
+    if last_n < 1:
+        raise UserError(f"the number of checkpoints to average must be at least 1, got {last_n}")
+    if not os.path.isdir(output_dir):
+        raise UserError(f"--output_dir {output_dir!r} does not exist")
+    state = tf.train.get_checkpoint_state(output_dir)
+    # A listed checkpoint whose files were deleted by hand cannot be read.
+    paths = [p for p in state.all_model_checkpoint_paths if tf.io.gfile.exists(p + ".index")] if state else []
+    if not paths:
+        raise UserError(f"no checkpoints in {output_dir!r}: expected a 'checkpoint' file listing ckpt-<step> files")
+    return paths[-last_n:]
+
+
+def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | None = None,
+                        log: Callable[[str], None] = print) -> str:
+    """Averages the model weights of the newest last_n checkpoints of output_dir into a new checkpoint.
+
+    Args:
+      output_dir: a trainer's run directory (hparams.json and ckpt-<step> files).
+      last_n: checkpoints to average (paper: 5 base, 20 big); if fewer exist,
+        those are averaged and log says so.
+      destination_dir: where the result goes; default <output_dir>/averaged.
+        A previous result there is replaced; any other non-empty directory is refused.
+      log: receives one line naming the averaged checkpoints and one naming the result.
+    Returns:
+      The new checkpoint's prefix, <destination_dir>/ckpt-<step of the newest averaged>,
+      loadable with tf.train.Checkpoint(model=model).restore(prefix).
+    Raises:
+      UserError: no hparams.json, no checkpoints, a checkpoint that does not fit
+        the model of hparams.json, or an unusable destination_dir.
+      RuntimeError: the model holds weights that tf.train.Checkpoint cannot
+        reach, so no checkpoint has them (a bug in the model, not the run).
+    """
+    paths = checkpoints_to_average(output_dir, last_n)
+    spec = run_dir.load(output_dir)
+    if spec is None:
+        raise UserError(f"no {run_dir.HPARAMS_FILE} in {output_dir!r}: it is not a t2t-lite run directory")
+    destination = destination_dir or os.path.join(output_dir, DEFAULT_SUBDIR)
+    _check_replaceable(destination, output_dir)
+    shortfall = f" (asked for {last_n}, only {len(paths)} present)" if len(paths) < last_n else ""
+    log(f"averaging {len(paths)} checkpoints{shortfall}: {', '.join(os.path.basename(p) for p in paths)}")
+    model = build_model(spec.hparams)
+    _check_all_weights_checkpointed(model)
+    for weight, mean in zip(_float_weights(model), _mean_weights(model, paths)):
+        weight.assign(mean)
+    result = _save_atomically(model, spec, output_dir, paths, destination)
+    log(f"wrote {result}")
+    return result
+
+
+def average_after_training(output_dir: str, last_n: int, log: Callable[[str], None] = print) -> str | None:
+    """What the trainer runs once training ends: average into <output_dir>/averaged, unless last_n is 0.
+
+    Args:
+      output_dir: the run directory.
+      last_n: hparams.train.average_last_checkpoints; 0 turns averaging off.
+      log: as for average_checkpoints.
+    Returns:
+      The averaged checkpoint's prefix, or None when last_n is 0.
+    """
+    return average_checkpoints(output_dir, last_n, log=log) if last_n > 0 else None
+
+
+def _float_weights(model: keras.Model) -> list:
+    # Integer weights are dropout seed-generator states: RNG positions, not
+    # parameters, and tf.train.Checkpoint does not save them.
+    return [w for w in model.weights if keras.backend.is_float_dtype(w.dtype)]
+
+
+def _check_all_weights_checkpointed(model: keras.Model) -> None:
+    """Raises RuntimeError if tf.train.Checkpoint cannot reach some weight, which would then never be averaged."""
+    root = tf.train.Checkpoint(model=model)  # TrackableView keeps only a weak reference
+    reachable = {id(t) for t in tf.train.TrackableView(root).descendants()}
+    missing = [w.path for w in _float_weights(model) if id(w) not in reachable]
+    if missing:
+        # Keras 3 on TensorFlow does not give tf.train.Checkpoint the layers kept
+        # only in a Python list: checkpoints silently lack their weights.
+        raise RuntimeError(f"{len(missing)} model weights are not saved by tf.train.Checkpoint (first: {missing[0]}); "
+                           "the model must also assign list-held layers to attributes")
+
+
+def _mean_weights(model: keras.Model, paths: list[str]) -> list[np.ndarray]:
+    """Restores each checkpoint into model in turn; the mean of each float weight, in its own dtype."""
+    checkpoint = tf.train.Checkpoint(model=model)
+    weights = _float_weights(model)
+    # float64 sums: twenty float32 checkpoints add up without losing the low bits.
+    sums = [np.zeros(w.shape, np.float64) for w in weights]
+    for path in paths:
+        try:
+            checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.OpError) as error:
+            raise UserError(f"{path} does not fit the model of hparams.json: {str(error).splitlines()[0]}") from None
+        for total, weight in zip(sums, weights):
+            total += np.asarray(weight.numpy(), np.float64)
+    return [(total / len(paths)).astype(weight.dtype) for total, weight in zip(sums, weights)]
+
+
+def _check_replaceable(destination: str, output_dir: str) -> None:
+    """Raises UserError unless destination is absent, empty, or a previous averaging result outside output_dir."""
+    dest, source = os.path.realpath(destination), os.path.realpath(output_dir)
+    if dest == source or source.startswith(dest + os.sep):
+        raise UserError(f"--destination_dir {destination!r} would replace the run directory {output_dir!r}")
+    if os.path.exists(dest) and not os.path.isdir(dest):
+        raise UserError(f"--destination_dir {destination!r} exists and is not a directory")
+    if os.path.isdir(dest) and os.listdir(dest) and not os.path.exists(os.path.join(dest, PROVENANCE_FILE)):
+        raise UserError(f"--destination_dir {destination!r} holds files that are not an averaged checkpoint; "
+                        "choose an empty or new directory")
+
+
+def _save_atomically(model: keras.Model, spec: run_dir.RunSpec, output_dir: str, sources: list[str],
+                     destination: str) -> str:
+    """Writes model, hparams.json and provenance into a temporary directory, then renames it to destination."""
+    parent = os.path.dirname(os.path.abspath(destination))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=parent, prefix=".tmp-averaged-")
+    step = int(sources[-1].rsplit("-", 1)[1])  # the trainer names checkpoints ckpt-<step>
+    try:
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging, max_to_keep=1,
+                                             checkpoint_name="ckpt")
+        manager.save(checkpoint_number=step)  # the state file records relative paths, so the rename keeps it valid
+        run_dir.save(staging, spec)
+        provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": [os.path.basename(p) for p in sources]}
+        atomic_write_text(os.path.join(staging, PROVENANCE_FILE), json.dumps(provenance, indent=2) + "\n")
+        _replace_dir(staging, destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return os.path.join(destination, f"ckpt-{step}")
+
+
+def _replace_dir(new: str, destination: str) -> None:
+    """Renames directory new to destination, first moving aside and deleting any old destination."""
+    if os.path.isdir(destination):
+        retired = new + "-retired"
+        os.rename(destination, retired)
+        os.rename(new, destination)
+        shutil.rmtree(retired)
+    else:
+        os.rename(new, destination)
