@@ -12,15 +12,21 @@ import tensorflow as tf
 import t2t_lite.hparams  # noqa: F401
 import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
+from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
+from t2t_lite.training import run_dir
 from t2t_lite.training.trainer import RunConfig, Trainer
 
 TINY = "vocab_size=12,d_model=32,d_ff=64,num_heads=4,dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=256"
 
 
-def make_trainer(output_dir, train_steps, save_every, log=lambda line: None):
+def make_trainer(output_dir, train_steps, save_every, log=lambda line: None, average_last=0):
     problem = problems.get("algorithmic_reverse")()
-    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), TINY)
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(),
+                                     f"{TINY},average_last_checkpoints={average_last}")
+    # What the trainer CLI writes first; averaging rebuilds the model from it.
+    run_dir.ensure_writable(str(output_dir))
+    run_dir.save(str(output_dir), run_dir.RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
     run = RunConfig(output_dir=str(output_dir), train_steps=train_steps, eval_steps=2,
                     save_checkpoints_steps=save_every, log_every_steps=save_every, random_seed=7)
     return Trainer(problem, hparams, run, log=log)
@@ -47,14 +53,23 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_training_lowers_dev_loss_and_writes_summaries_and_checkpoints(tmp_path):
-    trainer = make_trainer(tmp_path, train_steps=60, save_every=30)
+def test_training_lowers_dev_loss_and_writes_summaries_checkpoints_and_average(tmp_path):
+    trainer = make_trainer(tmp_path, train_steps=60, save_every=30, average_last=2)
     before = trainer.evaluate()
     trainer.train()
     after = trainer.evaluate()
     assert after.loss < before.loss - 0.1
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-60")
     assert os.listdir(tmp_path / "train") and os.listdir(tmp_path / "eval")
+    # The last 2 checkpoints (steps 30 and 60) were averaged at the end.
+    def model_weights(path):
+        model = build_model(trainer.hparams)
+        tf.train.Checkpoint(model=model).restore(path).expect_partial()
+        return [w.numpy() for w in model.weights]
+
+    step30, step60 = model_weights(str(tmp_path / "ckpt-30")), model_weights(str(tmp_path / "ckpt-60"))
+    for averaged, a, b in zip(model_weights(str(tmp_path / "averaged" / "ckpt-60")), step30, step60):
+        np.testing.assert_allclose(averaged, (a + b) / 2, rtol=1e-5, atol=1e-7)
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):

@@ -10,6 +10,7 @@ from t2t_lite.config import HParams
 from t2t_lite.data.batching import batch_by_length
 from t2t_lite.data.problem import Problem
 from t2t_lite.models import build_model
+from t2t_lite.training.averaging import average_after_training
 from t2t_lite.training.signals import stop_on_signals
 from t2t_lite.training.steps import make_eval_step, make_optimizer, make_train_step
 
@@ -89,8 +90,13 @@ class Trainer:
             self.log(f"resumed from {latest} at step {self.step}")
 
     def train(self) -> None:
-        """Trains to run.train_steps, saving and evaluating every save_checkpoints_steps; stops cleanly on a signal."""
+        """Trains to run.train_steps, saving and evaluating every save_checkpoints_steps; stops cleanly on a signal.
+
+        When training reaches train_steps, the last hparams.train.average_last_checkpoints
+        checkpoints are averaged into output_dir/averaged/.
+        """
         self.restore_latest()
+        start_step = self.step
         window_tokens, window_start = 0.0, time.perf_counter()
         with stop_on_signals() as stop:
             while self.step < self.run.train_steps and not stop.requested:
@@ -107,6 +113,10 @@ class Trainer:
             if stop.requested:
                 self.save()
                 self.log(f"{stop.signal_name} received: saved step {self.step}, stopping")
+                return
+        if self.step > start_step:
+            # The paper decodes from the average of the last checkpoints (6.1); do it once, when training ends.
+            average_after_training(self.run.output_dir, self.hparams.train.average_last_checkpoints, self.log)
 
     def save(self) -> str:
         """Writes a checkpoint for the current step (unless one exists) and returns its path."""
