@@ -1,6 +1,8 @@
-"""File writing that never leaves a half-written file under its final name."""
+"""Reading user text strictly, and writing files that are never half-written under their final name."""
 import os
 import tempfile
+
+from t2t_lite.errors import UserError
 
 
 def atomic_write_text(path: str, text: str) -> None:
@@ -16,3 +18,32 @@ def atomic_write_text(path: str, text: str) -> None:
     except BaseException:
         os.unlink(tmp_path)
         raise
+
+
+def read_lines(path: str) -> list[str]:
+    """The lines of a UTF-8 text file without their line endings.
+
+    Only "\\n" ends a line (as in the decoder's output), so a stray U+2028 or
+    form feed inside a sentence cannot shift every later line; a "\\r" before
+    it is dropped so that CRLF files score like LF files.
+
+    Raises:
+      UserError: the file cannot be read, or a line is not valid UTF-8 (the
+        message names the file and the 1-based line number).
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
+    raw_lines = data.split(b"\n")
+    if raw_lines[-1] == b"":
+        raw_lines.pop()  # the final newline ends the last line; it does not start an empty one
+    lines = []
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            lines.append(raw.decode("utf-8").removesuffix("\r"))
+        except UnicodeDecodeError as error:
+            raise UserError(f"{path}: line {number} is not valid UTF-8 (bytes {raw[error.start:error.end]!r} "
+                            f"at byte {error.start + 1} of the line)") from None
+    return lines

@@ -10,7 +10,8 @@ import sacrebleu
 from shared_data import require_shared
 
 from t2t_lite.errors import UserError
-from t2t_lite.metrics.bleu import bleu_scores, corpus_bleu, read_lines, score_files
+from t2t_lite.files import read_lines
+from t2t_lite.metrics.bleu import bleu_scores, corpus_bleu, score_files
 
 
 def drop_every_seventh_word(line: str) -> str:

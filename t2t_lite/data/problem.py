@@ -38,6 +38,12 @@ class Problem:
         """Ids -> text, stopping at the first EOS and skipping PAD."""
         raise NotImplementedError
 
+    def score(self, outputs: list[str], references: list[str]) -> list[str]:
+        """Report lines scoring decoded outputs against references: BLEU in both conventions, with signatures."""
+        from t2t_lite.metrics.bleu import bleu_scores
+
+        return [str(result) for result in bleu_scores(outputs, references)]
+
     def check_split(self, split: str) -> None:
         if split not in self.splits:
             raise ValueError(f"problem has splits {self.splits}, not {split!r}")
