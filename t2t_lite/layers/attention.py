@@ -62,6 +62,10 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value_proj = keras.layers.Dense(num_heads * value_dim, name="value")
         self.output_proj = keras.layers.Dense(d_model, name="output")
         self.weights_dropout = keras.layers.Dropout(dropout)
+        # When True, eager calls keep their attention weights [B, H, T_q, T_k] in
+        # `last_weights` for t2t-lite-visualize; off, it costs nothing.
+        self.keep_weights = False
+        self.last_weights = None
 
     def build(self, query_shape, memory_shape=None, *args, **kwargs):
         width = (None, None, self.d_model)
@@ -100,6 +104,8 @@ class MultiHeadAttention(keras.layers.Layer):
         if bias is not None:
             logits = logits + bias
         weights = ops.cast(ops.softmax(logits, axis=-1), values.dtype)
+        if self.keep_weights:
+            self.last_weights = weights
         weights = self.weights_dropout(weights, training=training)
         context = ops.einsum("bhqk,bhkd->bhqd", weights, values)  # [B, H, T_q, Dv]
         context = ops.transpose(context, (0, 2, 1, 3))  # [B, T_q, H, Dv]

@@ -1,0 +1,51 @@
+"""t2t-lite-visualize: PNG heat maps of every attention layer and head for one sentence.
+
+  t2t-lite-visualize --output_dir=RUN --sentence="0123" --plot_dir=/tmp/attention
+"""
+import sys
+
+from absl import flags
+
+from t2t_lite import registry
+from t2t_lite.bin.cli import load_registries, run_main
+from t2t_lite.errors import UserError
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", None, "A training run (its averaged or newest checkpoint is used).")
+flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint instead.")
+flags.DEFINE_string("data_dir", None, "The problem's prepared data, as given to the trainer.")
+flags.DEFINE_string("sentence", None, "The source sentence to decode and plot.")
+flags.DEFINE_string("plot_dir", None, "Where the PNG files go.")
+
+
+def main(argv) -> None:
+    load_registries()
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UserError('matplotlib is needed for plots: pip install "t2t-lite[visualize]"') from None
+    from t2t_lite.decoding.decoder import Decoder
+    from t2t_lite.decoding.restore import find_checkpoint, load_run_spec, restore_model
+    from t2t_lite.visualize import visualize_sentence
+
+    if not FLAGS.sentence or not FLAGS.plot_dir:
+        raise UserError("--sentence and --plot_dir are required")
+    checkpoint = find_checkpoint(FLAGS.output_dir, FLAGS.checkpoint_path)
+    spec = load_run_spec(checkpoint, None)
+    problem = registry.problems.get(spec.problem)(FLAGS.data_dir)
+    model = restore_model(spec, checkpoint)
+    try:
+        paths = visualize_sentence(problem, model, Decoder(model, spec.hparams.decode), FLAGS.sentence, FLAGS.plot_dir)
+    except ValueError as error:
+        raise UserError(f"--sentence: {error}") from None
+    print(f"wrote {len(paths)} plots to {FLAGS.plot_dir}", file=sys.stderr)
+    for path in paths:
+        print(path)
+
+
+def run() -> None:
+    run_main(main, "t2t-lite-visualize")
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,90 @@
+"""Attention heat maps of one sentence, as in the paper's Figures 3-5."""
+import os
+
+import numpy as np
+
+from t2t_lite.data.problem import EOS_ID, Problem, strip_ids
+from t2t_lite.decoding.decoder import Decoder
+
+KINDS = ("encoder_self", "encoder_decoder", "decoder_self")
+
+
+def attention_maps(model, inputs: list[int], outputs: list[int]) -> dict[str, np.ndarray]:
+    """Teacher-forced attention weights of one sentence pair.
+
+    Args:
+      model: a built Transformer.
+      inputs: source ids with EOS.
+      outputs: target ids with EOS (e.g. the decoder's own output).
+    Returns:
+      {kind: float32 [L, H, T_q, T_k]} for the three KINDS, L layers, H heads.
+    """
+    layers = {"encoder_self": [layer.self_attention for layer in model.encoder_layers],
+              "encoder_decoder": [layer.cross_attention for layer in model.decoder_layers],
+              "decoder_self": [layer.self_attention for layer in model.decoder_layers]}
+    attentions = [a for group in layers.values() for a in group]
+    for attention in attentions:
+        attention.keep_weights = True
+    try:
+        model({"inputs": np.array([inputs], np.int32), "targets": np.array([outputs], np.int32)}, training=False)
+        return {kind: np.stack([np.asarray(a.last_weights, np.float32)[0] for a in group])
+                for kind, group in layers.items()}
+    finally:
+        for attention in attentions:
+            attention.keep_weights, attention.last_weights = False, None
+
+
+def token_labels(problem: Problem, ids: list[int]) -> list[str]:
+    """One label per id: its text piece, or <eos>."""
+    return ["<eos>" if i == EOS_ID else problem.decode([i]) for i in ids]
+
+
+def visualize_sentence(problem: Problem, model, decoder: Decoder, sentence: str, out_dir: str) -> list[str]:
+    """Decodes `sentence`, then writes one PNG per attention kind and layer (a panel per head).
+
+    Returns:
+      The paths written.
+    """
+    inputs = problem.encode(sentence) + [EOS_ID]
+    ids, _ = decoder.decode(np.array([inputs], np.int32))
+    outputs = strip_ids(ids[0, 0].numpy()) + [EOS_ID]
+    maps = attention_maps(model, inputs, outputs)
+    source, target = token_labels(problem, inputs), token_labels(problem, outputs)
+    axes_labels = {"encoder_self": (source, source), "encoder_decoder": (target, source),
+                   "decoder_self": (target, target)}
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    for kind in KINDS:
+        for layer, heads in enumerate(maps[kind]):
+            path = os.path.join(out_dir, f"{kind}_layer{layer}.png")
+            _plot_heads(heads, *axes_labels[kind], f"{kind.replace('_', ' ')} attention, layer {layer}", path)
+            paths.append(path)
+    return paths
+
+
+def _plot_heads(heads: np.ndarray, rows: list[str], cols: list[str], title: str, path: str) -> None:
+    """One heat map per head [H, T_q, T_k] in a grid, query tokens down, key tokens across."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    num_heads = heads.shape[0]
+    columns = min(num_heads, 4)
+    grid_rows = -(-num_heads // columns)
+    figure, axes = plt.subplots(grid_rows, columns, figsize=(3.2 * columns, 3.2 * grid_rows), squeeze=False)
+    for head, axis in enumerate(axes.flat):
+        axis.axis("off")
+        if head >= num_heads:
+            continue
+        axis.axis("on")
+        axis.imshow(heads[head], cmap="viridis", vmin=0.0, vmax=1.0)
+        axis.set_title(f"head {head}", fontsize=8)
+        axis.set_xticks(range(len(cols)), cols, rotation=90, fontsize=6)
+        axis.set_yticks(range(len(rows)), rows, fontsize=6)
+    figure.suptitle(title)
+    figure.tight_layout()
+    tmp_path = path + ".incomplete.png"
+    figure.savefig(tmp_path, dpi=110)
+    plt.close(figure)
+    os.replace(tmp_path, path)
