@@ -1,2 +1,3 @@
 """Registered problems; importing this package registers them."""
 from t2t_lite.problems import algorithmic  # noqa: F401
+from t2t_lite.problems import translate  # noqa: F401

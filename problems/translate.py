@@ -1,0 +1,173 @@
+"""Translation problems: the paper's WMT14 En-De and En-Fr, and any parallel files.
+
+Sources, for every problem here:
+- `--train_files=SRC,TGT --dev_files=SRC,TGT [--test_files=SRC,TGT]`: local
+  parallel text files, one sentence per line, UTF-8, `.gz` read as gzip. With
+  local train files nothing is downloaded: dev is required, test optional.
+- wmt_ende / wmt_enfr without --train_files: tensorflow-datasets'
+  `wmt14_translate/de-en` and `/fr-en` (downloaded into --tmp_dir), splits
+  train, validation (newstest2013, the paper's dev set) and test (newstest2014,
+  the full 3003-line set the paper used). Its fr-en train split (Europarl,
+  CommonCrawl, UN, News Commentary, Gigaword) has about 40.8M pairs where the
+  paper counts 36M; tfds de-en has the paper's 4.5M.
+The source is always English-side first: inputs English, targets German/French.
+"""
+import functools
+import gzip
+import itertools
+from collections.abc import Iterator
+
+from t2t_lite.data.records import PairSource
+from t2t_lite.data.text_problem import DatagenOptions, Text2TextProblem
+from t2t_lite.errors import UserError
+from t2t_lite.registry import problems
+
+_TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
+
+
+def read_lines(path: str) -> Iterator[str]:
+    """The lines of a UTF-8 text file (gzip when it ends in .gz), without their line ends.
+
+    Only "\\n" ends a line (a "\\r" before it is dropped too), so a sentence
+    containing U+2028 or a form feed stays one line.
+    """
+    with _open_binary(path) as f:
+        try:
+            for number, line in enumerate(f, 1):
+                yield _decode_line(line, path, number)
+        except (OSError, EOFError) as error:  # a corrupt or truncated .gz
+            raise UserError(f"cannot read {path}: {error}") from None
+
+
+def _open_binary(path: str):
+    try:
+        return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def _decode_line(line: bytes, path: str, number: int) -> str:
+    line = line.removesuffix(b"\n").removesuffix(b"\r")
+    if number == 1:
+        line = line.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark is not text
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UserError(f"{path}:{number}: invalid UTF-8 at byte {error.start} of the line "
+                        f"({error.reason})") from None
+
+
+def read_parallel_files(src_path: str, tgt_path: str) -> Iterator[tuple[str, str]]:
+    """(source line, target line) pairs of two parallel files, validated as they stream.
+
+    Raises:
+      UserError: a file is missing or unreadable, a line is not UTF-8 (file and
+        line number), or the files have different line counts (both counts).
+    """
+    sources, targets = read_lines(src_path), read_lines(tgt_path)
+    for number, (src, tgt) in enumerate(itertools.zip_longest(sources, targets), 1):
+        if src is None or tgt is None:
+            # One file ended at line `number`; count the rest of the other for the message.
+            src_count = number - 1 if src is None else number + sum(1 for _ in sources)
+            tgt_count = number - 1 if tgt is None else number + sum(1 for _ in targets)
+            raise UserError(f"parallel files differ in length: {src_path} has {src_count} lines, "
+                            f"{tgt_path} has {tgt_count}")
+        yield src, tgt
+
+
+def parse_file_pair(value: str, name: str) -> tuple[str, str]:
+    """"SRC,TGT" -> (SRC, TGT)."""
+    paths = value.split(",")
+    if len(paths) != 2:
+        raise UserError(f"--{name} must be two comma-separated files SRC,TGT, got {value!r}")
+    return paths[0], paths[1]
+
+
+def tfds_wmt14_pairs(language: str, split: str, tmp_dir: str | None) -> Iterator[tuple[str, str]]:
+    """(English, `language`) pairs of tensorflow-datasets' wmt14_translate/<language>-en.
+
+    Args:
+      language: "de" or "fr".
+      split: "train", "validation" (newstest2013) or "test" (newstest2014).
+      tmp_dir: tensorflow-datasets' data_dir (downloads and prepared files); None: its default.
+    """
+    import tensorflow_datasets as tfds
+
+    name = f"wmt14_translate/{language}-en"
+    try:
+        builder = tfds.builder(name, data_dir=tmp_dir)
+        builder.download_and_prepare()
+    # Network and download failures surface as many exception types; each one
+    # means the same to the user: use local files.
+    except Exception as error:  # noqa: BLE001
+        raise UserError(f"cannot get {name} through tensorflow-datasets ({type(error).__name__}: "
+                        f"{error}); offline, pass --train_files=SRC,TGT --dev_files=SRC,TGT") from None
+    # The features are keyed by language; the supervised keys would give (xx, en), the wrong way round.
+    for example in tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False)):
+        yield example["en"].decode("utf-8"), example[language].decode("utf-8")
+
+
+class ParallelFilesProblem(Text2TextProblem):
+    """Reads each split from the files its option names, else from `default_source`."""
+
+    def pair_source(self, split: str, options: DatagenOptions, tmp_dir: str | None) -> PairSource | None:
+        files = getattr(options, f"{split}_files")
+        if files is not None:
+            return functools.partial(read_parallel_files, *parse_file_pair(files, f"{split}_files"))
+        if options.train_files is not None:
+            # Local training data means offline: only a test split may be absent.
+            if split == "test":
+                return None
+            raise UserError(f"{self.name} with --train_files also needs --{split}_files=SRC,TGT")
+        return self.default_source(split, tmp_dir)
+
+    def default_source(self, split: str, tmp_dir: str | None) -> PairSource | None:
+        """Where a split comes from when no files are named."""
+        raise NotImplementedError
+
+
+class Wmt14Problem(ParallelFilesProblem):
+    """English -> `language` on WMT14, from tensorflow-datasets unless local files are named."""
+
+    language = ""
+
+    def default_source(self, split: str, tmp_dir: str | None) -> PairSource:
+        return functools.partial(tfds_wmt14_pairs, self.language, _TFDS_SPLITS[split], tmp_dir)
+
+
+@problems.register("wmt_ende")
+class WmtEnde(Wmt14Problem):
+    """WMT14 English -> German with the paper's shared BPE vocabulary of ~37000."""
+
+    name = "wmt_ende"
+    language = "de"
+    model_type = "bpe"
+    default_vocab_size = 37000
+
+
+@problems.register("wmt_enfr")
+class WmtEnfr(Wmt14Problem):
+    """WMT14 English -> French with a 32000 unigram vocabulary.
+
+    The paper used a word-piece vocabulary; sentencepiece's unigram model is
+    the likelihood-based segmentation closest to it.
+    """
+
+    name = "wmt_enfr"
+    language = "fr"
+    model_type = "unigram"
+    default_vocab_size = 32000
+
+
+@problems.register("translate_files")
+class TranslateFiles(ParallelFilesProblem):
+    """Any parallel text files: --train_files=SRC,TGT --dev_files=SRC,TGT [--test_files=SRC,TGT].
+
+    The default BPE vocabulary of 8000 suits corpora of about 100k pairs; pass
+    --vocab_size for bigger ones.
+    """
+
+    name = "translate_files"
+
+    def default_source(self, split: str, tmp_dir: str | None) -> PairSource | None:
+        raise UserError(f"{self.name} needs --train_files=SRC,TGT and --dev_files=SRC,TGT")

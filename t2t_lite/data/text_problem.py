@@ -1,0 +1,278 @@
+"""Text-to-text problems prepared on disk: a SentencePiece vocabulary and sharded TFRecords.
+
+`generate_data` (what t2t-lite-datagen runs) leaves in data_dir:
+  vocab.model                          the SentencePiece model (vocabulary.py)
+  train-0000k-of-0000n.tfrecord, dev-..., test-...   the examples (records.py)
+  problem_config.json                  the options and counts, so the trainer and
+                                       decoder need only --data_dir
+Order of work, so that nothing half-written is ever mistaken for finished:
+read every input once (validating it, counting pairs, sampling the vocabulary's
+training text), and only then create data_dir; write vocab.model, then
+problem_config.json, then the shards. A rerun with the same options finds the
+config and skips to the shards still missing.
+"""
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+
+import tensorflow as tf
+
+from t2t_lite.data.batching import example_length
+from t2t_lite.data.problem import EOS_ID, Problem, strip_ids
+from t2t_lite.data.records import PairSource, read_records, shard_paths, write_shards
+from t2t_lite.data.vocabulary import (
+    SentenceSample,
+    Vocabulary,
+    save_model,
+    train_sentencepiece,
+)
+from t2t_lite.errors import UserError
+from t2t_lite.files import atomic_write_text
+
+CONFIG_FILE = "problem_config.json"
+VOCAB_FILE = "vocab.model"
+SPLIT_ORDER = ("train", "dev", "test")
+
+
+@dataclasses.dataclass(frozen=True)
+class DatagenOptions:
+    """What datagen was asked for; saved in problem_config.json and checked on a rerun."""
+
+    # Comma-separated input files of each split, as the problem reads them
+    # (translation: "SRC,TGT"; .gz is read as gzip). None: the problem's default source.
+    train_files: str | None = None
+    dev_files: str | None = None
+    test_files: str | None = None
+    # V, the shared source-target vocabulary size; None: the problem's default.
+    vocab_size: int | None = None
+    # Shards of the train split; dev and test are small and get one each.
+    num_shards: int = 10
+    # Sentences (both sides count) sampled uniformly from the training text to
+    # train the vocabulary, so memory and time stay bounded on WMT-sized corpora.
+    max_vocab_sentences: int = 1_000_000
+
+
+def is_usable(src: str, tgt: str) -> bool:
+    """Whether both sides hold more than whitespace: a pair with an empty side teaches nothing."""
+    return bool(src.strip() and tgt.strip())
+
+
+def count_longer_than(dataset: tf.data.Dataset, max_length: int) -> int:
+    """How many examples training drops as longer than `max_length` (see batching.batch_by_length).
+
+    Args:
+      dataset: unbatched {"inputs", "targets"} examples.
+      max_length: the training max_length.
+    Returns:
+      The number of examples with max(len(inputs), len(targets)) > max_length.
+    """
+    lengths = dataset.map(example_length, num_parallel_calls=tf.data.AUTOTUNE)
+    return int(lengths.reduce(tf.constant(0, tf.int64),
+                              lambda count, n: count + tf.cast(n > max_length, tf.int64)))
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class Text2TextProblem(Problem):
+    """A problem whose examples come from (source text, target text) pairs.
+
+    Subclasses name themselves, pick the vocabulary type and size, and say
+    where each split's text comes from (`pair_source`). Constructed as
+    `cls(data_dir=...)`; everything else is read from data_dir's config.
+    """
+
+    name = ""  # the registered name, for messages
+    model_type = "bpe"
+    default_vocab_size = 8000
+
+    def __init__(self, data_dir: str | None = None):
+        super().__init__(data_dir)
+        self._config: dict | None = None
+        self._vocabulary: Vocabulary | None = None
+
+    def pair_source(self, split: str, options: DatagenOptions, tmp_dir: str | None) -> PairSource | None:
+        """Where `split`'s text comes from; None when the problem has no such split.
+
+        The source is read twice (to count and sample, then to write), and must
+        give the same pairs in the same order both times.
+        """
+        raise NotImplementedError
+
+    def resolve_options(self, options: dict) -> DatagenOptions:
+        """Validated options with defaults filled in and file paths made absolute."""
+        fields = [f.name for f in dataclasses.fields(DatagenOptions)]
+        unknown = sorted(set(options) - set(fields))
+        if unknown:
+            raise UserError(f"unknown datagen options {unknown}; valid: {', '.join(fields)}")
+        opts = DatagenOptions(**options)
+        files = {name: _absolute_files(getattr(opts, name), name)
+                 for name in ("train_files", "dev_files", "test_files")}
+        opts = dataclasses.replace(opts, vocab_size=opts.vocab_size or self.default_vocab_size, **files)
+        for name in ("num_shards", "max_vocab_sentences", "vocab_size"):
+            if getattr(opts, name) < 1:
+                raise UserError(f"--{name} must be at least 1, got {getattr(opts, name)}")
+        return opts
+
+    def generate_data(self, tmp_dir: str | None, log=_stderr, **options) -> dict:
+        """Builds (or finishes building) the vocabulary and the TFRecord shards in data_dir.
+
+        Args:
+          tmp_dir: where downloads go (tensorflow-datasets' data_dir); None: its default.
+          log: receives progress lines.
+          **options: DatagenOptions fields.
+        Returns:
+          The saved problem config: {"problem", "options", "splits": {split:
+          {"examples", "skipped_empty", "num_shards"}}, "vocab": {...}}.
+        """
+        if not self.data_dir:
+            raise UserError("datagen needs --data_dir")
+        opts = self.resolve_options(options)
+        sources = {split: source for split in SPLIT_ORDER
+                   if (source := self.pair_source(split, opts, tmp_dir)) is not None}
+        config = self._existing_config(opts)
+        if config is None:
+            config = self._prepare(opts, sources, log)
+        encode = functools.partial(_encode_with_eos, self.vocabulary)
+        for split, source in sources.items():
+            counts = config["splits"][split]
+            write_shards(functools.partial(_usable_pairs, source), encode,
+                         os.path.join(self.data_dir, split), counts["examples"], counts["num_shards"], log)
+        return config
+
+    def _prepare(self, opts: DatagenOptions, sources: dict[str, PairSource], log) -> dict:
+        """Reads the inputs once, trains the vocabulary, then writes vocab.model and the config."""
+        sample = SentenceSample(opts.max_vocab_sentences)
+        splits = {split: _scan(split, source, sample if split == "train" else None, log)
+                  for split, source in sources.items()}
+        if splits.get("train", {}).get("examples", 0) == 0:
+            raise UserError("the training text holds no pair with two non-empty sides")
+        for split, counts in splits.items():
+            counts["num_shards"] = opts.num_shards if split == "train" else 1
+        log(f"training a {self.model_type} vocabulary of {opts.vocab_size} on "
+            f"{len(sample.sentences):,} of {sample.seen:,} training sentences")
+        model = train_sentencepiece(sample.sentences, opts.vocab_size, self.model_type)
+        os.makedirs(self.data_dir, exist_ok=True)
+        save_model(model, os.path.join(self.data_dir, VOCAB_FILE))
+        config = {"problem": self.name, "options": dataclasses.asdict(opts), "splits": splits,
+                  "vocab": {"file": VOCAB_FILE, "model_type": self.model_type, "size": opts.vocab_size,
+                            "sha256": hashlib.sha256(model).hexdigest()}}
+        atomic_write_text(self._config_path(), json.dumps(config, indent=2) + "\n")
+        self._config, self._vocabulary = config, None
+        return config
+
+    def _existing_config(self, opts: DatagenOptions) -> dict | None:
+        """The config of an earlier run with the same options, None for a fresh data_dir."""
+        if not os.path.exists(self._config_path()):
+            if tf.io.gfile.glob(os.path.join(self.data_dir, "*.tfrecord")):
+                raise UserError(f"--data_dir {self.data_dir} holds shards but no {CONFIG_FILE}; "
+                                "use an empty --data_dir")
+            return None
+        config = self.config
+        saved = DatagenOptions(**config["options"])
+        changed = [f"{f.name}={getattr(saved, f.name)!r} (now {getattr(opts, f.name)!r})"
+                   for f in dataclasses.fields(DatagenOptions) if getattr(saved, f.name) != getattr(opts, f.name)]
+        if changed:
+            raise UserError(f"--data_dir {self.data_dir} was generated with other options: "
+                            f"{'; '.join(changed)}; use a new --data_dir or the same options")
+        return config
+
+    def _config_path(self) -> str:
+        return os.path.join(self.data_dir or "", CONFIG_FILE)
+
+    @property
+    def config(self) -> dict:
+        """problem_config.json of data_dir, checked to belong to this problem."""
+        if self._config is None:
+            path = self._config_path()
+            if not self.data_dir or not os.path.exists(path):
+                raise UserError(f"no {CONFIG_FILE} in --data_dir {self.data_dir!r}; run t2t-lite-datagen "
+                                f"--problem={self.name} --data_dir={self.data_dir or '...'} first")
+            with open(path, encoding="utf-8") as f:
+                config = json.load(f)
+            if config.get("problem") != self.name:
+                raise UserError(f"--data_dir {self.data_dir} holds problem {config.get('problem')!r}, "
+                                f"not {self.name!r}")
+            self._config = config
+        return self._config
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The data_dir's vocabulary, checked against the config that the shards were written with."""
+        if self._vocabulary is None:
+            path = os.path.join(self.data_dir, self.config["vocab"]["file"])
+            if not os.path.exists(path):
+                raise UserError(f"{path} is missing, so the shards in {self.data_dir} cannot be read; "
+                                "regenerate the data into a new --data_dir")
+            vocabulary = Vocabulary.from_file(path)
+            if hashlib.sha256(vocabulary.model).hexdigest() != self.config["vocab"]["sha256"]:
+                raise UserError(f"{path} is not the vocabulary the data in {self.data_dir} was "
+                                "written with; regenerate it with t2t-lite-datagen into a new --data_dir")
+            self._vocabulary = vocabulary
+        return self._vocabulary
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return tuple(split for split in SPLIT_ORDER if split in self.config["splits"])
+
+    @property
+    def vocab_size(self) -> int:
+        return self.vocabulary.vocab_size
+
+    def encode(self, text: str) -> list[int]:
+        return self.vocabulary.encode(text)
+
+    def decode(self, ids) -> str:
+        return self.vocabulary.decode(strip_ids(ids))
+
+    def dataset(self, split: str) -> tf.data.Dataset:
+        self.check_split(split)
+        paths = shard_paths(os.path.join(self.data_dir, split), self.config["splits"][split]["num_shards"])
+        missing = [p for p in paths if not os.path.exists(p)]
+        if missing:
+            raise UserError(f"{len(missing)} of the {len(paths)} {split} shards in {self.data_dir} are "
+                            "missing; rerun t2t-lite-datagen with the same options to finish them")
+        return read_records(paths)
+
+
+def _absolute_files(value: str | None, name: str) -> str | None:
+    """"a,b" -> the same files with absolute paths, so a rerun from elsewhere compares equal."""
+    if value is None:
+        return None
+    paths = value.split(",")
+    if not all(p.strip() for p in paths):
+        raise UserError(f"--{name} has an empty file name: {value!r}")
+    return ",".join(os.path.abspath(os.path.expanduser(p.strip())) for p in paths)
+
+
+def _scan(split: str, source: PairSource, sample: SentenceSample | None, log) -> dict:
+    """Reads a split once: validates it, counts its usable and skipped pairs, samples its sentences."""
+    examples = skipped = 0
+    for src, tgt in source():
+        if not is_usable(src, tgt):
+            skipped += 1
+            continue
+        examples += 1
+        if sample is not None:
+            sample.add(src)
+            sample.add(tgt)
+        if examples % 1_000_000 == 0:
+            log(f"{split}: read {examples:,} pairs")
+    log(f"{split}: {examples:,} pairs ({skipped:,} skipped with an empty side)")
+    return {"examples": examples, "skipped_empty": skipped}
+
+
+def _usable_pairs(source: PairSource) -> Iterator[tuple[str, str]]:
+    return ((src, tgt) for src, tgt in source() if is_usable(src, tgt))
+
+
+def _encode_with_eos(vocabulary: Vocabulary, texts: tf.Tensor) -> tf.RaggedTensor:
+    """tf.string [B] -> int32 ragged [B, None], each row ending with EOS."""
+    ids = vocabulary.tf_encode(texts)  # [B, None]
+    eos = tf.fill([ids.nrows(), 1], tf.constant(EOS_ID, ids.dtype))  # [B, 1]
+    return tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1)

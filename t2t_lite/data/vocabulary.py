@@ -1,0 +1,164 @@
+"""A SentencePiece vocabulary: trained on a bounded sample, applied with the tf-text op.
+
+One tokenizer serves everything: `encode`/`decode` in Python, `tf_encode` in
+tf.data and `tf_decode` in the exported model all run
+`tensorflow_text.SentencepieceTokenizer`, so training and serving cannot
+tokenize differently (REFERENCE.md pain point 7).
+
+Ids agree with tensor2tensor's: PAD = 0 and EOS = 1, then UNK = 2; no BOS.
+
+Exact round trip, `decode(encode(text)) == text`, for any text without "\\n":
+- `identity` normalization: no NFKC, so e.g. non-breaking spaces survive;
+- `remove_extra_whitespaces=False`: leading, trailing and repeated spaces survive;
+- `byte_fallback=True`: characters outside the vocabulary become UTF-8 byte
+  pieces instead of UNK;
+- `add_dummy_prefix=False`: the tf-text op's decoder drops a line's leading
+  space when the model adds a dummy "▁" prefix (Python sentencepiece 0.2 does
+  not). Without the prefix the first word of a line is a piece without "▁";
+  on the WMT sample that costs 0.5% more tokens.
+
+Python sentencepiece 0.2 and the tf-text op give the same ids, except that
+they break exact ties between equally likely unigram segmentations
+differently (1 line in 45,000 of our test text). Nothing here uses Python
+sentencepiece to tokenize, so training and serving still agree.
+"""
+import io
+import os
+import random
+from collections.abc import Iterable
+
+import tensorflow as tf
+
+from t2t_lite.data.problem import EOS_ID, PAD_ID
+from t2t_lite.errors import UserError
+
+UNK_ID = 2
+MODEL_TYPES = ("bpe", "unigram")
+
+
+class SentenceSample:
+    """A uniform random sample of at most `size` sentences from a stream (reservoir sampling).
+
+    Memory is bounded by `size` however long the stream; the fixed seed makes
+    the sample, and so the trained vocabulary, the same on every run.
+
+    Args:
+      size: most sentences kept.
+      seed: seed of the sampler.
+    """
+
+    def __init__(self, size: int, seed: int = 1234):
+        if size < 1:
+            raise UserError(f"the vocabulary sample needs at least 1 sentence, got {size}")
+        self.size = size
+        self.sentences: list[str] = []
+        self.seen = 0
+        self._rng = random.Random(seed)
+
+    def add(self, sentence: str) -> None:
+        """Offers one sentence; after n offers each is kept with probability size / n."""
+        self.seen += 1
+        if len(self.sentences) < self.size:
+            self.sentences.append(sentence)
+            return
+        slot = self._rng.randrange(self.seen)
+        if slot < self.size:
+            self.sentences[slot] = sentence
+
+
+def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: str = "bpe") -> bytes:
+    """Trains a SentencePiece model with t2t-compatible ids and exact round trips.
+
+    Args:
+      sentences: the training text, one sentence per item (already bounded by the caller).
+      vocab_size: V, including PAD, EOS, UNK and the 256 byte pieces.
+      model_type: "bpe" (the paper's En-De vocabulary) or "unigram" (closest to
+        the word-piece vocabulary of its En-Fr model).
+    Returns:
+      The serialized model.
+    """
+    import sentencepiece as spm
+
+    if model_type not in MODEL_TYPES:
+        raise UserError(f"vocabulary model_type must be one of {MODEL_TYPES}, got {model_type!r}")
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_writer=model,
+            model_type=model_type, vocab_size=vocab_size,
+            pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
+            normalization_rule_name="identity", remove_extra_whitespaces=False,
+            add_dummy_prefix=False, byte_fallback=True,
+            # Rare characters go to byte pieces rather than taking vocabulary slots.
+            character_coverage=0.9999,
+            num_threads=os.cpu_count() or 1, minloglevel=2)
+    except RuntimeError as error:
+        # The trainer's messages end with the useful part: "Vocabulary size too high (N). ..."
+        reason = str(error).rsplit("] ", 1)[-1]
+        raise UserError(f"cannot train a {model_type} vocabulary of {vocab_size}: {reason}") from None
+    return model.getvalue()
+
+
+def save_model(model: bytes, path: str) -> None:
+    """Writes a serialized model to `path.incomplete`, then renames it to `path`."""
+    partial = path + ".incomplete"
+    with open(partial, "wb") as f:
+        f.write(model)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)
+
+
+class Vocabulary:
+    """Text <-> ids through one SentencePiece model and the tf-text op.
+
+    Args:
+      model: a serialized SentencePiece model (from `train_sentencepiece`).
+    """
+
+    def __init__(self, model: bytes):
+        import tensorflow_text as tf_text
+
+        self.model = model
+        self._tokenizer = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
+        self.vocab_size = int(self._tokenizer.vocab_size())
+
+    @classmethod
+    def from_file(cls, path: str) -> "Vocabulary":
+        """Loads the model file written by `save_model`."""
+        with open(path, "rb") as f:
+            return cls(f.read())
+
+    def tf_encode(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Strings -> ids, without EOS; usable in tf.data and tf.function.
+
+        Args:
+          texts: tf.string [B] (or a scalar, giving int32 [T]).
+        Returns:
+          int32 ragged [B, None].
+        """
+        return self._tokenizer.tokenize(texts)
+
+    def tf_decode(self, ids) -> tf.Tensor:
+        """Ids -> strings, stopping at each row's first EOS and skipping PAD.
+
+        Args:
+          ids: int [B, T], dense (PAD-padded) or ragged.
+        Returns:
+          tf.string [B].
+        """
+        if isinstance(ids, tf.RaggedTensor):
+            ids = ids.to_tensor(default_value=PAD_ID)
+        ids = tf.cast(ids, tf.int32)
+        # [B, T]: true up to and excluding the first EOS of each row.
+        before_eos = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=-1, exclusive=True) == 0
+        keep = before_eos & (ids != PAD_ID) & (ids != EOS_ID)
+        return self._tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
+
+    def encode(self, text: str) -> list[int]:
+        """One string -> its ids, without EOS."""
+        return self.tf_encode(tf.constant([text]))[0].numpy().tolist()
+
+    def decode(self, ids) -> str:
+        """Ids -> one string, stopping at the first EOS and skipping PAD."""
+        return self.tf_decode(tf.constant([list(map(int, ids))], tf.int32))[0].numpy().decode("utf-8")

@@ -1,0 +1,235 @@
+"""Translation problems on real data: Multi30k, the WMT En-De sample, Europarl Fr-En."""
+import collections
+import gzip
+import os
+import shutil
+
+import pytest
+
+import t2t_lite.problems  # noqa: F401  (registers the problems)
+from t2t_lite.data.problem import EOS_ID, PAD_ID
+from t2t_lite.data.text_problem import DatagenOptions, count_longer_than
+from t2t_lite.errors import UserError
+from t2t_lite.problems.translate import (
+    TranslateFiles,
+    WmtEnde,
+    WmtEnfr,
+    read_lines,
+    read_parallel_files,
+    tfds_wmt14_pairs,
+)
+from t2t_lite.registry import problems
+from tests.shared_data import require_shared
+
+QUIET = {"log": lambda line: None}
+
+
+def _files(*relpaths: str) -> str:
+    return ",".join(str(require_shared(p)) for p in relpaths)
+
+
+def _raw_pairs(files: str) -> list[tuple[str, str]]:
+    """The files' line pairs, read independently of the code under test."""
+    src, tgt = files.split(",")
+    with open(src, encoding="utf-8", newline="\n") as a, open(tgt, encoding="utf-8", newline="\n") as b:
+        return [(x.removesuffix("\n"), y.removesuffix("\n")) for x, y in zip(a, b)]
+
+
+def _decoded_pairs(problem, split: str) -> list[tuple[str, str]]:
+    """Every example of a split, decoded, checking each sequence ends with its only EOS."""
+    pairs = []
+    for batch in problem.dataset(split).padded_batch(1024):
+        for name in ("inputs", "targets"):
+            ids = batch[name].numpy()
+            lengths = (ids != PAD_ID).sum(axis=1)
+            assert (ids[range(len(ids)), lengths - 1] == EOS_ID).all()
+            assert ((ids == EOS_ID).sum(axis=1) == 1).all()
+        texts = [problem.vocabulary.tf_decode(batch[name]).numpy() for name in ("inputs", "targets")]
+        pairs.extend((a.decode("utf-8"), b.decode("utf-8")) for a, b in zip(*texts))
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def multi30k(tmp_path_factory):
+    files = {"train_files": _files("multi30k/raw/train.en", "multi30k/raw/train.de"),
+             "dev_files": _files("multi30k/raw/val.en", "multi30k/raw/val.de")}
+    data_dir = str(tmp_path_factory.mktemp("multi30k"))
+    config = TranslateFiles(data_dir).generate_data(None, vocab_size=1000, num_shards=3, **files, **QUIET)
+    return data_dir, files, config
+
+
+def test_translate_files_round_trips_multi30k(multi30k):
+    data_dir, files, config = multi30k
+    problem = TranslateFiles(data_dir)
+    for split in ("train", "dev"):
+        expected = _raw_pairs(files[f"{split}_files"])
+        assert config["splits"][split]["examples"] == len(expected)
+        assert collections.Counter(_decoded_pairs(problem, split)) == collections.Counter(expected)
+    assert len(expected) == 1014
+
+
+def test_trainer_needs_only_the_data_dir(multi30k):
+    data_dir, files, _ = multi30k
+    problem = problems.get("translate_files")(data_dir)
+    assert problem.splits == ("train", "dev")
+    assert problem.vocab_size == 1000
+    assert problem.decode(problem.encode("Zwei Hunde spielen.") + [EOS_ID, 7, PAD_ID]) == "Zwei Hunde spielen."
+    assert problem.config["options"]["train_files"] == files["train_files"]
+
+
+def test_count_longer_than_matches_an_independent_count(multi30k):
+    import sentencepiece as spm
+
+    data_dir, files, _ = multi30k
+    problem = TranslateFiles(data_dir)
+    processor = spm.SentencePieceProcessor(model_proto=problem.vocabulary.model)
+    pairs = _raw_pairs(files["dev_files"])
+    lengths = [max(len(processor.encode(a)), len(processor.encode(b))) + 1 for a, b in pairs]  # + EOS
+    for max_length in (16, 24, 256):
+        assert count_longer_than(problem.dataset("dev"), max_length) == sum(n > max_length for n in lengths)
+    assert 0 < sum(n > 24 for n in lengths) < len(pairs)
+
+
+def test_rerun_with_same_options_does_nothing(multi30k):
+    data_dir, files, config = multi30k
+    stamps = {f: os.stat(os.path.join(data_dir, f)).st_mtime_ns for f in os.listdir(data_dir)}
+    again = TranslateFiles(data_dir).generate_data(None, vocab_size=1000, num_shards=3, **files, **QUIET)
+    assert again == config
+    assert {f: os.stat(os.path.join(data_dir, f)).st_mtime_ns for f in os.listdir(data_dir)} == stamps
+
+
+def test_rerun_with_other_options_is_refused(multi30k):
+    data_dir, files, _ = multi30k
+    with pytest.raises(UserError, match=r"vocab_size=1000 \(now 2000\)"):
+        TranslateFiles(data_dir).generate_data(None, vocab_size=2000, num_shards=3, **files, **QUIET)
+
+
+def test_missing_shard_is_reported_then_regenerated_identically(multi30k, tmp_path):
+    data_dir, files, _ = multi30k
+    copy = str(tmp_path / "copy")
+    shutil.copytree(data_dir, copy)
+    shard = os.path.join(copy, "train-00001-of-00003.tfrecord")
+    os.remove(shard)
+    with pytest.raises(UserError, match="1 of the 3 train shards .* missing; rerun t2t-lite-datagen"):
+        TranslateFiles(copy).dataset("train")
+    TranslateFiles(copy).generate_data(None, vocab_size=1000, num_shards=3, **files, **QUIET)
+    with open(shard, "rb") as a, open(os.path.join(data_dir, os.path.basename(shard)), "rb") as b:
+        assert a.read() == b.read()
+
+
+def test_data_dir_without_config_says_run_datagen(tmp_path):
+    with pytest.raises(UserError, match="run t2t-lite-datagen --problem=translate_files --data_dir="):
+        TranslateFiles(str(tmp_path)).dataset("train")
+
+
+def test_data_dir_of_another_problem_is_refused(multi30k):
+    with pytest.raises(UserError, match="holds problem 'translate_files', not 'wmt_ende'"):
+        _ = WmtEnde(multi30k[0]).vocab_size
+
+
+def test_replaced_vocabulary_is_refused(multi30k, wmt_ende, tmp_path):
+    copy = str(tmp_path / "copy")
+    shutil.copytree(multi30k[0], copy)
+    shutil.copy(os.path.join(wmt_ende[0], "vocab.model"), os.path.join(copy, "vocab.model"))
+    with pytest.raises(UserError, match="is not the vocabulary the data .* was written with"):
+        TranslateFiles(copy).encode("Hund")
+
+
+@pytest.fixture(scope="module")
+def wmt_ende(tmp_path_factory):
+    # newstest2012 stands in for the newstest2014 path a user supplies.
+    files = {"train_files": _files("wmt_ende_train_sample10k/src-train.txt", "wmt_ende_train_sample10k/tgt-train.txt"),
+             "dev_files": _files("newstest2013/newstest2013.en", "newstest2013/newstest2013.de"),
+             "test_files": _files("newstest2012/newstest2012.en", "newstest2012/newstest2012.de")}
+    data_dir = str(tmp_path_factory.mktemp("wmt_ende"))
+    config = WmtEnde(data_dir).generate_data(None, vocab_size=2000, num_shards=2, **files, **QUIET)
+    return data_dir, files, config
+
+
+def test_wmt_ende_on_local_files(wmt_ende):
+    data_dir, files, config = wmt_ende
+    problem = WmtEnde(data_dir)
+    assert problem.splits == ("train", "dev", "test")
+    assert config["vocab"]["model_type"] == "bpe" and problem.vocab_size == 2000
+    assert {s: c["examples"] for s, c in config["splits"].items()} == {"train": 10000, "dev": 3000, "test": 3003}
+    # newstest2013 German carries non-breaking spaces: they survive too.
+    dev = _decoded_pairs(problem, "dev")
+    assert sum("\u00a0" in tgt for _, tgt in dev) == 11
+    assert collections.Counter(dev) == collections.Counter(_raw_pairs(files["dev_files"]))
+
+
+def test_wmt_enfr_skips_and_counts_pairs_with_an_empty_side(tmp_path):
+    files = {"train_files": _files("europarl_fr_en_sample20k/europarl-v7.fr-en.sample20k.en",
+                                   "europarl_fr_en_sample20k/europarl-v7.fr-en.sample20k.fr"),
+             "dev_files": _files("newstest2013/newstest2013.en", "newstest2013/newstest2013.fr")}
+    problem = WmtEnfr(str(tmp_path))
+    config = problem.generate_data(None, vocab_size=1000, num_shards=2, max_vocab_sentences=4000, **files, **QUIET)
+    raw = _raw_pairs(files["train_files"])
+    usable = [(a, b) for a, b in raw if a.strip() and b.strip()]
+    assert len(raw) - len(usable) == 36
+    assert config["splits"]["train"] == {"examples": len(usable), "skipped_empty": 36, "num_shards": 2}
+    assert config["vocab"]["model_type"] == "unigram"
+    assert collections.Counter(_decoded_pairs(problem, "train")) == collections.Counter(usable)
+
+
+def test_wmt_without_local_files_reads_tensorflow_datasets(tmp_path):
+    problem = WmtEnde(str(tmp_path))
+    for split, tfds_split in (("train", "train"), ("dev", "validation"), ("test", "test")):
+        source = problem.pair_source(split, DatagenOptions(), "/tfds")
+        assert (source.func, source.args) == (tfds_wmt14_pairs, ("de", tfds_split, "/tfds"))
+    assert WmtEnfr(str(tmp_path)).pair_source("dev", DatagenOptions(), None).args == ("fr", "validation", None)
+
+
+def test_local_train_files_need_dev_files_and_make_test_optional(tmp_path):
+    local = DatagenOptions(train_files="a.en,a.de")
+    assert WmtEnde(str(tmp_path)).pair_source("test", local, None) is None
+    with pytest.raises(UserError, match="wmt_ende with --train_files also needs --dev_files=SRC,TGT"):
+        WmtEnde(str(tmp_path)).pair_source("dev", local, None)
+    with pytest.raises(UserError, match="translate_files needs --train_files=SRC,TGT"):
+        TranslateFiles(str(tmp_path)).generate_data(None, **QUIET)
+
+
+def test_bad_options_are_user_errors(tmp_path):
+    problem = TranslateFiles(str(tmp_path / "data"))
+    with pytest.raises(UserError, match="two comma-separated files"):
+        problem.generate_data(None, train_files="only_one.txt", dev_files="a,b", **QUIET)
+    with pytest.raises(UserError, match="unknown datagen options \\['vocab'\\]"):
+        problem.generate_data(None, vocab=10, **QUIET)
+    with pytest.raises(UserError, match="--num_shards must be at least 1"):
+        problem.generate_data(None, train_files="a,b", dev_files="a,b", num_shards=0, **QUIET)
+    assert not os.path.exists(tmp_path / "data")
+
+
+def test_read_lines_handles_gzip_crlf_and_byte_order_mark(tmp_path):
+    lines = _raw_pairs(_files("multi30k/raw/val.de", "multi30k/raw/val.en"))[:50]
+    text = "".join(de + "\n" for de, _ in lines).encode("utf-8")
+    with gzip.open(tmp_path / "val.de.gz", "wb") as f:
+        f.write(text)
+    assert list(read_lines(str(tmp_path / "val.de.gz"))) == [de for de, _ in lines]
+    (tmp_path / "dos.txt").write_bytes(b"\xef\xbb\xbfeins\r\nzwei\r\n\r\ndrei")
+    assert list(read_lines(str(tmp_path / "dos.txt"))) == ["eins", "zwei", "", "drei"]
+
+
+def test_read_errors_name_the_file_and_line(tmp_path):
+    (tmp_path / "bad.txt").write_bytes(b"ok\nfine\nbroken \xff here\n")
+    with pytest.raises(UserError, match=r"bad.txt:3: invalid UTF-8 at byte 7"):
+        list(read_lines(str(tmp_path / "bad.txt")))
+    with pytest.raises(UserError, match="cannot read .*missing.txt: No such file"):
+        list(read_lines(str(tmp_path / "missing.txt")))
+    (tmp_path / "cut.gz").write_bytes(gzip.compress(b"a\n" * 1000)[:30])
+    with pytest.raises(UserError, match="cannot read .*cut.gz"):
+        list(read_lines(str(tmp_path / "cut.gz")))
+
+
+def test_parallel_files_of_different_lengths_name_both_counts(tmp_path):
+    (tmp_path / "a.en").write_text("1\n2\n3\n4\n5\n")
+    (tmp_path / "a.de").write_text("1\n2\n3\n")
+    with pytest.raises(UserError, match=r"a.en has 5 lines, .*a.de has 3"):
+        list(read_parallel_files(str(tmp_path / "a.en"), str(tmp_path / "a.de")))
+    with pytest.raises(UserError, match=r"a.de has 3 lines, .*a.en has 5"):
+        list(read_parallel_files(str(tmp_path / "a.de"), str(tmp_path / "a.en")))
+
+
+def test_registered_names_match():
+    for name in ("translate_files", "wmt_ende", "wmt_enfr"):
+        assert problems.get(name).name == name
