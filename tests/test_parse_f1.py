@@ -135,20 +135,28 @@ def test_function_tags_and_traces_are_scored_as_stripped():
     assert score_trees(raw, strip_tree(raw)).f1 == 100.0
 
 
-def test_sentences_with_different_words_are_errors_not_scored():
-    # "." tagged NN is not deleted, so the predicted sentence has 7 words, gold 6.
+def test_mistagged_punctuation_is_deleted_by_the_gold_tags():
+    # "." tagged NN: the 2006 EVALB deletes it by its gold tag, so the brackets still match.
     mistagged = tree(
         "(TOP (S (NP (DT The) (NN cat))"
         " (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat))))"
         " (NN .)))")
-    error = score_trees(GOLD, mistagged)
-    assert error == BracketCounts(sentences=1, errors=1)
+    assert score_trees(GOLD, mistagged) == score_trees(GOLD, GOLD)
+    assert score_trees(GOLD, mistagged).errors == 0
+
+
+def test_sentences_with_different_words_are_errors_not_scored():
+    other_words = tree(
+        "(TOP (S (NP (DT The) (NN dog))"
+        " (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat))))"
+        " (. .)))")
+    assert score_trees(GOLD, other_words) == BracketCounts(sentences=1, errors=1)
     # The corpus score leaves the error sentence out, as EVALB does.
-    counts = score_corpus([GOLD, GOLD], [GOLD, mistagged])
+    counts = score_corpus([GOLD, GOLD], [GOLD, other_words])
     assert (counts.sentences, counts.errors, counts.f1) == (2, 1, 100.0)
 
 
-def test_prediction_without_words_is_skipped():
+def test_sentence_of_only_punctuation_is_skipped():
     assert score_trees(tree("(TOP (X (. .)))"), tree("(TOP (. .))")) == BracketCounts(
         sentences=1, skipped=1)
 

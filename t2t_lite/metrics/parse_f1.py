@@ -20,7 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from t2t_lite.data.trees import Tree
+from t2t_lite.data.trees import Tree, strip_tree
 
 DELETE_LABELS = frozenset({"TOP", "-NONE-", ",", ":", "``", "''", "."})
 _EQUIVALENT_LABELS = {"PRT": "ADVP"}  # EQ_LABEL ADVP PRT: score PRT as ADVP
@@ -81,19 +81,28 @@ class BracketCounts:
 def score_trees(gold: Tree, predicted: Tree) -> BracketCounts:
     """Scores one predicted tree against its gold tree.
 
+    Which words are punctuation (deleted before spans are counted) is decided
+    by the GOLD tags for both trees, as the 2006 EVALB does: a parser that
+    mis-tags one comma still gets its brackets scored. The 1997 EVALB instead
+    counted such a sentence as an error and left it out, which flatters a
+    parser that predicts its own tags.
+
     Args:
       gold: the reference tree, raw (traces, function tags) or stripped.
       predicted: the parser's tree over the same sentence.
     Returns:
-      The counts of this one pair (sentences=1); an error or skip if EVALB
-      would not score it.
+      The counts of this one pair (sentences=1); an error if its words differ
+      from the gold words, a skip if no word is left after deletion.
     """
-    gold_words, gold_brackets = evalb_brackets(gold)
-    predicted_words, predicted_brackets = evalb_brackets(predicted)
-    if not predicted_words:
-        return BracketCounts(sentences=1, skipped=1)
-    if gold_words != predicted_words:
+    # Traces are words of the raw gold tree only; EVALB deletes them like punctuation.
+    gold, predicted = strip_tree(gold), strip_tree(predicted)
+    if gold.words() != predicted.words():
         return BracketCounts(sentences=1, errors=1)
+    deleted = deleted_positions(gold)
+    if len(deleted) == len(gold.words()):
+        return BracketCounts(sentences=1, skipped=1)  # nothing left to score
+    _, gold_brackets = evalb_brackets(gold, deleted)
+    _, predicted_brackets = evalb_brackets(predicted, deleted)
     return BracketCounts(
         matched=sum((gold_brackets & predicted_brackets).values()),
         gold=sum(gold_brackets.values()),
@@ -119,34 +128,44 @@ def score_corpus(gold: Sequence[Tree], predicted: Sequence[Tree]) -> BracketCoun
     return sum(map(score_trees, gold, predicted), BracketCounts())
 
 
-def evalb_brackets(tree: Tree) -> tuple[list[str], Counter[Bracket]]:
+def deleted_positions(tree: Tree) -> set[int]:
+    """Positions of the words whose POS tag is in DELETE_LABELS (punctuation, traces)."""
+    return {i for i, node in enumerate(tree.preterminals()) if node.label in DELETE_LABELS}
+
+
+def evalb_brackets(tree: Tree, deleted: set[int] | None = None) -> tuple[list[str], Counter[Bracket]]:
     """Lists the words and scored brackets of a tree as EVALB sees them.
 
     Args:
       tree: any tree; its root is scored unless labelled TOP.
+      deleted: word positions to delete; default the tree's own DELETE_LABELS tags.
     Returns:
-      (words, brackets): the words left after deleting those under
-      DELETE_LABELS POS tags, and a multiset of (label, start, end) with end
-      exclusive, counted over those words.
+      (words, brackets): the words left after deletion, and a multiset of
+      (label, start, end) with end exclusive, counted over those words.
     """
-    words: list[str] = []
+    if deleted is None:
+        deleted = deleted_positions(tree)
+    all_words = tree.words()
+    # kept_before[i]: how many kept words precede word i (evalb.c: a deleted
+    # word occupies no span position).
+    kept_before = [0]
+    for i in range(len(all_words)):
+        kept_before.append(kept_before[-1] + (i not in deleted))
     brackets: Counter[Bracket] = Counter()
-    _collect(tree, words, brackets)
-    return words, brackets
+    _collect(tree, 0, kept_before, brackets)
+    return [w for i, w in enumerate(all_words) if i not in deleted], brackets
 
 
-def _collect(node: Tree, words: list[str], brackets: Counter[Bracket]) -> None:
-    """Appends the kept words under `node` and counts its scored brackets."""
+def _collect(node: Tree, first_word: int, kept_before: list[int], brackets: Counter[Bracket]) -> int:
+    """Counts the scored brackets under `node`, whose first word is `first_word`; returns its word count."""
     if node.is_preterminal:
-        # evalb.c read_line: a deleted POS takes its word with it, so the word
-        # occupies no span position.
-        if node.label not in DELETE_LABELS:
-            words.append(node.children[0])
-        return
-    start = len(words)
+        return 1
+    count = 0
     for child in node.children:
-        _collect(child, words, brackets)
+        count += _collect(child, first_word + count, kept_before, brackets)
+    start, end = kept_before[first_word], kept_before[first_word + count]
     label = re.split(r"[-=]", node.label, maxsplit=1)[0]  # evalb.c modify_label
     # evalb.c massage_data: zero-width brackets and deleted labels are not scored.
-    if len(words) > start and label not in DELETE_LABELS:
-        brackets[(_EQUIVALENT_LABELS.get(label, label), start, len(words))] += 1
+    if end > start and label not in DELETE_LABELS:
+        brackets[(_EQUIVALENT_LABELS.get(label, label), start, end)] += 1
+    return count
