@@ -70,7 +70,7 @@ def main(argv) -> None:
     else:
         sys.stdout.write(text)
     if references is not None:
-        for line in problem.score([r[0].text for r in results], references):
+        for line in problem.score([r[0].text for r in results], references, lines):
             print(line)
 
 

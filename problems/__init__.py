@@ -1,3 +1,4 @@
 """Registered problems; importing this package registers them."""
 from t2t_lite.problems import algorithmic  # noqa: F401
 from t2t_lite.problems import translate  # noqa: F401
+from t2t_lite.problems import wsj_parsing  # noqa: F401

@@ -38,8 +38,17 @@ class Problem:
         """Ids -> text, stopping at the first EOS and skipping PAD."""
         raise NotImplementedError
 
-    def score(self, outputs: list[str], references: list[str]) -> list[str]:
-        """Report lines scoring decoded outputs against references: BLEU in both conventions, with signatures."""
+    def score(self, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
+        """Report lines scoring decoded outputs against references: BLEU in both conventions, with signatures.
+
+        Args:
+          outputs: decoded texts, one per source line.
+          references: the reference texts, line for line.
+          sources: the input lines the outputs were decoded from; BLEU ignores
+            them, parsing needs their words to rebuild trees.
+        Returns:
+          Lines to print.
+        """
         from t2t_lite.metrics.bleu import bleu_scores
 
         return [str(result) for result in bleu_scores(outputs, references)]

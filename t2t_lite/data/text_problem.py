@@ -90,6 +90,8 @@ class Text2TextProblem(Problem):
     name = ""  # the registered name, for messages
     model_type = "bpe"
     default_vocab_size = 8000
+    # Strings the vocabulary keeps as single pieces (train_sentencepiece's user_defined_symbols).
+    user_defined_symbols: tuple[str, ...] = ()
 
     def __init__(self, data_dir: str | None = None):
         super().__init__(data_dir)
@@ -156,7 +158,7 @@ class Text2TextProblem(Problem):
             counts["num_shards"] = opts.num_shards if split == "train" else 1
         log(f"training a {self.model_type} vocabulary of {opts.vocab_size} on "
             f"{len(sample.sentences):,} of {sample.seen:,} training sentences")
-        model = train_sentencepiece(sample.sentences, opts.vocab_size, self.model_type)
+        model = train_sentencepiece(sample.sentences, opts.vocab_size, self.model_type, self.user_defined_symbols)
         os.makedirs(self.data_dir, exist_ok=True)
         save_model(model, os.path.join(self.data_dir, VOCAB_FILE))
         config = {"problem": self.name, "options": dataclasses.asdict(opts), "splits": splits,

@@ -25,7 +25,7 @@ sentencepiece to tokenize, so training and serving still agree.
 import io
 import os
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import tensorflow as tf
 
@@ -66,7 +66,8 @@ class SentenceSample:
             self.sentences[slot] = sentence
 
 
-def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: str = "bpe") -> bytes:
+def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: str = "bpe",
+                        user_defined_symbols: Sequence[str] = ()) -> bytes:
     """Trains a SentencePiece model with t2t-compatible ids and exact round trips.
 
     Args:
@@ -74,6 +75,9 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: s
       vocab_size: V, including PAD, EOS, UNK and the 256 byte pieces.
       model_type: "bpe" (the paper's En-De vocabulary) or "unigram" (closest to
         the word-piece vocabulary of its En-Fr model).
+      user_defined_symbols: strings kept as one piece wherever they occur
+        (SentencePiece's user_defined_symbols; "▁" stands for a space), e.g.
+        the closing brackets of linearised parse trees.
     Returns:
       The serialized model.
     """
@@ -89,6 +93,7 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: s
             pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
             normalization_rule_name="identity", remove_extra_whitespaces=False,
             add_dummy_prefix=False, byte_fallback=True,
+            user_defined_symbols=list(user_defined_symbols),
             # Rare characters go to byte pieces rather than taking vocabulary slots.
             character_coverage=0.9999,
             num_threads=os.cpu_count() or 1, minloglevel=2)

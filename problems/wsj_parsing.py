@@ -1,0 +1,221 @@
+"""Constituency parsing of the WSJ Penn Treebank as translation (paper section 6.3).
+
+Each tree becomes one example, as in tensor2tensor's `wsj_parsing.py`: traces
+and function tags are removed (`strip_tree`), the inputs are the words and the
+targets the linearised tree (`linearize`):
+
+    (TOP (S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)))
+    inputs:  The cat sat .
+    targets: S NP DT NN /NP VP VBD /VP . /S
+
+Sources, read from the .mrg files of treebank_3/parsed/mrg/wsj:
+- `--tmp_dir=.../wsj`: the LDC layout, one directory per section 00-24, split
+  as in the paper: sections 02-21 train, 22 dev, 23 test. tensor2tensor reads
+  a problem's raw data from tmp_dir too.
+- `--train_files --dev_files [--test_files]`: each a comma-separated list of
+  .mrg files, globs, or directories (standing for the .mrg files inside).
+"""
+import functools
+import glob
+import os
+from collections.abc import Iterator, Sequence
+
+from t2t_lite.data.records import PairSource
+from t2t_lite.data.text_problem import SPLIT_ORDER, DatagenOptions, Text2TextProblem
+from t2t_lite.data.trees import (
+    PTB_PHRASE_LABELS,
+    Tree,
+    delinearize,
+    linearize,
+    read_mrg,
+    strip_tree,
+)
+from t2t_lite.errors import UserError
+from t2t_lite.metrics.parse_f1 import BracketCounts, score_corpus
+from t2t_lite.registry import problems
+
+# Sections of each split in the LDC layout (paper 6.3: dev = 22, test = 23).
+LDC_SECTIONS = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
+
+# The POS tags that are not plain letters (Santorini 1990); "-NONE-" is gone with the traces.
+PUNCTUATION_TAGS = ("#", "$", "''", ",", "-LRB-", "-RRB-", ".", ":", "``", "PRP$", "WP$")
+
+# Target tokens the vocabulary keeps whole ("▁" is SentencePiece's space; a target token
+# other than the first follows one). SentencePiece never merges across a change of
+# Unicode script, so without these "/NP" is always "▁/" + "NP" and "PRP$" is "▁PRP" + "$":
+# 1.31 pieces per target token on the PTB sample. (t2t's SubwordTextEncoder split them
+# the same way, at its alphanumeric boundaries.) Alphabetic labels are left to BPE: as
+# the corpus's most frequent strings they become single pieces anyway (1.003 pieces
+# per target token with these symbols at V = 1000; only rare ones such as UCP split),
+# whereas a forced "▁S" would cut every input word it begins, e.g. "▁S" + "ales".
+TARGET_SYMBOLS = tuple("▁/" + label for label in sorted(PTB_PHRASE_LABELS)) + tuple(
+    "▁" + tag for tag in PUNCTUATION_TAGS)
+
+
+def ldc_split_files(ptb_dir: str) -> dict[str, str]:
+    """The --train_files, --dev_files and --test_files of the LDC layout under `ptb_dir`.
+
+    Args:
+      ptb_dir: the directory holding one directory per WSJ section, "00" to "24".
+    Returns:
+      {"train_files": "<ptb_dir>/02,...,<ptb_dir>/21", "dev_files": "<ptb_dir>/22",
+      "test_files": "<ptb_dir>/23"}, absolute.
+    Raises:
+      UserError: a section directory is missing.
+    """
+    ptb_dir = os.path.abspath(os.path.expanduser(ptb_dir))
+    sections = {split: [os.path.join(ptb_dir, f"{s:02d}") for s in numbers]
+                for split, numbers in LDC_SECTIONS.items()}
+    missing = [os.path.basename(d) for dirs in sections.values() for d in dirs if not os.path.isdir(d)]
+    if missing:
+        raise UserError(f"--tmp_dir {ptb_dir} is not the LDC layout of the WSJ treebank (sections 02 to 23 as "
+                        f"directories of .mrg files): {', '.join(missing)} missing; or name the files "
+                        "with --train_files and --dev_files")
+    return {f"{split}_files": ",".join(dirs) for split, dirs in sections.items()}
+
+
+def expand_mrg_files(value: str, flag: str) -> list[str]:
+    """The .mrg files a comma-separated list of files, globs and directories names, in order.
+
+    Args:
+      value: e.g. "wsj/02,wsj/03/wsj_03*.mrg,extra.mrg"; a glob's or a
+        directory's files are sorted by name.
+      flag: the option it came from, for messages, e.g. "train_files".
+    Returns:
+      The file paths.
+    Raises:
+      UserError: an item names no file.
+    """
+    paths = []
+    for item in value.split(","):
+        if os.path.isdir(item):
+            matched = sorted(glob.glob(os.path.join(glob.escape(item), "*.mrg")))
+        else:
+            matched = sorted(glob.glob(item))
+        if not matched:
+            raise UserError(f"--{flag}: no .mrg file at {item}")
+        paths.extend(matched)
+    return paths
+
+
+def read_mrg_pairs(paths: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """(words, linearised tree) text pairs of every tree in the files, traces and function tags removed.
+
+    Args:
+      paths: .mrg files, read in order.
+    Returns:
+      An iterator of ("The cat sat .", "S NP DT NN /NP VP VBD /VP . /S").
+    Raises:
+      UserError: a file is missing, not UTF-8, or holds malformed brackets.
+    """
+    for path in paths:
+        try:
+            examples = [linearize(strip_tree(tree)) for tree in read_mrg(path)]
+        except (OSError, ValueError) as error:  # UnicodeDecodeError is a ValueError
+            raise UserError(f"cannot read {path}: {error}") from None
+        for words, tokens in examples:
+            yield " ".join(words), " ".join(tokens)
+
+
+def score_linearized(outputs: Sequence[str], references: Sequence[str],
+                     sources: Sequence[str]) -> tuple[BracketCounts, int]:
+    """EVALB counts of predicted linearised trees against gold ones over the same words.
+
+    Args:
+      outputs: predicted target strings, e.g. "S NP DT NN /NP VP VBD /VP . /S".
+      references: gold target strings, as this problem writes them.
+      sources: the input sentences, words separated by spaces.
+    Returns:
+      (counts, repaired): `score_corpus` of the trees `delinearize` rebuilds,
+      and how many outputs were malformed, so that their trees are repairs.
+    Raises:
+      UserError: the lists differ in length, or a reference is not a linearised
+        tree over its sentence's words.
+    """
+    if not len(outputs) == len(references) == len(sources):
+        raise UserError(f"got {len(outputs)} outputs, {len(references)} references and "
+                        f"{len(sources)} source sentences; they must match line for line")
+    gold: list[Tree] = []
+    predicted: list[Tree] = []
+    for number, (output, reference, source) in enumerate(zip(outputs, references, sources), 1):
+        words = source.split()
+        gold_tree = delinearize(words, reference.split())
+        if linearize(gold_tree)[1] != reference.split():
+            raise UserError(f"reference line {number} is not a linearised tree over the "
+                            f"{len(words)} words of source line {number}: {reference[:80]!r}")
+        gold.append(gold_tree)
+        predicted.append(delinearize(words, output.split()))
+    repaired = sum(linearize(tree)[1] != output.split() for tree, output in zip(predicted, outputs))
+    return score_corpus(gold, predicted), repaired
+
+
+def evalb_summary(counts: BracketCounts, repaired: int) -> list[str]:
+    """The summary block of EVALB's report, and a line counting repaired outputs.
+
+    Args:
+      counts: corpus counts from `score_linearized`.
+      repaired: outputs that were not well-formed linearised trees.
+    Returns:
+      Lines such as "Bracketing FMeasure       =  91.30".
+    """
+    valid = counts.sentences - counts.errors - counts.skipped
+    return [
+        f"Number of sentence        = {counts.sentences:6d}",
+        f"Number of Error sentence  = {counts.errors:6d}",
+        f"Number of Skip  sentence  = {counts.skipped:6d}",
+        f"Number of Valid sentence  = {valid:6d}",
+        f"Bracketing Recall         = {counts.recall:6.2f}",
+        f"Bracketing Precision      = {counts.precision:6.2f}",
+        f"Bracketing FMeasure       = {counts.f1:6.2f}",
+        f"Matched / gold / test brackets = {counts.matched} / {counts.gold} / {counts.predicted}",
+        f"Malformed outputs repaired = {repaired}",
+    ]
+
+
+@problems.register("wsj_parsing")
+class WsjParsing(Text2TextProblem):
+    """WSJ constituency parsing with a shared BPE vocabulary of 2^14, as t2t's parsing_english_ptb16k.
+
+    The paper's WSJ-only vocabulary is "16K"; t2t's problem for it asks for
+    approx_vocab_size 2**14. Inputs and targets share it, as in translation.
+    """
+
+    name = "wsj_parsing"
+    model_type = "bpe"
+    default_vocab_size = 2**14
+    user_defined_symbols = TARGET_SYMBOLS
+
+    def generate_data(self, tmp_dir: str | None, **kwargs) -> dict:
+        """As Text2TextProblem's; with no --*_files, the splits are the LDC sections under tmp_dir.
+
+        Args:
+          tmp_dir: the LDC layout's directory, when no files are named.
+          **kwargs: Text2TextProblem.generate_data's `log` and DatagenOptions.
+        Returns:
+          The saved problem config; its options record the files read.
+        """
+        if tmp_dir is not None and not any(kwargs.get(f"{split}_files") for split in SPLIT_ORDER):
+            kwargs.update(ldc_split_files(tmp_dir))
+        return super().generate_data(tmp_dir, **kwargs)
+
+    def pair_source(self, split: str, options: DatagenOptions, tmp_dir: str | None) -> PairSource | None:
+        files = getattr(options, f"{split}_files")
+        if files is None:
+            if split == "test":
+                return None
+            raise UserError(f"{self.name} needs --tmp_dir=<the LDC wsj directory holding sections 00-24>, "
+                            f"or --train_files and --dev_files naming .mrg files; --{split}_files is missing")
+        # Expanded once here, so both reads of the source see the same files.
+        return functools.partial(read_mrg_pairs, expand_mrg_files(files, f"{split}_files"))
+
+    def score(self, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
+        """EVALB (COLLINS.prm) bracket scores of decoded linearised trees against the references.
+
+        Args:
+          outputs: decoded target strings, one per sentence.
+          references: gold target strings.
+          sources: the decoded input sentences, whose words the trees are over.
+        Returns:
+          EVALB's summary lines and the number of malformed outputs repaired.
+        """
+        return evalb_summary(*score_linearized(outputs, references, sources))
