@@ -13,6 +13,7 @@ import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
 from t2t_lite.decoding.decode_lines import decode_lines
 from t2t_lite.decoding.decoder import Decoder
+from t2t_lite.decoding.restore import find_checkpoint, load_run_spec, restore_model
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.training import run_dir
@@ -123,3 +124,17 @@ def test_checkpoint_of_a_different_shape_is_reported(run, tmp_path):
     source.write_text("0123\n")
     code, _, err = decoder_cli(f"--output_dir={other}", f"--decode_from_file={source}")
     assert code == 2 and "does not fit hparams set" in err
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_forced_length_makes_every_output_exactly_that_long(run, beam_size):
+    checkpoint = find_checkpoint(run, None)
+    spec = load_run_spec(checkpoint, None)
+    model = restore_model(spec, checkpoint)
+    decode = dataclasses.replace(spec.hparams.decode, beam_size=beam_size, extra_length=8)
+    inputs = np.array([[3, 4, 1, 0], [5, 6, 7, 1]], np.int32)
+    free = Decoder(model, decode).decode(inputs)[0].numpy()
+    assert (free[:, 0] == 1).any(axis=-1).all()  # left alone, the trained model stops early
+    forced = Decoder(model, decode, forced_length=9).decode(inputs)[0].numpy()  # [B, K, 9]
+    assert forced.shape[-1] == 9
+    assert (forced[:, :, :8] != 1).all()  # no EOS before position 9

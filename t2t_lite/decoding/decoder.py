@@ -18,10 +18,13 @@ class Decoder:
       model: a built Transformer.
       hparams: DecodeHParams (beam_size, alpha, extra_length).
       jit_compile: compile the whole search with XLA.
+      forced_length: if set, every output is exactly this many tokens (EOS
+        suppressed until then, t2t's force_decode_length), so benchmarks of
+        different engines do the same work.
     """
 
-    def __init__(self, model, hparams: DecodeHParams, jit_compile: bool = False):
-        self.model, self.hparams = model, hparams
+    def __init__(self, model, hparams: DecodeHParams, jit_compile: bool = False, forced_length: int | None = None):
+        self.model, self.hparams, self.forced_length = model, hparams, forced_length
         self.decode = tf.function(self._decode, input_signature=INPUTS_SIGNATURE, jit_compile=jit_compile)
 
     def _decode(self, inputs):
@@ -31,6 +34,9 @@ class Decoder:
         memory, memory_bias = model.encode(inputs, training=False)  # [B, T_src, D], [B, 1, 1, T_src]
         input_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, 0), tf.int32), axis=1)  # [B]
         max_lengths = input_lengths + hp.extra_length  # [B]
+        min_lengths = None
+        if self.forced_length is not None:
+            max_lengths = min_lengths = tf.fill([batch], self.forced_length)  # [B]
         state = {"cache": model.initial_cache(memory, tf.reduce_max(max_lengths)), "memory_bias": memory_bias}
 
         def symbols_to_logits(ids, step, state):
@@ -39,7 +45,7 @@ class Decoder:
             return logits[:, 0], {"cache": cache, "memory_bias": state["memory_bias"]}
 
         if hp.beam_size == 1:
-            ids, scores = greedy_decode(symbols_to_logits, state, batch, max_lengths)
+            ids, scores = greedy_decode(symbols_to_logits, state, batch, max_lengths, min_decode_lengths=min_lengths)
             return ids[:, None], scores[:, None]  # [B, 1, T], [B, 1]
         return beam_search(symbols_to_logits, state, batch, hp.beam_size, model.hp.vocab_size,
-                           max_lengths, hp.alpha)
+                           max_lengths, hp.alpha, min_decode_lengths=min_lengths)
