@@ -1,0 +1,73 @@
+"""Decoding speed on the peers' protocol: 500 sentences of 20-30 tokens, beam 4, batch 32, outputs forced to 60 tokens.
+
+  python benchmarks/bench_decode.py                 # fp32, the protocol
+  python benchmarks/bench_decode.py --mixed_precision=mixed_bfloat16
+  python benchmarks/bench_decode.py --beam_size=1   # greedy
+  python benchmarks/bench_decode.py --batch_size=1 --sentences=50
+  python benchmarks/bench_decode.py --length_sweep  # steps/s at 32, 64, 128, 256 output tokens
+  python benchmarks/bench_decode.py --quick         # 64 sentences, a smoke run
+
+Weights are random (transformer_base, shared vocabulary 32,768): speed does not depend on them
+when every output has the same forced length.
+"""
+import argparse
+import dataclasses
+import time
+
+import numpy as np
+
+from common import PROTOCOL_VOCAB, decode_inputs, peak_rss_gib
+
+
+def build_decoder(args, forced_length):
+    import keras
+
+    import t2t_lite.hparams  # noqa: F401
+    from t2t_lite import config
+    from t2t_lite.decoding.decoder import Decoder
+    from t2t_lite.models import build_model
+    from t2t_lite.registry import hparams_sets
+
+    if args.mixed_precision != "none":
+        keras.mixed_precision.set_global_policy(args.mixed_precision)
+    hp = config.apply_overrides(hparams_sets.get("transformer_base")(), f"vocab_size={PROTOCOL_VOCAB}")
+    decode = dataclasses.replace(hp.decode, beam_size=args.beam_size, alpha=0.6)
+    return Decoder(build_model(hp), decode, jit_compile=args.jit_compile, forced_length=forced_length)
+
+
+def time_decoding(decoder, sentences, batch_size):
+    """Seconds to decode all sentences in batches, after one warm-up batch (tracing)."""
+    batches = [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
+    padded = [np.array([s + [0] * (max(map(len, b)) - len(s)) for s in b], np.int32) for b in batches]
+    decoder.decode(padded[0])[0].numpy()
+    start = time.perf_counter()
+    for batch in padded:
+        decoder.decode(batch)[0].numpy()
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sentences", type=int, default=500)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--beam_size", type=int, default=4)
+    parser.add_argument("--output_length", type=int, default=60)
+    parser.add_argument("--mixed_precision", default="none", choices=["none", "mixed_bfloat16"])
+    parser.add_argument("--jit_compile", action="store_true")
+    parser.add_argument("--length_sweep", action="store_true")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    sentences = decode_inputs()[: 64 if args.quick else args.sentences]
+    lengths = [32, 64, 128, 256] if args.length_sweep else [args.output_length]
+    for length in lengths:
+        seconds = time_decoding(build_decoder(args, length), sentences, args.batch_size)
+        print(f"decode: {len(sentences)} sentences, beam {args.beam_size}, batch {args.batch_size}, "
+              f"{length} output tokens, {args.mixed_precision}{', XLA' if args.jit_compile else ''}: "
+              f"{seconds:.1f} s, {len(sentences) / seconds:.2f} sentences/s, "
+              f"{len(sentences) * length / seconds:.0f} target tokens/s, "
+              f"{len(sentences) * length / args.batch_size / seconds:.1f} decode steps/s, "
+              f"peak RSS {peak_rss_gib():.2f} GiB", flush=True)
+
+
+if __name__ == "__main__":
+    main()
