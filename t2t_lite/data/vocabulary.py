@@ -128,6 +128,11 @@ class Vocabulary:
         self._tokenizer = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
         self.vocab_size = int(self._tokenizer.vocab_size())
 
+    @property
+    def tokenizer(self):
+        """The tensorflow_text.SentencepieceTokenizer; a SavedModel must track it to carry its model."""
+        return self._tokenizer
+
     @classmethod
     def from_file(cls, path: str) -> "Vocabulary":
         """Loads the model file written by `save_model`."""

@@ -1,0 +1,334 @@
+"""The TF Serving export of a tiny Multi30k run, as TF Serving and its users would load it.
+
+Same strings as t2t-lite-decoder, only core TensorFlow and tensorflow-text ops,
+loadable by the session-based loader TF Serving uses, robust to odd text and to
+concurrent calls; the exporter refuses bad input without writing anything.
+"""
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import t2t_lite.hparams  # noqa: F401
+import t2t_lite.problems  # noqa: F401
+from t2t_lite import config
+from t2t_lite.errors import UserError
+from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, problem_vocabulary
+from t2t_lite.registry import hparams_sets, problems
+from t2t_lite.training import run_dir
+from t2t_lite.training.trainer import RunConfig, Trainer
+from tests.shared_data import require_shared
+
+TINY = ("d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,dropout=0,"
+        "attention_dropout=0,relu_dropout=0,train.batch_size=2048,average_last_checkpoints=0")
+# Both the exporter and the decoder get these, so their searches are the same.
+DECODE_FLAGS = ["--extra_length=10"]
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+# Run in a fresh interpreter: only TensorFlow and tensorflow-text, as a TF Serving user has.
+FRESH_LOAD = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # registers the SentencePiece ops (TF Serving's model server links them)
+model = tf.saved_model.load(sys.argv[1])
+with open(sys.argv[2], encoding="utf-8") as f:
+    lines = f.read().split("\\n")[:-1]
+outputs = model.signatures["serving_default"](inputs=tf.constant(lines))["outputs"].numpy()
+assert not [name for name in sys.modules if name.split(".")[0] == "t2t_lite"], "t2t_lite was imported"
+print(json.dumps([text.decode("utf-8") for text in outputs]))
+"""
+
+# The ops each library registers, read from TensorFlow's global op registry (the C API's
+# TF_GetAllOpList) in a process that has imported TensorFlow alone, then again after
+# `import tensorflow_text`: the difference is exactly what tensorflow-text adds.
+REGISTERED_OPS = """
+import json
+import tensorflow as tf
+from tensorflow.core.framework import op_def_pb2
+from tensorflow.python.client import pywrap_tf_session
+
+def registered():
+    buffer = pywrap_tf_session.TF_GetAllOpList()
+    return {op.name for op in op_def_pb2.OpList.FromString(pywrap_tf_session.TF_GetBuffer(buffer)).op}
+
+core = registered()
+import tensorflow_text
+print(json.dumps({"core": sorted(core), "text": sorted(registered() - core)}))
+"""
+
+# saved_model_cli cannot load op libraries itself: the same tool, with tensorflow-text imported first.
+SAVED_MODEL_CLI_WITH_TF_TEXT = ("import tensorflow_text; "
+                                "from tensorflow.python.tools.saved_model_cli import main; main()")
+
+
+def python(*args, timeout=300):
+    return subprocess.run([sys.executable, *args], check=False, capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def multi30k_lines(split: str, language: str, count: int) -> str:
+    with open(require_shared(f"multi30k/raw/{split}.{language}"), encoding="utf-8") as f:
+        return "".join(f.readline() for _ in range(count))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A translate_files data dir (2,000 Multi30k pairs, V=600) and a tiny run trained for 100 steps."""
+    tmp = tmp_path_factory.mktemp("multi30k")
+    for split, count in (("train", 2000), ("val", 200)):
+        for language in ("en", "de"):
+            (tmp / f"{split}.{language}").write_text(multi30k_lines(split, language, count), encoding="utf-8")
+    data_dir, output_dir = str(tmp / "data"), str(tmp / "run")
+    problem = problems.get("translate_files")(data_dir)
+    problem.generate_data(None, vocab_size=600, num_shards=1, train_files=f"{tmp}/train.en,{tmp}/train.de",
+                          dev_files=f"{tmp}/val.en,{tmp}/val.de", log=lambda line: None)
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size={problem.vocab_size}")
+    run_dir.ensure_writable(output_dir)
+    run_dir.save(output_dir, run_dir.RunSpec("translate_files", "transformer_tiny", TINY, hparams))
+    Trainer(problem, hparams, RunConfig(output_dir=output_dir, train_steps=100, eval_steps=1,
+                                        save_checkpoints_steps=100, log_every_steps=100), log=lambda _: None).train()
+    return {"data_dir": data_dir, "output_dir": output_dir, "tmp": tmp}
+
+
+@pytest.fixture(scope="module")
+def exported(run):
+    """t2t-lite-exporter run as a user would, and t2t-lite-decoder on 100 Multi30k test sentences, in parallel."""
+    tmp = run["tmp"]
+    sentences = tmp / "test.en"
+    sentences.write_text(multi30k_lines("test_2016_flickr", "en", 100), encoding="utf-8")
+    common = [f"--output_dir={run['output_dir']}", f"--data_dir={run['data_dir']}", *DECODE_FLAGS]
+    exporter = subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.exporter", *common,
+                                 f"--export_dir={tmp / 'exports'}", "--model_name=multi30k"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    decoder = python("-m", "t2t_lite.bin.decoder", *common, f"--decode_from_file={sentences}",
+                     f"--decode_to_file={tmp / 'decoded.txt'}")
+    stdout, stderr = exporter.communicate(timeout=300)
+    assert exporter.returncode == 0 and decoder.returncode == 0, stderr + decoder.stderr
+    return {"path": stdout.strip(), "sentences": sentences, "decoded": tmp / "decoded.txt"}
+
+
+@pytest.fixture(scope="module")
+def serve(exported):
+    """The export's serving_default, loaded in this process: list of str -> (texts, scores)."""
+    signature = tf.saved_model.load(exported["path"]).signatures["serving_default"]
+
+    def call(lines):
+        result = signature(inputs=tf.constant(lines, tf.string))
+        return [t.decode("utf-8") for t in result["outputs"].numpy()], result["scores"].numpy()
+
+    return call
+
+
+def test_export_is_version_1_of_the_model_with_hparams_and_vocabulary_assets(run, exported):
+    path = exported["path"]
+    assert path == str(run["tmp"] / "exports" / "multi30k" / "1")
+    assert sorted(os.listdir(os.path.dirname(path))) == ["1"]
+    spec = run_dir.load(os.path.join(path, "assets"))
+    assert (spec.problem, spec.hparams_set) == ("translate_files", "transformer_tiny")
+    assert spec.hparams.decode.extra_length == 10 and spec.hparams.decode.beam_size == 4
+    with open(os.path.join(path, "assets", "hparams.json"), encoding="utf-8") as f:
+        assert json.load(f)["export"]["max_input_length"] == 256
+    with open(os.path.join(path, "assets", "vocab.model"), "rb") as f:
+        assert f.read() == problems.get("translate_files")(run["data_dir"]).vocabulary.model
+
+
+def test_fresh_process_with_only_tensorflow_gives_the_decoders_strings(exported):
+    result = python("-c", FRESH_LOAD, exported["path"], str(exported["sentences"]))
+    assert result.returncode == 0, result.stderr
+    served = json.loads(result.stdout)
+    decoded = exported["decoded"].read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(served) == len(decoded) == 100
+    assert served == decoded
+    assert len(set(decoded)) > 1  # the run learned something input-dependent: not a vacuous match
+
+
+def test_saved_model_cli_shows_both_signatures_and_runs_the_export(exported, serve, tmp_path):
+    show = subprocess.Popen(["saved_model_cli", "show", "--dir", exported["path"], "--all"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    # `run` loads through the TF1 session loader, the path TF Serving's C++ loader takes.
+    run = python("-c", SAVED_MODEL_CLI_WITH_TF_TEXT, "run", "--dir", exported["path"], "--tag_set", "serve",
+                 "--signature_def", "serving_default", "--input_exprs", 'inputs=["A dog runs.", "", "Two men sit."]',
+                 "--outdir", str(tmp_path))
+    shown, show_errors = show.communicate(timeout=300)
+    assert show.returncode == 0, show_errors
+    for fragment in ("signature_def['serving_default']", "signature_def['decode_ids']", "dtype: DT_STRING",
+                     "inputs['inputs']", "outputs['outputs']", "outputs['scores']", "tensorflow/serving/predict"):
+        assert fragment in shown
+    assert run.returncode == 0, run.stderr
+    texts, scores = serve(["A dog runs.", "", "Two men sit."])
+    assert [t.decode("utf-8") for t in np.load(tmp_path / "outputs.npy", allow_pickle=True)] == texts
+    np.testing.assert_allclose(np.load(tmp_path / "scores.npy"), scores, rtol=1e-5)
+
+
+def graph_ops(saved_model_dir: str) -> tuple[set[str], set[str]]:
+    """(every op type in the graph and in every function of its library, the library's function names)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        saved_model = saved_model_pb2.SavedModel.FromString(f.read())
+    ops, functions = set(), set()
+    for meta_graph in saved_model.meta_graphs:
+        graph = meta_graph.graph_def
+        ops |= {node.op for node in graph.node}
+        for function in graph.library.function:
+            functions.add(function.signature.name)
+            ops |= {node.op for node in function.node_def}
+    return ops, functions
+
+
+def test_every_op_in_the_export_is_core_tensorflow_or_tensorflow_text(exported):
+    result = python("-c", REGISTERED_OPS)
+    assert result.returncode == 0, result.stderr
+    registered = json.loads(result.stdout)
+    core, text = set(registered["core"]), set(registered["text"])
+    assert {"MatMul", "While", "StaticRegexFullMatch"} <= core and "SentencepieceOp" not in core
+    ops, functions = graph_ops(exported["path"])
+    # A node may call a library function by its name; its body is audited with the library.
+    other = sorted(ops - core - text - functions)
+    assert other == [], f"ops that are neither core TensorFlow nor tensorflow-text: {other}"
+    assert ops & text == {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"}
+
+
+ODD_INPUTS = {
+    "empty": "",
+    "whitespace only": " \t \u3000\u00a0\u2028 ",
+    "5,000 characters": ("A black dog runs across the green grass near a lake. " * 100)[:5000],
+    "emoji": "\U0001f436\U0001f3c3\u200d\u2642\ufe0f\U0001f4a8 \U0001f44d\U0001f3fd",
+    "CJK": "\u4e00\u53ea\u72d7\u5728\u8349\u5730\u4e0a\u5954\u8dd1\u3002\u72ac\u304c\u8d70\u308b\u3002",
+    "control characters": "A\x00dog\x01\x07\x1b[31m runs\x7f\r\x0b\x0c\x85.",
+    "newline inside": "Two men\nsit on a bench.",
+    "invalid UTF-8": b"\xff\xfe A dog \xc3( runs",
+    "ordinary": "A woman rides a bike.",
+}
+
+
+@pytest.mark.parametrize("name", ODD_INPUTS)
+def test_odd_input_gives_one_output_and_no_error(serve, name):
+    texts, scores = serve([ODD_INPUTS[name]])
+    assert len(texts) == len(scores) == 1 and np.isfinite(scores[0])
+    if not ODD_INPUTS[name].strip():
+        assert (texts[0], scores[0]) == ("", 0.0)
+
+
+def test_a_batch_mixing_every_odd_input_gives_one_output_each(serve):
+    lines = list(ODD_INPUTS.values()) * 2
+    texts, scores = serve(lines)
+    assert len(texts) == len(scores) == len(lines)
+    assert all((texts[i], scores[i]) == ("", 0.0) for i, line in enumerate(lines) if not line.strip())
+    # Every sentence decodes independently of its batch (the Decoder's guarantee).
+    assert texts == [serve([line])[0][0] for line in lines]
+    assert serve([])[0] == []
+
+
+def test_over_long_input_is_truncated_to_max_input_length_tokens(run, exported, serve):
+    """Documented behaviour: the first max_input_length - 1 = 255 tokens, then EOS."""
+    decode_ids = tf.saved_model.load(exported["path"]).signatures["decode_ids"]
+    vocabulary = problems.get("translate_files")(run["data_dir"]).vocabulary
+    long_line = ODD_INPUTS["5,000 characters"]
+    ids = vocabulary.encode(long_line)
+    assert len(ids) > 255
+    whole, first_255 = (decode_ids(inputs=tf.constant([row], tf.int32)) for row in (ids, ids[:255]))
+    np.testing.assert_array_equal(whole["outputs"], first_255["outputs"])
+    assert serve([long_line])[0] == [vocabulary.decode(whole["outputs"][0, 0].numpy())]
+
+
+def test_decode_ids_takes_ids_with_or_without_eos_and_gives_k_beams(run, exported, serve):
+    decode_ids = tf.saved_model.load(exported["path"]).signatures["decode_ids"]
+    vocabulary = problems.get("translate_files")(run["data_dir"]).vocabulary
+    lines = ["A dog runs.", "Two men sit on a bench near the water."]
+    ids = [vocabulary.encode(line) for line in lines]
+    width = max(map(len, ids)) + 1
+    padded = [[row + [0] * (width - len(row)) for row in ids],  # no EOS, PAD after
+              [row + [1] + [0] * (width - len(row) - 1) for row in ids],  # EOS, then PAD
+              [[0] * width for _ in ids]]  # no tokens: not decoded
+    without_eos, with_eos, empty = (decode_ids(inputs=tf.constant(rows, tf.int32)) for rows in padded)
+    assert without_eos["outputs"].shape[:2] == (2, 4) and without_eos["scores"].shape == (2, 4)
+    np.testing.assert_array_equal(without_eos["outputs"], with_eos["outputs"])
+    assert not np.any(empty["outputs"]) and not np.any(empty["scores"])
+    for no_rows_or_no_columns in ([0, 3], [2, 0]):
+        nothing = decode_ids(inputs=tf.zeros(no_rows_or_no_columns, tf.int32))
+        assert nothing["scores"].shape == (no_rows_or_no_columns[0], 4) and not np.any(nothing["scores"])
+    texts = [vocabulary.decode(beams[0]) for beams in without_eos["outputs"].numpy()]
+    assert texts == serve(lines)[0]
+
+
+def test_8_threads_of_100_requests_give_the_one_by_one_outputs(serve):
+    lines = [f"{n} dogs play in the snow." for n in range(1, 9)] + ["", "A man sleeps."]
+    expected = {line: serve([line])[0][0] for line in lines}
+
+    def client(thread: int) -> list[tuple[str, str]]:
+        requests = [lines[(thread + i) % len(lines)] for i in range(100)]
+        return [(line, serve([line])[0][0]) for line in requests]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        answers = [pair for result in pool.map(client, range(8)) for pair in result]
+    assert len(answers) == 800
+    assert all(text == expected[line] for line, text in answers)
+
+
+def test_second_export_is_version_2_with_the_decode_settings_asked_for(run, exported):
+    export_dir = os.path.dirname(os.path.dirname(exported["path"]))
+    path = export_run(ExportRequest(export_dir=export_dir, output_dir=run["output_dir"], data_dir=run["data_dir"],
+                                    model_name="multi30k", beam_size=1, alpha=0.0, max_input_length=64))
+    assert os.path.basename(path) == "2" and sorted(os.listdir(os.path.dirname(path))) == ["1", "2"]
+    with open(os.path.join(path, "assets", "hparams.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    assert saved["hparams"]["decode"]["beam_size"] == 1 and saved["export"]["max_input_length"] == 64
+    decode_ids = tf.saved_model.load(path).signatures["decode_ids"]
+    assert decode_ids(inputs=tf.constant([[5, 6, 7]], tf.int32))["scores"].shape == (1, 1)
+
+
+@pytest.fixture(scope="module")
+def refused(run, tmp_path_factory):
+    """The exporter CLI on each bad input, run in parallel (each pays TensorFlow's start-up)."""
+    tmp = tmp_path_factory.mktemp("refused")
+    (tmp / "a_file").write_text("not a directory\n")
+    cases = {
+        "missing checkpoint": ([f"--output_dir={tmp / 'no_run'}", f"--export_dir={tmp / 'exports'}"],
+                               "no checkpoint in --output_dir"),
+        "unwritable export_dir": ([f"--output_dir={run['output_dir']}", f"--data_dir={run['data_dir']}",
+                                   f"--export_dir={tmp / 'a_file' / 'exports'}"],
+                                  "cannot write to --export_dir"),
+    }
+    running = {name: subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.exporter", *flags], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, env=ENV)
+               for name, (flags, _) in cases.items()}
+    results = {}
+    for name, process in running.items():
+        stdout, stderr = process.communicate(timeout=300)
+        results[name] = (process.returncode, stdout, stderr, cases[name][1])
+    return tmp, results
+
+
+@pytest.mark.parametrize("case", ["missing checkpoint", "unwritable export_dir"])
+def test_exporter_refuses_bad_input_with_one_line_and_writes_nothing(refused, case):
+    tmp, results = refused
+    code, stdout, stderr, message = results[case]
+    errors = [line for line in stderr.splitlines() if line.startswith("t2t-lite-exporter: error:")]
+    assert code == 2 and len(errors) == 1 and message in errors[0], stderr
+    assert "Traceback" not in stderr and stdout == ""
+    assert sorted(os.listdir(tmp)) == ["a_file"]
+
+
+def test_library_refusals_are_user_errors(run):
+    hparams = hparams_sets.get("transformer_tiny")()
+    with pytest.raises(UserError, match="max_input_length must be at least 2"):
+        check_lengths(hparams.model, hparams.decode, 1)
+    learned = config.apply_overrides(hparams, "position_encoding=learned,max_position=100")
+    with pytest.raises(UserError, match="exceeds the model's learned max_position 100"):
+        check_lengths(learned.model, learned.decode, 64)
+    with pytest.raises(UserError, match="'algorithmic_reverse' has no SentencePiece vocabulary"):
+        problem_vocabulary("algorithmic_reverse", None, 12)
+    with pytest.raises(UserError, match="has 600 ids but the model was trained with 8000"):
+        problem_vocabulary("translate_files", run["data_dir"], 8000)
+    with pytest.raises(UserError, match="--model_name must be"):
+        export_run(ExportRequest(export_dir=str(run["tmp"] / "x"), output_dir=run["output_dir"],
+                                 data_dir=run["data_dir"], model_name="../escape"))
+    with pytest.raises(UserError, match="--beam_size >= 1"):
+        export_run(ExportRequest(export_dir=str(run["tmp"] / "x"), output_dir=run["output_dir"],
+                                 data_dir=run["data_dir"], beam_size=0))
+    assert not os.path.exists(run["tmp"] / "x")

@@ -1,0 +1,183 @@
+"""t2t-lite-query against local stand-ins for TF Serving (there is no model server here).
+
+The REST stub answers like TF Serving's predict API in row format; the gRPC stub
+implements PredictionService.Predict and runs only where tensorflow-serving-api is installed.
+"""
+import http.server
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import ClassVar
+
+import pytest
+
+from t2t_lite.errors import UserError
+from t2t_lite.export import client
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+ERROR_PREFIX = "t2t-lite-query: error: "
+
+
+def fake_translation(text: str) -> tuple[str, float]:
+    """What the stubs 'translate' a line to: reversed, scored by its length."""
+    return text[::-1], -0.5 * len(text)
+
+
+class TFServingRest(http.server.BaseHTTPRequestHandler):
+    """POST /v1/models/translate[/versions/N]:predict, answered as TF Serving does."""
+
+    requests: ClassVar[list] = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.requests.append((self.path, body))
+        name = re.fullmatch(r"/v1/models/([^/:]+)(?:/versions/\d+)?:predict", self.path).group(1)
+        if name == "slow":
+            return time.sleep(2)  # longer than the client waits: it has gone when this returns
+        if name != "translate":
+            return self.answer(404, {"error": f"Servable not found for request: Latest({name})"})
+        if body.get("signature_name") != "serving_default":
+            return self.answer(400, {"error": "Serving signature name not found"})
+        predictions = [dict(zip(("outputs", "scores"), fake_translation(text))) for text in body["instances"]]
+        self.answer(200, {"predictions": predictions})
+
+    def answer(self, status: int, reply: dict) -> None:
+        data = json.dumps(reply).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def rest_server():
+    TFServingRest.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), TFServingRest)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def query(*flags, stdin=None):
+    return subprocess.run([sys.executable, "-m", "t2t_lite.bin.query", *flags], input=stdin, check=False,
+                          capture_output=True, text=True, timeout=60, env=ENV)
+
+
+LINES = ["A dog runs.", "", "Zwei M\u00e4nner \U0001f436 \u72ac", "   ", "Last line"]
+
+
+def test_query_prints_one_output_per_line_in_order(rest_server, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
+    result = query("--model_name=translate", f"--server={rest_server}", f"--input_file={source}", "--batch_size=2")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "".join(fake_translation(line)[0] + "\n" for line in LINES)
+    # Three bounded requests of at most 2 lines each, in TF Serving's row format.
+    assert [body["instances"] for _, body in TFServingRest.requests] == [LINES[0:2], LINES[2:4], LINES[4:]]
+
+
+def test_query_reads_stdin_and_prints_scores(rest_server):
+    result = query("--model_name=translate", f"--server=http://{rest_server}", "--model_version=3", "--scores",
+                   stdin="A dog runs.\nTwo cats.\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ".snur god A\t-5.5000\n.stac owT\t-4.5000\n"
+    assert TFServingRest.requests[0][0] == "/v1/models/translate/versions/3:predict"
+
+
+@pytest.mark.parametrize("case", ["no server", "unknown model", "missing model name", "missing input file"])
+def test_query_failures_are_one_line(rest_server, tmp_path, case):
+    flags, message = {
+        "no server": ([f"--server=127.0.0.1:{free_port()}", "--model_name=translate"],
+                      "cannot reach TF Serving at http://127.0.0.1:"),
+        "unknown model": ([f"--server={rest_server}", "--model_name=other"],
+                          "answered HTTP 404: Servable not found for request: Latest(other)"),
+        "missing model name": ([f"--server={rest_server}"], "--model_name is required"),
+        "missing input file": ([f"--server={rest_server}", "--model_name=translate",
+                                f"--input_file={tmp_path / 'nope.txt'}"], "cannot read"),
+    }[case]
+    result = query(*flags, stdin="A dog runs.\n")
+    errors = [line for line in result.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
+    assert result.returncode == 2 and len(errors) == 1 and message in errors[0], result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_timeout_is_a_user_error(rest_server):
+    predict = client.make_predict("rest", rest_server, "slow", timeout=0.5)
+    with pytest.raises(UserError, match="cannot reach TF Serving at .*slow:predict: timed out"):
+        predict(["A dog runs."])
+
+
+def test_answer_without_predictions_is_a_user_error():
+    with pytest.raises(UserError, match="answered without predictions .*is it a t2t-lite export"):
+        client.parse_rest_predictions({"predictions": [[0.1, 0.9]]}, 1, "http://x")
+    with pytest.raises(UserError, match="returned 1 predictions for 2 inputs"):
+        client.parse_rest_predictions({"predictions": [{"outputs": "a", "scores": 0.0}]}, 2, "http://x")
+
+
+def test_rest_url_follows_tf_serving():
+    assert client.rest_url("localhost:8501", "translate", None) == "http://localhost:8501/v1/models/translate:predict"
+    assert (client.rest_url("https://host/", "m", 7) == "https://host/v1/models/m/versions/7:predict")
+
+
+def test_grpc_without_tensorflow_serving_api_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorflow_serving", None)  # makes the import fail
+    with pytest.raises(UserError, match="pip install tensorflow-serving-api"):
+        client.make_predict("grpc", None, "translate")(["A dog runs."])
+
+
+@pytest.fixture
+def grpc_server():
+    """PredictionService.Predict, answering like TF Serving: outputs string_val, scores float_val."""
+    grpc = pytest.importorskip("grpc")
+    apis = pytest.importorskip("tensorflow_serving.apis.prediction_service_pb2_grpc")
+    from tensorflow.core.framework import tensor_pb2, types_pb2
+    from tensorflow_serving.apis import predict_pb2
+
+    class Servicer(apis.PredictionServiceServicer):
+        def Predict(self, request, context):
+            if request.model_spec.name != "translate":
+                context.abort(grpc.StatusCode.NOT_FOUND, f"Servable not found for request: "
+                                                         f"Latest({request.model_spec.name})")
+            pairs = [fake_translation(s.decode("utf-8")) for s in request.inputs["inputs"].string_val]
+            response = predict_pb2.PredictResponse()
+            response.outputs["outputs"].CopyFrom(tensor_pb2.TensorProto(
+                dtype=types_pb2.DT_STRING, string_val=[text.encode("utf-8") for text, _ in pairs]))
+            response.outputs["scores"].CopyFrom(tensor_pb2.TensorProto(
+                dtype=types_pb2.DT_FLOAT, float_val=[score for _, score in pairs]))
+            return response
+
+    from concurrent import futures
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    apis.add_PredictionServiceServicer_to_server(Servicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"127.0.0.1:{port}"
+    server.stop(None)
+
+
+def test_grpc_query_prints_one_output_per_line(grpc_server):
+    predict = client.make_predict("grpc", grpc_server, "translate")
+    assert client.predict_in_batches(predict, LINES, 2) == [client.Translation(*fake_translation(line))
+                                                            for line in LINES]
+    with pytest.raises(UserError, match=r"TF Serving \(gRPC\) at .*: NOT_FOUND: Servable not found"):
+        client.make_predict("grpc", grpc_server, "other")(["A dog runs."])
+    with pytest.raises(UserError, match=r"TF Serving \(gRPC\) at .*: UNAVAILABLE"):
+        client.make_predict("grpc", f"127.0.0.1:{free_port()}", "translate", timeout=5)(["A dog runs."])
