@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from t2t_lite.problems.translate import TranslateFiles
-from tests.shared_data import require_shared
+from shared_data import require_shared
 
 COMMAND = [sys.executable, "-m", "t2t_lite.bin.datagen"]
 ERROR_PREFIX = "t2t-lite-datagen: error: "

@@ -22,7 +22,7 @@ from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, p
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.training import run_dir
 from t2t_lite.training.trainer import RunConfig, Trainer
-from tests.shared_data import require_shared
+from shared_data import require_shared
 
 TINY = ("d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,dropout=0,"
         "attention_dropout=0,relu_dropout=0,train.batch_size=2048,average_last_checkpoints=0")

@@ -19,7 +19,7 @@ from t2t_lite.problems.translate import (
     tfds_wmt14_pairs,
 )
 from t2t_lite.registry import problems
-from tests.shared_data import require_shared
+from shared_data import require_shared
 
 QUIET = {"log": lambda line: None}
 

@@ -13,7 +13,7 @@ from t2t_lite.data.vocabulary import (
     train_sentencepiece,
 )
 from t2t_lite.errors import UserError
-from tests.shared_data import require_shared
+from shared_data import require_shared
 
 NBSP = "\u00a0"
 

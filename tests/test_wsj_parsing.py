@@ -26,7 +26,7 @@ from t2t_lite.problems.wsj_parsing import (
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.training import run_dir
 from t2t_lite.training.trainer import RunConfig, Trainer
-from tests.shared_data import require_shared
+from shared_data import require_shared
 
 QUIET = {"log": lambda line: None}
 CAT_WORDS = "The cat sat ."
