@@ -102,7 +102,7 @@ class MultiHeadAttention(keras.layers.Layer):
         logits = ops.einsum("bhqd,bhkd->bhqk", q, keys)  # [B, H, T_q, T_k]
         logits = ops.cast(logits, "float32") * (self.key_dim**-0.5)
         if bias is not None:
-            logits = logits + bias
+            logits = logits + ops.cast(bias, "float32")  # Keras casts float inputs to the compute dtype
         weights = ops.cast(ops.softmax(logits, axis=-1), values.dtype)
         if self.keep_weights:
             self.last_weights = weights
