@@ -22,7 +22,17 @@ flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint and evaluate ev
 flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints kept (the paper averages the last 5 or 20).")
 flags.DEFINE_integer("random_seed", 1234, "Seeds initialisation, dropout and shuffling.")
 flags.DEFINE_integer("log_every_steps", 100, "Progress line every this many steps.")
-flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
+flags.DEFINE_bool("jit_compile", False, "Compile each replica's forward and backward pass with XLA; batches are "
+                  "padded to their bucket's bound so XLA compiles one program per bucket.")
+flags.DEFINE_enum("distribution", "auto", ["auto", "one_device", "mirrored", "multi_worker"],
+                  "one_device; mirrored (every GPU, or every --cpu_devices CPU device); multi_worker (the cluster "
+                  "in TF_CONFIG); auto: multi_worker if TF_CONFIG lists several tasks, else mirrored if there are "
+                  "several devices, else one_device.")
+flags.DEFINE_integer("cpu_devices", 0, "Split the CPU into this many logical devices (for trying mirrored "
+                     "without GPUs); 0 leaves it whole.")
+flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_float16", "mixed_bfloat16"],
+                  "Compute dtype: float16 with loss scaling (GPUs) or bfloat16 (CPUs, TPUs, Ampere+ GPUs); "
+                  "variables, softmax and loss stay float32.")
 flags.DEFINE_integer("show_samples", 0, "After training, decode this many dev examples (beam search) and "
                      "print a few with the exact-match rate.")
 flags.DEFINE_bool("registry_help", False, "List registered models, hparams sets and problems, then exit.")
@@ -59,19 +69,13 @@ def dry_run() -> None:
     print(f"parameters: {model.count_params()}")
 
 
-def main(argv) -> None:
-    load_registries()
-    if FLAGS.registry_help:
-        print(registry_help())
-        return
-    if FLAGS.dry_run:
-        dry_run()
-        return
-    from t2t_lite.training import run_dir
-    from t2t_lite.training.trainer import RunConfig, Trainer
+def prepare_output_dir(chief: bool):
+    """The problem and RunSpec of --output_dir: a new run's from the flags, a resumed run's checked against them.
 
-    if not FLAGS.output_dir:
-        raise UserError("--output_dir is required")
+    Only the chief writes into --output_dir (hparams.json); other workers read it.
+    """
+    from t2t_lite.training import run_dir
+
     saved = run_dir.load(FLAGS.output_dir)
     problem_name = FLAGS.problem or (saved and saved.problem)
     set_name = FLAGS.hparams_set or (saved and saved.hparams_set)
@@ -81,19 +85,43 @@ def main(argv) -> None:
     overrides = FLAGS.hparams if (FLAGS.hparams or not saved) else saved.hparams_overrides
     requested = run_dir.RunSpec(problem_name, set_name, overrides,
                                 resolve_hparams(set_name, overrides, problem.vocab_size))
-    run_dir.ensure_writable(FLAGS.output_dir)
     if saved:
         run_dir.check_matches(saved, requested, FLAGS.output_dir)
-    else:
-        run_dir.save(FLAGS.output_dir, requested)
-    run = RunConfig(output_dir=FLAGS.output_dir, train_steps=FLAGS.train_steps or requested.hparams.train.train_steps,
+    if chief:
+        run_dir.ensure_writable(FLAGS.output_dir)
+        if not saved:
+            run_dir.save(FLAGS.output_dir, requested)
+    return problem, requested
+
+
+def main(argv) -> None:
+    load_registries()
+    if FLAGS.registry_help:
+        print(registry_help())
+        return
+    if FLAGS.dry_run:
+        dry_run()
+        return
+    from t2t_lite.training import distribution
+    from t2t_lite.training.trainer import RunConfig, Trainer
+
+    if not FLAGS.output_dir:
+        raise UserError("--output_dir is required")
+    # Devices and strategy come first: TensorFlow fixes both when it runs its first op.
+    if FLAGS.cpu_devices:
+        distribution.split_cpu(FLAGS.cpu_devices)
+    strategy = distribution.make_strategy(FLAGS.distribution)
+    chief = distribution.is_chief(strategy)
+    problem, spec = prepare_output_dir(chief)
+    run = RunConfig(output_dir=FLAGS.output_dir, train_steps=FLAGS.train_steps or spec.hparams.train.train_steps,
                     eval_steps=FLAGS.eval_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
                     keep_checkpoint_max=FLAGS.keep_checkpoint_max, random_seed=FLAGS.random_seed,
-                    log_every_steps=FLAGS.log_every_steps, jit_compile=FLAGS.jit_compile)
-    trainer = Trainer(problem, requested.hparams, run)
+                    log_every_steps=FLAGS.log_every_steps, jit_compile=FLAGS.jit_compile,
+                    mixed_precision=FLAGS.mixed_precision)
+    trainer = Trainer(problem, spec.hparams, run, strategy=strategy)
     trainer.train()
-    if FLAGS.show_samples:
-        show_samples(problem, trainer.model, requested.hparams, FLAGS.show_samples)
+    if FLAGS.show_samples and chief:
+        show_samples(problem, trainer.model, spec.hparams, FLAGS.show_samples)
 
 
 def show_samples(problem, model, hparams, count: int) -> None:

@@ -62,6 +62,8 @@ class TrainHParams:
 
     # Tokens per batch per replica (t2t's batch_size); the paper's ~25k global is 8 x ~3k.
     batch_size: int = 4096
+    # Micro-batches of batch_size tokens summed into one update: 8 on one device matches 8 replicas of one each.
+    accumulation_steps: int = 1
     # Training examples longer than this (inputs or targets, with EOS) are dropped.
     max_length: int = 256
     # eps_ls: label smoothing.
@@ -181,6 +183,8 @@ def validate(hparams: HParams) -> HParams:
             raise UserError(f"{name} must be positive, got {value}")
     if hparams.train.batch_size <= 0 or hparams.train.max_length <= 0:
         raise UserError("train.batch_size and train.max_length must be positive")
+    if hparams.train.accumulation_steps < 1:
+        raise UserError(f"train.accumulation_steps must be at least 1, got {hparams.train.accumulation_steps}")
     return hparams
 
 

@@ -1,6 +1,8 @@
 """The training loop: batches, steps, progress, evaluation, checkpoints, resume, clean stops."""
 import dataclasses
 import os
+import shutil
+import tempfile
 import time
 
 import keras
@@ -10,16 +12,20 @@ from t2t_lite.config import HParams
 from t2t_lite.data.batching import batch_by_length
 from t2t_lite.data.problem import Problem
 from t2t_lite.models import build_model
+from t2t_lite.training import distribution, precision
 from t2t_lite.training.averaging import average_after_training
 from t2t_lite.training.signals import stop_on_signals
-from t2t_lite.training.steps import make_eval_step, make_optimizer, make_train_step
+from t2t_lite.training.steps import TrainStep, make_eval_step, make_optimizer
 
 SHUFFLE_BUFFER = 10_000
+# Restored from every checkpoint. The other entries, "data" (the iterator's position) and
+# "loss_scale" (float16), are restored when the checkpoint has them and this run uses them.
+REQUIRED_STATE = ("model", "optimizer")
 
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    """How long and how observably to train; not part of the model's hparams."""
+    """How long, how observably and on what numerics to train; not part of the model's hparams."""
 
     output_dir: str
     train_steps: int
@@ -29,7 +35,11 @@ class RunConfig:
     keep_checkpoint_max: int = 20
     random_seed: int = 1234
     log_every_steps: int = 100
+    # XLA for each replica's forward and backward pass; batches are then padded to bucket bounds.
     jit_compile: bool = False
+    # "none", "mixed_float16" (GPUs, with loss scaling) or "mixed_bfloat16" (CPUs, TPUs, Ampere+ GPUs).
+    # A property of the hardware, not the model: checkpoints hold float32 variables either way.
+    mixed_precision: str = "none"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,11 +48,27 @@ class EvalResult:
     accuracy: float
 
 
-def train_batches(problem: Problem, hparams: HParams, seed: int) -> tf.data.Dataset:
-    """The endless, shuffled, length-bucketed training batches."""
+def train_batches(problem: Problem, hparams: HParams, seed: int, pad_to_boundary: bool = False,
+                  input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+    """The endless, shuffled, length-bucketed training batches of one input pipeline.
+
+    Args:
+      problem: where the examples come from.
+      hparams: train.batch_size (tokens per batch, i.e. per replica) and train.max_length.
+      seed: the shuffle seed.
+      pad_to_boundary: pad every batch to its bucket's bound, a fixed set of shapes for XLA.
+      input_context: from distribute_datasets_from_function; with several input
+        pipelines (one per worker) this one keeps every num_input_pipelines-th example.
+    Returns:
+      Batches {"inputs" int32 [B, T_src], "targets" int32 [B, T_tgt]}.
+    """
     t = hparams.train
-    dataset = problem.dataset("train").repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
-    return batch_by_length(dataset, t.batch_size, t.max_length).prefetch(tf.data.AUTOTUNE)
+    dataset = problem.dataset("train")
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    dataset = dataset.repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
+    return batch_by_length(dataset, t.batch_size, t.max_length, pad_to_boundary=pad_to_boundary).prefetch(
+        tf.data.AUTOTUNE)
 
 
 def eval_batches(problem: Problem, hparams: HParams, eval_steps: int) -> tf.data.Dataset:
@@ -54,69 +80,138 @@ def eval_batches(problem: Problem, hparams: HParams, eval_steps: int) -> tf.data
 class Trainer:
     """Owns the model, optimizer, data iterator and checkpoints of one run directory.
 
+    Under a distribution strategy every replica takes its own batches of
+    hparams.train.batch_size tokens and the loss is normalised by the global
+    token count (see TrainStep). Only the chief writes checkpoints, summaries
+    and the averaged checkpoint; other workers save into a temporary
+    directory, because tf.distribute may need every worker to take part in a save.
+
     Args:
       problem: where the examples come from.
       hparams: the resolved hparams (vocab_size set).
       run: RunConfig.
       log: where progress lines go.
+      strategy: from distribution.make_strategy; default TensorFlow's default (one device).
     """
 
-    def __init__(self, problem: Problem, hparams: HParams, run: RunConfig, log=print):
+    def __init__(self, problem: Problem, hparams: HParams, run: RunConfig, log=print,
+                 strategy: tf.distribute.Strategy | None = None):
         self.problem, self.hparams, self.run, self.log = problem, hparams, run, log
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.is_chief = distribution.is_chief(self.strategy)
         keras.utils.set_random_seed(run.random_seed)
-        self.model = build_model(hparams)
-        self.optimizer = make_optimizer(hparams)
-        self.optimizer.build(self.model.trainable_variables)
-        self.train_iterator = iter(train_batches(problem, hparams, run.random_seed))
-        # The data iterator is checkpointed with the model so a resumed run
-        # sees exactly the batches an uninterrupted one would have.
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, data=self.train_iterator)
-        self.manager = tf.train.CheckpointManager(self.checkpoint, run.output_dir, max_to_keep=run.keep_checkpoint_max,
+        self._build_model_and_steps()
+        # TensorFlow 2.21 checkpoints a tf.data iterator but not a distributed one.
+        self._data_checkpointed = distribution.is_default(self.strategy)
+        self.train_iterator = iter(self._train_data(tf.train.latest_checkpoint(run.output_dir)))
+        self._state = self._checkpointed_state()
+        self.checkpoint = tf.train.Checkpoint(**self._state)
+        self._save_dir = run.output_dir if self.is_chief else tempfile.mkdtemp(prefix="t2t-lite-worker-")
+        self.manager = tf.train.CheckpointManager(self.checkpoint, self._save_dir, max_to_keep=run.keep_checkpoint_max,
                                                   step_counter=self.optimizer.iterations, checkpoint_name="ckpt")
-        self._train_step = make_train_step(self.model, self.optimizer, hparams.train.label_smoothing, run.jit_compile)
-        self._eval_step = make_eval_step(self.model, hparams.train.label_smoothing)
-        self._writers = {name: tf.summary.create_file_writer(os.path.join(run.output_dir, name))
-                         for name in ("train", "eval")}
+        self._writers = {name: (tf.summary.create_file_writer(os.path.join(run.output_dir, name)) if self.is_chief
+                                else tf.summary.create_noop_writer()) for name in ("train", "eval")}
+
+    def _build_model_and_steps(self) -> None:
+        """Creates model, optimizers and steps under the strategy and the mixed-precision policy."""
+        t = self.hparams.train
+        with self.strategy.scope(), precision.layers_compute_in(self.run.mixed_precision):
+            self.model = build_model(self.hparams)
+            # Adam is what checkpoints hold and the learning rate is read from; under
+            # float16 a LossScaleOptimizer around it applies the updates.
+            self.optimizer = make_optimizer(self.hparams)
+            self._update_optimizer = precision.loss_scaled(self.optimizer, self.run.mixed_precision)
+            # A Keras 3 optimizer under MirroredStrategy needs its variables before the first strategy.run.
+            self._update_optimizer.build(self.model.trainable_variables)
+            self._train_step = TrainStep(self.model, self._update_optimizer, self.strategy, t.label_smoothing,
+                                         t.batch_size, t.accumulation_steps, self.run.jit_compile)
+        self._eval_step = make_eval_step(self.model, t.label_smoothing)
+
+    def _checkpointed_state(self) -> dict:
+        """What a checkpoint holds: REQUIRED_STATE, plus "data" and "loss_scale" when this run has them."""
+        state = {"model": self.model, "optimizer": self.optimizer}
+        if self._data_checkpointed:
+            # The data iterator is checkpointed with the model so a resumed run
+            # sees exactly the batches an uninterrupted one would have.
+            state["data"] = self.train_iterator
+        if self._update_optimizer is not self.optimizer:
+            state["loss_scale"] = self._update_optimizer
+        return state
+
+    def _train_data(self, resume_from: str | None):
+        """Training batches; under a strategy each replica takes its own batches of batch_size tokens.
+
+        Shuffled with random_seed, unless resuming from a checkpoint that cannot
+        restore the data position: then with random_seed + step, so the resumed
+        run does not replay the batches it began with.
+        """
+        seed = self.run.random_seed
+        if resume_from and not (self._data_checkpointed and "data" in _saved_entries(resume_from)):
+            seed += _checkpoint_step(resume_from)
+
+        def dataset_fn(input_context):
+            return train_batches(self.problem, self.hparams, seed, self.run.jit_compile, input_context)
+
+        return self.strategy.distribute_datasets_from_function(dataset_fn)
 
     @property
     def step(self) -> int:
         return int(self.optimizer.iterations.numpy())
 
     def restore_latest(self) -> None:
-        """Resumes from the newest checkpoint in output_dir, if any."""
-        latest = self.manager.latest_checkpoint
+        """Resumes from the newest checkpoint in output_dir, if any.
+
+        Model and optimizer must match the checkpoint. The data position and the
+        float16 loss scale come back when both the checkpoint and this run have
+        them, so a run may resume under another distribution or precision.
+        """
+        latest = tf.train.latest_checkpoint(self.run.output_dir)
         if latest:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            saved = _saved_entries(latest)
+            state = {k: v for k, v in self._state.items() if k in REQUIRED_STATE or k in saved}
+            tf.train.Checkpoint(**state).restore(latest).assert_existing_objects_matched().expect_partial()
             self.log(f"resumed from {latest} at step {self.step}")
 
     def train(self) -> None:
         """Trains to run.train_steps, saving and evaluating every save_checkpoints_steps; stops cleanly on a signal.
 
-        When training reaches train_steps, the last hparams.train.average_last_checkpoints
-        checkpoints are averaged into output_dir/averaged/.
+        A signal to any worker stops every worker after the same step. When
+        training reaches train_steps, the chief averages the last
+        hparams.train.average_last_checkpoints checkpoints into output_dir/averaged/.
         """
         self.restore_latest()
         start_step = self.step
-        window_tokens, window_start = 0.0, time.perf_counter()
-        with stop_on_signals() as stop:
-            while self.step < self.run.train_steps and not stop.requested:
-                loss, tokens = self._train_step(next(self.train_iterator))
-                window_tokens += float(tokens)
-                if self.step % self.run.log_every_steps == 0:
-                    elapsed = time.perf_counter() - window_start
-                    self._log_progress(float(loss), window_tokens / elapsed)
-                    window_tokens, window_start = 0.0, time.perf_counter()
-                if self.step % self.run.save_checkpoints_steps == 0 or self.step == self.run.train_steps:
+        try:
+            with stop_on_signals() as stop:
+                if self._train_until_done(stop):
                     self.save()
-                    self.evaluate()
-                    window_tokens, window_start = 0.0, time.perf_counter()  # keep eval time out of tokens/s
-            if stop.requested:
-                self.save()
-                self.log(f"{stop.signal_name} received: saved step {self.step}, stopping")
-                return
-        if self.step > start_step:
+                    self.log(f"{stop.signal_name or 'stop request from another worker'} received: "
+                             f"saved step {self.step}, stopping")
+                    return
+        finally:
+            if not self.is_chief:
+                shutil.rmtree(self._save_dir, ignore_errors=True)
+        if self.step > start_step and self.is_chief:
             # The paper decodes from the average of the last checkpoints (6.1); do it once, when training ends.
             average_after_training(self.run.output_dir, self.hparams.train.average_last_checkpoints, self.log)
+
+    def _train_until_done(self, stop) -> bool:
+        """Steps to run.train_steps (returns False) or until any worker is asked to stop (returns True)."""
+        window_tokens, window_start = 0.0, time.perf_counter()
+        while self.step < self.run.train_steps:
+            loss, tokens, stop_anywhere = self._train_step(self.train_iterator, stop.requested)
+            if stop_anywhere:
+                return True
+            window_tokens += float(tokens)
+            if self.step % self.run.log_every_steps == 0:
+                self._log_progress(float(loss), window_tokens / (time.perf_counter() - window_start))
+                window_tokens, window_start = 0.0, time.perf_counter()
+            if self.step % self.run.save_checkpoints_steps == 0 or self.step == self.run.train_steps:
+                self.save()
+                if self.is_chief:
+                    self.evaluate()
+                window_tokens, window_start = 0.0, time.perf_counter()  # keep eval time out of tokens/s
+        return False
 
     def save(self) -> str:
         """Writes a checkpoint for the current step (unless one exists) and returns its path."""
@@ -145,3 +240,12 @@ class Trainer:
             tf.summary.scalar("target_tokens_per_second", tokens_per_second)
         self.log(f"step {self.step}/{self.run.train_steps}  loss {loss:.4f}  lr {learning_rate:.3e}  "
                  f"target tokens/s {tokens_per_second:,.0f}")
+
+
+def _saved_entries(checkpoint_path: str) -> set[str]:
+    """The top-level names ("model", "optimizer", "data", ...) a checkpoint holds."""
+    return {name.split("/")[0] for name, _ in tf.train.list_variables(checkpoint_path)}
+
+
+def _checkpoint_step(checkpoint_path: str) -> int:
+    return int(checkpoint_path.rsplit("-", 1)[1])  # the trainer names checkpoints ckpt-<step>

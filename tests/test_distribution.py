@@ -1,0 +1,169 @@
+"""One update, however its batch is split: 8 mirrored replicas or k accumulated micro-batches equal one device.
+
+The updates are compared after one SGD step with learning rate 1, so the
+weights differ exactly by the gradients. Adam would hide errors of scale: its
+first step is about lr * sign(gradient) whatever the gradient's size.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import t2t_lite.hparams  # noqa: F401
+from t2t_lite import config
+from t2t_lite.models import build_model
+from t2t_lite.errors import UserError
+from t2t_lite.registry import hparams_sets
+from t2t_lite.training import distribution
+from t2t_lite.training.steps import BATCH_SIGNATURE, TrainStep
+
+TINY = ("vocab_size=12,d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,"
+        "dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=64")
+REPLICAS = 8
+
+
+def tiny_hparams():
+    return config.apply_overrides(hparams_sets.get("transformer_tiny")(), TINY)
+
+
+def random_batch(rng, sentences, length, min_length=1):
+    """{"inputs", "targets"} int32 [sentences, length]: random ids 2..11, each row EOS-ended then PAD."""
+    batch = {}
+    for key in ("inputs", "targets"):
+        rows = np.zeros((sentences, length), np.int32)
+        for row in rows:
+            n = rng.integers(min_length, length + 1)
+            row[:n - 1], row[n - 1] = rng.integers(2, 12, n - 1), 1
+        batch[key] = rows
+    return batch
+
+
+def concatenate(batches):
+    """One batch holding every row of `batches`, PAD-extended to the longest."""
+    length = max(b["inputs"].shape[1] for b in batches)
+    return {key: np.concatenate([np.pad(b[key], [(0, 0), (0, length - b[key].shape[1])]) for b in batches])
+            for key in ("inputs", "targets")}
+
+
+def dataset_of(batches):
+    """The batches in order, as one tf.data pipeline with unknown batch and length dimensions."""
+    return tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=BATCH_SIGNATURE)
+
+
+def sgd_train_step(strategy, hparams, accumulation_steps=1):
+    """(model, TrainStep) with SGD at learning rate 1, built under strategy."""
+    keras.utils.set_random_seed(3)
+    with strategy.scope():
+        model = build_model(hparams)
+        optimizer = keras.optimizers.SGD(learning_rate=1.0)
+        optimizer.build(model.trainable_variables)
+        step = TrainStep(model, optimizer, strategy, hparams.train.label_smoothing, hparams.train.batch_size,
+                         accumulation_steps)
+    return model, step
+
+
+def weights_after_one_step(model, step, initial, batches, strategy):
+    """Sets model to initial, takes one update from batches; returns the new weights."""
+    model.set_weights(initial)
+    step(iter(strategy.distribute_datasets_from_function(lambda context: dataset_of(batches))))
+    return [w.numpy() for w in model.trainable_variables]
+
+
+def replica_target_tokens(strategy, batches):
+    """The target tokens each replica receives from a distributed dataset of batches."""
+    dataset = strategy.distribute_datasets_from_function(lambda context: dataset_of(batches))
+    return [int(np.count_nonzero(t)) for t in strategy.experimental_local_results(next(iter(dataset))["targets"])]
+
+
+def mirrored_matches_one_device() -> dict:
+    """Run in a subprocess with the CPU split into 8 devices; returns the largest differences per case."""
+    distribution.split_cpu(REPLICAS)
+    mirrored = distribution.make_strategy("mirrored")
+    assert mirrored.num_replicas_in_sync == REPLICAS
+    one_device = tf.distribute.get_strategy()
+    hparams = tiny_hparams()
+    (model, step), (mirrored_model, mirrored_step) = (sgd_train_step(s, hparams) for s in (one_device, mirrored))
+    initial = model.get_weights()
+    rng = np.random.default_rng(0)
+    cases = {
+        "even": [random_batch(rng, 2, 6, min_length=6) for _ in range(REPLICAS)],
+        # 1 to 8 sentences of 3 to 17 tokens per replica, padding inside: 3 to ~130 target tokens each.
+        "uneven": [random_batch(rng, 1 + i, 3 + 2 * i) for i in range(REPLICAS)],
+    }
+    result = {}
+    for name, per_replica in cases.items():
+        reference = weights_after_one_step(model, step, initial, [concatenate(per_replica)], one_device)
+        replicated = weights_after_one_step(mirrored_model, mirrored_step, initial, per_replica, mirrored)
+        result[name] = {
+            "max_difference": max(float(np.max(np.abs(a - b))) for a, b in zip(reference, replicated)),
+            "max_update": max(float(np.max(np.abs(a - b))) for a, b in zip(reference, initial)),
+            "replica_tokens": replica_target_tokens(mirrored, per_replica),
+        }
+    return result
+
+
+def test_mirrored_on_8_cpu_devices_gives_the_one_device_update_also_with_uneven_tokens():
+    output = subprocess.run([sys.executable, __file__, "mirrored_matches_one_device"], capture_output=True,
+                            text=True, timeout=400, check=False, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert output.returncode == 0, output.stderr[-3000:]
+    result = json.loads(output.stdout.strip().splitlines()[-1])
+    for case in result.values():
+        assert case["max_difference"] < 1e-5
+        assert case["max_update"] > 1e-3  # the step did move the weights
+    assert len(set(result["even"]["replica_tokens"])) == 1
+    tokens = result["uneven"]["replica_tokens"]
+    assert len(tokens) == REPLICAS and max(tokens) > 10 * min(tokens)
+
+
+def test_accumulating_k_micro_batches_gives_the_update_of_their_concatenation():
+    strategy = tf.distribute.get_strategy()
+    hparams = tiny_hparams()
+    rng = np.random.default_rng(1)
+    micro = [random_batch(rng, 3, 5), random_batch(rng, 2, 9), random_batch(rng, 4, 4)]  # uneven token counts
+    model, one_step = sgd_train_step(strategy, hparams)
+    initial = model.get_weights()
+    reference = weights_after_one_step(model, one_step, initial, [concatenate(micro)], strategy)
+    accumulating_model, accumulating = sgd_train_step(strategy, hparams, accumulation_steps=3)
+    accumulated = weights_after_one_step(accumulating_model, accumulating, initial, micro, strategy)
+    for a, b in zip(reference, accumulated):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+    assert max(float(np.max(np.abs(a - s))) for a, s in zip(reference, initial)) > 1e-3
+    assert int(accumulating.optimizer.iterations.numpy()) == 1  # one update, one schedule step
+
+
+def test_accumulation_reports_loss_and_tokens_of_the_whole_step():
+    strategy = tf.distribute.get_strategy()
+    hparams = tiny_hparams()
+    rng = np.random.default_rng(2)
+    micro = [random_batch(rng, 2, 7), random_batch(rng, 5, 3)]
+    _, one_step = sgd_train_step(strategy, hparams)
+    loss, tokens, stop = one_step(iter(dataset_of([concatenate(micro)])))
+    _, accumulating = sgd_train_step(strategy, hparams, accumulation_steps=2)
+    accumulated_loss, accumulated_tokens, _ = accumulating(iter(dataset_of(micro)))
+    assert float(tokens) == float(accumulated_tokens) == sum(np.count_nonzero(b["targets"]) for b in micro)
+    np.testing.assert_allclose(float(loss), float(accumulated_loss), rtol=1e-6)
+    assert stop is False
+
+
+def test_auto_is_one_device_on_one_cpu_and_multi_worker_needs_tf_config(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    strategy = distribution.make_strategy("auto")
+    assert distribution.is_default(strategy) and distribution.is_chief(strategy)
+    assert not distribution.is_default(tf.distribute.MirroredStrategy(["/cpu:0"]))
+    with pytest.raises(UserError, match="needs TF_CONFIG"):
+        distribution.make_strategy("multi_worker")
+    with pytest.raises(UserError, match="must be one of"):
+        distribution.make_strategy("mirored")
+    cluster = {"chief": ["host0:2222"], "worker": ["host1:2222", "host2:2222"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 1}}))
+    assert distribution.cluster_tasks() == 3
+
+
+if __name__ == "__main__":
+    case = {"mirrored_matches_one_device": mirrored_matches_one_device}[sys.argv[1]]
+    print(json.dumps(case()))
