@@ -1,0 +1,89 @@
+"""Training throughput on the peers' protocol (../shared/peers/RESULTS.md), measured through the real Trainer.
+
+  python benchmarks/bench_train.py                                   # fp32, transformer_base, 40 steps
+  python benchmarks/bench_train.py --mixed_precision=mixed_bfloat16
+  python benchmarks/bench_train.py --jit_compile
+  python benchmarks/bench_train.py --quick                           # transformer_small, 12 steps
+
+Protocol: 20,000 synthetic pairs (lengths 10-50, 32,768 shared vocabulary, seed 1234), ~4096-token
+batches with the project's bucketing, transformer_base (dropout 0.1, label smoothing 0.1), Adam.
+40 steps; the first 10 are discarded; reported: median step time, target and source+target
+tokens/s, peak RSS, and MFU = 6 x parameters x target tokens per step / step time / the fp32
+matmul ceiling measured in the same process.
+"""
+import argparse
+import re
+import tempfile
+import time
+
+import numpy as np
+
+from common import PROTOCOL_VOCAB, matmul_ceiling_gflops, peak_rss_gib, training_corpus
+
+PROGRESS = re.compile(r"^step (\d+)/\d+ .*target tokens/s ([\d,]+)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--discard", type=int, default=10)
+    parser.add_argument("--hparams_set", default="transformer_base")
+    parser.add_argument("--mixed_precision", default="none", choices=["none", "mixed_bfloat16"])
+    parser.add_argument("--jit_compile", action="store_true")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.hparams_set, args.steps, args.discard = "transformer_small", 12, 2
+
+    ceiling = matmul_ceiling_gflops()
+    print(f"fp32 matmul ceiling (4096^3, median of 10): {ceiling:.1f} GFLOP/s", flush=True)
+    step_times, target_tokens, parameters = run_training(args)
+    kept_times, kept_tokens = np.array(step_times[args.discard:]), np.array(target_tokens[args.discard:])
+    median_time = float(np.median(kept_times))
+    tokens_per_step = float(np.mean(kept_tokens))
+    mfu = 6 * parameters * tokens_per_step / median_time / (ceiling * 1e9)
+    print(f"train {args.hparams_set} ({parameters:,} parameters), {args.mixed_precision}"
+          f"{', XLA' if args.jit_compile else ''}: steps {args.discard + 1}-{args.steps}, "
+          f"median step {median_time:.2f} s, {tokens_per_step / median_time:,.0f} target tokens/s "
+          f"({tokens_per_step:.0f} target tokens/step), MFU {mfu:.2f}, peak RSS {peak_rss_gib():.2f} GiB")
+
+
+def run_training(args):
+    """Trains for args.steps steps; returns per-step seconds, per-step target tokens and the parameter count."""
+    import t2t_lite.hparams  # noqa: F401
+    from t2t_lite import config
+    from t2t_lite.data.problem import Problem, dataset_from_lists
+    from t2t_lite.registry import hparams_sets
+    from t2t_lite.training.trainer import RunConfig, Trainer
+
+    inputs, targets = training_corpus()
+
+    class Synthetic(Problem):
+        vocab_size = PROTOCOL_VOCAB
+
+        def dataset(self, split):
+            return dataset_from_lists(inputs, targets)
+
+    hparams = config.apply_overrides(hparams_sets.get(args.hparams_set)(),
+                                     f"vocab_size={PROTOCOL_VOCAB},train.batch_size=4096,average_last_checkpoints=0")
+    times, tokens, last = [], [], [time.perf_counter()]
+
+    def on_log(line):
+        match = PROGRESS.match(line)
+        if match:
+            now = time.perf_counter()
+            times.append(now - last[0])
+            tokens.append(float(match.group(2).replace(",", "")) * times[-1])
+            last[0] = now
+            print(f"  step {match.group(1)}: {times[-1]:.2f} s", flush=True)
+
+    run = RunConfig(output_dir=tempfile.mkdtemp(prefix="bench_train_"), train_steps=args.steps, eval_steps=1,
+                    save_checkpoints_steps=10**9, log_every_steps=1, jit_compile=args.jit_compile,
+                    mixed_precision=args.mixed_precision)
+    trainer = Trainer(Synthetic(), hparams, run, log=on_log)
+    trainer.train()
+    return times, tokens, trainer.model.count_params()
+
+
+if __name__ == "__main__":
+    main()
