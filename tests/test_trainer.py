@@ -90,3 +90,19 @@ def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):
     assert "SIGTERM received" in output
     saved = tf.train.latest_checkpoint(str(tmp_path))
     assert saved is not None and int(saved.rsplit("-", 1)[1]) >= 10
+
+
+def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path):
+    make_trainer(tmp_path, train_steps=10, save_every=5).train()
+    newest = tf.train.latest_checkpoint(str(tmp_path))
+    assert newest.endswith("ckpt-10")
+    data_file = next(p for p in tmp_path.iterdir() if p.name.startswith("ckpt-10.data"))
+    data_file.write_bytes(data_file.read_bytes()[:100])  # a crash or a bad disk truncated it
+    lines = []
+    resumed = make_trainer(tmp_path, train_steps=15, save_every=5, log=lines.append)
+    resumed.train()
+    assert any("ckpt-10 is unreadable" in line for line in lines)
+    assert any(line.startswith("resumed from") and "ckpt-5 at step 5" in line for line in lines)
+    assert resumed.step == 15
+    # ckpt-10 was written again by the resumed run and now loads.
+    assert tf.train.load_checkpoint(str(tmp_path / "ckpt-10")).get_variable_to_shape_map()

@@ -11,6 +11,7 @@ import tensorflow as tf
 from t2t_lite.config import HParams
 from t2t_lite.data.batching import batch_by_length
 from t2t_lite.data.problem import Problem
+from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
 from t2t_lite.training import distribution, precision
 from t2t_lite.training.averaging import average_after_training
@@ -99,6 +100,7 @@ class Trainer:
         self.problem, self.hparams, self.run, self.log = problem, hparams, run, log
         self.strategy = strategy or tf.distribute.get_strategy()
         self.is_chief = distribution.is_chief(self.strategy)
+        self._saved_step = None  # the step this process last saved or restored
         keras.utils.set_random_seed(run.random_seed)
         self._build_model_and_steps()
         # TensorFlow 2.21 checkpoints a tf.data iterator but not a distributed one.
@@ -159,18 +161,35 @@ class Trainer:
         return int(self.optimizer.iterations.numpy())
 
     def restore_latest(self) -> None:
-        """Resumes from the newest checkpoint in output_dir, if any.
+        """Resumes from the newest readable checkpoint in output_dir, if any.
 
-        Model and optimizer must match the checkpoint. The data position and the
-        float16 loss scale come back when both the checkpoint and this run have
-        them, so a run may resume under another distribution or precision.
+        A checkpoint that cannot be read (a truncated or missing file) is
+        reported and the one before it is tried; the next save of that step
+        number overwrites it. Model and optimizer must match the checkpoint.
+        The data position and the float16 loss scale come back when both the
+        checkpoint and this run have them, so a run may resume under another
+        distribution or precision.
         """
-        latest = tf.train.latest_checkpoint(self.run.output_dir)
-        if latest:
-            saved = _saved_entries(latest)
-            state = {k: v for k, v in self._state.items() if k in REQUIRED_STATE or k in saved}
-            tf.train.Checkpoint(**state).restore(latest).assert_existing_objects_matched().expect_partial()
-            self.log(f"resumed from {latest} at step {self.step}")
+        state = tf.train.get_checkpoint_state(self.run.output_dir)
+        candidates = list(reversed(state.all_model_checkpoint_paths)) if state else []
+        for path in candidates:
+            try:
+                self._restore(path)
+            except (tf.errors.OpError, ValueError, AssertionError, IndexError) as error:  # IndexError: truncated file
+                reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+                self.log(f"checkpoint {path} is unreadable ({reason}); trying the one before it")
+                continue
+            self._saved_step = self.step
+            self.log(f"resumed from {path} at step {self.step}")
+            return
+        if candidates:
+            raise UserError(f"no checkpoint in --output_dir {self.run.output_dir!r} can be read; "
+                            f"move them away to start afresh")
+
+    def _restore(self, path: str) -> None:
+        saved = _saved_entries(path)
+        state = {k: v for k, v in self._state.items() if k in REQUIRED_STATE or k in saved}
+        tf.train.Checkpoint(**state).restore(path).assert_existing_objects_matched().expect_partial()
 
     def train(self) -> None:
         """Trains to run.train_steps, saving and evaluating every save_checkpoints_steps; stops cleanly on a signal.
@@ -214,9 +233,10 @@ class Trainer:
         return False
 
     def save(self) -> str:
-        """Writes a checkpoint for the current step (unless one exists) and returns its path."""
-        if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{self.step}"):
+        """Writes a checkpoint for the current step unless this run already saved or resumed from it."""
+        if self._saved_step == self.step:
             return self.manager.latest_checkpoint
+        self._saved_step = self.step
         return self.manager.save(checkpoint_number=self.step)
 
     def evaluate(self) -> EvalResult:
