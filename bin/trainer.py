@@ -33,6 +33,10 @@ flags.DEFINE_integer("cpu_devices", 0, "Split the CPU into this many logical dev
 flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_float16", "mixed_bfloat16"],
                   "Compute dtype: float16 with loss scaling (GPUs) or bfloat16 (CPUs, TPUs, Ampere+ GPUs); "
                   "variables, softmax and loss stay float32.")
+flags.DEFINE_integer("max_nonfinite_steps", 20, "Stop when this many updates in a row were skipped because the "
+                     "loss or a gradient was not finite (a skipped update changes nothing).")
+flags.DEFINE_bool("memory_probe", True, "Before training, run one forward and backward pass on the largest batch "
+                  "the bucketing can produce, so a batch that does not fit fails at once.")
 flags.DEFINE_integer("show_samples", 0, "After training, decode this many dev examples (beam search) and "
                      "print a few with the exact-match rate.")
 flags.DEFINE_bool("registry_help", False, "List registered models, hparams sets and problems, then exit.")
@@ -107,6 +111,8 @@ def main(argv) -> None:
 
     if not FLAGS.output_dir:
         raise UserError("--output_dir is required")
+    if FLAGS.max_nonfinite_steps < 1:
+        raise UserError(f"--max_nonfinite_steps must be at least 1, got {FLAGS.max_nonfinite_steps}")
     # Devices and strategy come first: TensorFlow fixes both when it runs its first op.
     if FLAGS.cpu_devices:
         distribution.split_cpu(FLAGS.cpu_devices)
@@ -117,7 +123,8 @@ def main(argv) -> None:
                     eval_steps=FLAGS.eval_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
                     keep_checkpoint_max=FLAGS.keep_checkpoint_max, random_seed=FLAGS.random_seed,
                     log_every_steps=FLAGS.log_every_steps, jit_compile=FLAGS.jit_compile,
-                    mixed_precision=FLAGS.mixed_precision)
+                    mixed_precision=FLAGS.mixed_precision, max_nonfinite_steps=FLAGS.max_nonfinite_steps,
+                    memory_probe=FLAGS.memory_probe)
     trainer = Trainer(problem, spec.hparams, run, strategy=strategy)
     trainer.train()
     if FLAGS.show_samples and chief:

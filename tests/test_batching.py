@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from t2t_lite.data.batching import batch_by_length, bucket_batch_sizes, bucket_boundaries
+from t2t_lite.data.batching import batch_by_length, bucket_batch_sizes, bucket_boundaries, largest_batch_shapes
 from t2t_lite.data.problem import dataset_from_lists
 
 
@@ -44,3 +44,14 @@ def test_pad_to_boundary_gives_fixed_shapes():
     allowed = {b - 1 for b in bucket_boundaries(32)} | {32}
     assert {int(batch["inputs"].shape[1]) for batch in dataset} <= allowed
     assert tf.data.experimental.cardinality(dataset) != 0
+
+
+def test_largest_batch_shapes_are_the_longest_and_the_fullest_batches_the_pipeline_makes():
+    for batch_size, max_length in [(200, 40), (64, 20), (50, 20), (50, 32)]:  # the last two: two shapes
+        # Enough examples of every length to fill every bucket's batches.
+        inputs = [[2] * (n - 1) + [1] for n in range(1, max_length + 1) for _ in range(batch_size // n + 1)]
+        shapes = {tuple(batch["inputs"].shape) for batch in batch_by_length(
+            dataset_from_lists(inputs, inputs), batch_size, max_length)}
+        longest = max(shapes, key=lambda shape: (shape[1], shape[0]))
+        fullest = max(shapes, key=lambda shape: (shape[0] * shape[1], shape[1]))
+        assert set(largest_batch_shapes(batch_size, max_length)) == {longest, fullest}

@@ -19,7 +19,7 @@ from t2t_lite import config
 from t2t_lite.models import build_model
 from t2t_lite.errors import UserError
 from t2t_lite.registry import hparams_sets
-from t2t_lite.training import distribution
+from t2t_lite.training import distribution, steps
 from t2t_lite.training.steps import BATCH_SIGNATURE, TrainStep
 
 TINY = ("vocab_size=12,d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,"
@@ -104,7 +104,25 @@ def mirrored_matches_one_device() -> dict:
             "max_update": max(float(np.max(np.abs(a - b))) for a, b in zip(reference, initial)),
             "replica_tokens": replica_target_tokens(mirrored, per_replica),
         }
+    result["nan_on_one_replica"] = update_when_one_replica_has_a_nan_loss(mirrored, hparams, initial, cases["uneven"])
     return result
+
+
+def update_when_one_replica_has_a_nan_loss(strategy, hparams, initial, per_replica) -> dict:
+    """The replica whose batch has 4 rows gets a NaN loss; returns whether the step was skipped and how far weights moved."""
+    finite_loss = steps.smoothed_cross_entropy
+
+    def nan_for_4_rows(logits, targets, label_smoothing):
+        loss_sum, tokens = finite_loss(logits, targets, label_smoothing)
+        return tf.where(tf.equal(tf.shape(targets)[0], 4), float("nan"), loss_sum), tokens
+
+    steps.smoothed_cross_entropy = nan_for_4_rows  # read when the new TrainStep is traced
+    model, step = sgd_train_step(strategy, hparams)
+    model.set_weights(initial)
+    result = step(iter(strategy.distribute_datasets_from_function(lambda context: dataset_of(per_replica))))
+    steps.smoothed_cross_entropy = finite_loss
+    moved = max(float(np.max(np.abs(w.numpy() - w0))) for w, w0 in zip(model.trainable_variables, initial))
+    return {"skipped": result.skipped, "max_update": moved}
 
 
 def test_mirrored_on_8_cpu_devices_gives_the_one_device_update_also_with_uneven_tokens():
@@ -112,6 +130,7 @@ def test_mirrored_on_8_cpu_devices_gives_the_one_device_update_also_with_uneven_
                             text=True, timeout=400, check=False, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert output.returncode == 0, output.stderr[-3000:]
     result = json.loads(output.stdout.strip().splitlines()[-1])
+    assert result.pop("nan_on_one_replica") == {"skipped": True, "max_update": 0.0}  # every replica skipped
     for case in result.values():
         assert case["max_difference"] < 1e-5
         assert case["max_update"] > 1e-3  # the step did move the weights
@@ -142,12 +161,12 @@ def test_accumulation_reports_loss_and_tokens_of_the_whole_step():
     rng = np.random.default_rng(2)
     micro = [random_batch(rng, 2, 7), random_batch(rng, 5, 3)]
     _, one_step = sgd_train_step(strategy, hparams)
-    loss, tokens, stop = one_step(iter(dataset_of([concatenate(micro)])))
+    one = one_step(iter(dataset_of([concatenate(micro)])))
     _, accumulating = sgd_train_step(strategy, hparams, accumulation_steps=2)
-    accumulated_loss, accumulated_tokens, _ = accumulating(iter(dataset_of(micro)))
-    assert float(tokens) == float(accumulated_tokens) == sum(np.count_nonzero(b["targets"]) for b in micro)
-    np.testing.assert_allclose(float(loss), float(accumulated_loss), rtol=1e-6)
-    assert stop is False
+    accumulated = accumulating(iter(dataset_of(micro)))
+    assert one.tokens == accumulated.tokens == sum(np.count_nonzero(b["targets"]) for b in micro)
+    np.testing.assert_allclose(one.loss, accumulated.loss, rtol=1e-6)
+    assert one.stop is False and one.skipped is False
 
 
 def test_auto_is_one_device_on_one_cpu_and_multi_worker_needs_tf_config(monkeypatch):

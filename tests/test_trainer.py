@@ -1,4 +1,4 @@
-"""The training loop: learning, exact resume, clean stop on SIGTERM."""
+"""The training loop: learning, exact resume, clean stops, non-finite steps, the memory probe."""
 import os
 import signal
 import subprocess
@@ -14,21 +14,24 @@ import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
-from t2t_lite.training import run_dir
-from t2t_lite.training.trainer import RunConfig, Trainer
+from t2t_lite.errors import UserError
+from t2t_lite.training import run_dir, steps
+from t2t_lite.training.losses import smoothed_cross_entropy
+from t2t_lite.training.trainer import NonFiniteTrainingError, RunConfig, Trainer
 
 TINY = "vocab_size=12,d_model=32,d_ff=64,num_heads=4,dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=256"
 
 
-def make_trainer(output_dir, train_steps, save_every, log=lambda line: None, average_last=0):
+def make_trainer(output_dir, train_steps, save_every, log=lambda line: None, average_last=0, overrides="",
+                 **run_options):
     problem = problems.get("algorithmic_reverse")()
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(),
-                                     f"{TINY},average_last_checkpoints={average_last}")
+                                     f"{TINY},average_last_checkpoints={average_last}{overrides}")
     # What the trainer CLI writes first; averaging rebuilds the model from it.
     run_dir.ensure_writable(str(output_dir))
     run_dir.save(str(output_dir), run_dir.RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
     run = RunConfig(output_dir=str(output_dir), train_steps=train_steps, eval_steps=2,
-                    save_checkpoints_steps=save_every, log_every_steps=save_every, random_seed=7)
+                    save_checkpoints_steps=save_every, log_every_steps=save_every, random_seed=7, **run_options)
     return Trainer(problem, hparams, run, log=log)
 
 
@@ -106,3 +109,74 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path):
     assert resumed.step == 15
     # ckpt-10 was written again by the resumed run and now loads.
     assert tf.train.load_checkpoint(str(tmp_path / "ckpt-10")).get_variable_to_shape_map()
+
+
+def poison_loss(monkeypatch, is_bad):
+    """Makes the training loss NaN on the calls (1, 2, ...) of the loss for which is_bad(call) is true."""
+    calls = tf.Variable(0)
+
+    def loss(logits, targets, label_smoothing):
+        loss_sum, tokens = smoothed_cross_entropy(logits, targets, label_smoothing)
+        calls.assign_add(1)
+        return tf.where(is_bad(calls), float("nan"), loss_sum), tokens
+
+    monkeypatch.setattr(steps, "smoothed_cross_entropy", loss)
+
+
+def test_a_nan_loss_skips_the_update_and_changes_no_variable(tmp_path, monkeypatch):
+    poison_loss(monkeypatch, lambda call: tf.equal(call, 2))
+    trainer = make_trainer(tmp_path, train_steps=10, save_every=10, memory_probe=False)
+    assert trainer._train_step(trainer.train_iterator).skipped is False
+    before = weights(trainer) + [np.asarray(v) for v in trainer.optimizer.variables]
+    skipped = trainer._train_step(trainer.train_iterator)
+    assert skipped.skipped is True and np.isnan(skipped.loss)
+    after = weights(trainer) + [np.asarray(v) for v in trainer.optimizer.variables]
+    for a, b in zip(before, after):  # weights, Adam moments and the step counter
+        np.testing.assert_array_equal(a, b)
+    applied = trainer._train_step(trainer.train_iterator)
+    assert applied.skipped is False and np.isfinite(applied.loss) and trainer.step == 2
+
+
+def test_nan_steps_are_counted_and_training_goes_on(tmp_path, monkeypatch):
+    poison_loss(monkeypatch, lambda call: (call == 3) | (call == 4))
+    lines = []
+    trainer = make_trainer(tmp_path, train_steps=6, save_every=3, log=lines.append, memory_probe=False)
+    trainer.train()
+    assert trainer.step == 6 and trainer.skipped_steps == 2
+    skipped = [line for line in lines if "update skipped" in line]
+    assert [line.split(":")[0] for line in skipped] == ["step 3", "step 3"]
+    assert "(1 in a row, 1 in this run)" in skipped[0] and "(2 in a row, 2 in this run)" in skipped[1]
+    assert all(np.isfinite(w).all() for w in weights(trainer))
+
+
+def test_too_many_nan_steps_in_a_row_stop_the_run_keeping_the_last_good_checkpoint(tmp_path, monkeypatch):
+    trainer = make_trainer(tmp_path, train_steps=10, save_every=2, memory_probe=False, max_nonfinite_steps=3)
+    poison_loss(monkeypatch, lambda call: trainer.optimizer.iterations >= 4)  # from the 5th update on
+    with pytest.raises(NonFiniteTrainingError, match=r"^step 5: 3 updates in a row had a non-finite loss") as error:
+        trainer.train()
+    assert "ckpt-4" in str(error.value) and "learning_rate_constant" in str(error.value)
+    assert trainer.step == 4
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
+    assert not any(name.startswith("ckpt-5") for name in os.listdir(tmp_path))
+
+
+def test_memory_probe_changes_nothing_so_training_is_the_same_with_or_without_it(tmp_path):
+    dropout = ",dropout=0.2"  # the probe must put the dropout seeds back
+    lines = []
+    probed = make_trainer(tmp_path / "probed", train_steps=3, save_every=3, log=lines.append, overrides=dropout)
+    probed.train()
+    assert any(line.startswith("memory probe: a 1 x 256 batch fits") for line in lines)  # 256 tokens, max_length 256
+    plain = make_trainer(tmp_path / "plain", train_steps=3, save_every=3, overrides=dropout, memory_probe=False)
+    plain.train()
+    for a, b in zip(weights(probed), weights(plain)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_memory_probe_fails_at_once_when_the_largest_batch_does_not_fit(tmp_path):
+    # 2**17 rows x 128 tokens x d_model 512 floats: 32 GiB for the embedded inputs alone, more than this machine's RAM.
+    trainer = make_trainer(tmp_path, train_steps=10, save_every=10, memory_probe=True,
+                           overrides=",d_model=512,train.batch_size=16777216,train.max_length=128")
+    with pytest.raises(UserError, match=r"a batch of 131072 x 128 tokens per replica .* does not fit in memory; "
+                                        r"lower train.batch_size or train.max_length"):
+        trainer.train()
+    assert tf.train.latest_checkpoint(str(tmp_path)) is None

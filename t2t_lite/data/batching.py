@@ -28,6 +28,24 @@ def bucket_batch_sizes(batch_size: int, boundaries: list[int], max_length: int) 
     return [max(1, batch_size // length) for length in boundaries + [max_length]]
 
 
+def largest_batch_shapes(batch_size: int, max_length: int) -> list[tuple[int, int]]:
+    """[rows, length] of the batches that need the most memory among those batch_by_length makes.
+
+    The longest bucket's full batch (attention grows with length squared) and,
+    when another bucket's full batch holds more padded tokens, that one too.
+
+    >>> largest_batch_shapes(4096, 256)
+    [(16, 256)]
+    """
+    boundaries = bucket_boundaries(max_length)
+    # Bucket i holds lengths below boundaries[i]; the last holds lengths up to max_length.
+    lengths = [bound - 1 for bound in boundaries] + [max_length]
+    shapes = list(zip(bucket_batch_sizes(batch_size, boundaries, max_length), lengths))
+    longest = shapes[-1]
+    most_tokens = max(shapes, key=lambda shape: (shape[0] * shape[1], shape[1]))
+    return [longest] if most_tokens[0] * most_tokens[1] <= longest[0] * longest[1] else [longest, most_tokens]
+
+
 def example_length(example) -> tf.Tensor:
     """max(len(inputs), len(targets)): the length an example is bucketed by."""
     return tf.maximum(tf.shape(example["inputs"])[0], tf.shape(example["targets"])[0])

@@ -1,4 +1,6 @@
 """The compiled training and evaluation steps."""
+import dataclasses
+
 import keras
 import tensorflow as tf
 
@@ -24,6 +26,16 @@ def make_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
                                  epsilon=t.adam_epsilon)
 
 
+@dataclasses.dataclass(frozen=True)
+class StepResult:
+    """What one TrainStep call did, as Python values."""
+
+    loss: float  # mean over the step's target tokens (NaN or inf when skipped)
+    tokens: float  # target tokens in the step, over all replicas
+    stop: bool  # some process was asked to stop
+    skipped: bool  # a loss or gradient was not finite on some replica: no variable changed
+
+
 class TrainStep:
     """One optimizer update per call, from accumulation_steps micro-batches on every replica.
 
@@ -35,6 +47,10 @@ class TrainStep:
     by nominal_tokens / global tokens, and the optimizer sums the replicas'
     gradients (Keras all-reduces them with SUM).
 
+    A non-finite loss or gradient on any replica skips the update on every
+    replica: weights, optimizer slots and the step counter stay as they were
+    (under float16 the loss scale is lowered, as loss scaling does anyway).
+
     Construct it inside strategy.scope(): it creates the accumulators.
 
     Args:
@@ -45,6 +61,10 @@ class TrainStep:
       nominal_tokens: tokens per replica micro-batch (hparams.train.batch_size).
       accumulation_steps: micro-batches per update.
       jit_compile: compile each replica's forward and backward pass with XLA.
+
+    Attributes:
+      gradients: the compiled pass of one replica, batch -> (gradients, loss_sum,
+        target tokens), nothing applied; the trainer's memory probe calls it too.
     """
 
     def __init__(self, model, optimizer, strategy, label_smoothing: float, nominal_tokens: int,
@@ -54,7 +74,7 @@ class TrainStep:
         self.accumulation_steps = accumulation_steps
         self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         self._sums = _Accumulators(model.trainable_variables) if accumulation_steps > 1 else None
-        self._gradients = tf.function(self._replica_gradients, input_signature=[BATCH_SIGNATURE],
+        self.gradients = tf.function(self._replica_gradients, input_signature=[BATCH_SIGNATURE],
                                       jit_compile=jit_compile)
         self._accumulate = tf.function(self._accumulate_micro_batch)
         self._update = tf.function(self._update_from_micro_batch)
@@ -66,13 +86,13 @@ class TrainStep:
           iterator: yields {"inputs", "targets"} batches; per replica under a distribution strategy.
           stop_requested: this process was asked to stop; the answer tells every process.
         Returns:
-          (loss: mean over the step's target tokens, tokens: target tokens in the step
-          over all replicas, stop: True if any process asked to stop).
+          StepResult.
         """
         for _ in range(self.accumulation_steps - 1):
             self._accumulate(iterator)
-        loss, tokens, stop_votes = self._update(iterator, tf.constant(float(stop_requested)))
-        return loss, tokens, bool(stop_votes > 0)
+        loss, tokens, stop_votes, not_finite = self._update(iterator, tf.constant(float(stop_requested)))
+        return StepResult(loss=float(loss), tokens=float(tokens), stop=bool(stop_votes > 0),
+                          skipped=bool(not_finite > 0))
 
     def _replica_gradients(self, batch):
         """One replica's micro-batch -> (gradients of loss_sum / nominal_tokens, loss_sum, target tokens)."""
@@ -86,7 +106,7 @@ class TrainStep:
         return [tf.convert_to_tensor(g) for g in gradients], loss_sum, tokens
 
     def _accumulate_micro_batch(self, iterator):
-        self.strategy.run(lambda batch: self._sums.add(*self._gradients(batch)), args=(next(iterator),))
+        self.strategy.run(lambda batch: self._sums.add(*self.gradients(batch)), args=(next(iterator),))
 
     def _update_from_micro_batch(self, iterator, stop_requested):
         results = self.strategy.run(self._replica_update, args=(next(iterator), stop_requested))
@@ -95,23 +115,50 @@ class TrainStep:
 
     def _replica_update(self, batch, stop_requested):
         """Adds the last micro-batch to the sums, normalises by the global token count, applies the update."""
-        gradients, loss_sum, tokens = self._gradients(batch)
+        gradients, loss_sum, tokens = self.gradients(batch)
         if self._sums is not None:
             gradients, loss_sum, tokens = self._sums.take(gradients, loss_sum, tokens)
-        not_finite = tf.zeros(())
-        if self._loss_scaled:
-            not_finite = 1.0 - tf.cast(self.optimizer.check_finite(gradients), tf.float32)
+        not_finite = 1.0 - tf.cast(_all_finite(gradients + [loss_sum]), tf.float32)
         # One all-reduce carries everything the replicas must agree on. The stop flag is copied onto
         # this replica's device: MirroredStrategy cannot all-reduce a tensor placed on none.
         loss_sum, tokens, not_finite, stop_votes = tf.distribute.get_replica_context().all_reduce(
             tf.distribute.ReduceOp.SUM, [loss_sum, tokens, not_finite, tf.identity(stop_requested)])
         rescale = self.nominal_tokens / tf.maximum(tokens, 1.0)
+        variables = self.model.trainable_variables
         if self._loss_scaled:
             # LossScaleOptimizer judges finiteness per replica (or by replica 0 alone under MirroredStrategy);
             # NaN on every replica makes all of them skip the update and lower the scale together.
             rescale = tf.where(not_finite > 0, float("nan"), rescale)
-        self.optimizer.apply_gradients(zip([g * rescale for g in gradients], self.model.trainable_variables))
-        return loss_sum / tf.maximum(tokens, 1.0), tokens, stop_votes
+            self.optimizer.apply_gradients(zip([g * rescale for g in gradients], variables))
+        else:
+            _apply_unless(not_finite > 0, self.optimizer, [g * rescale for g in gradients], variables)
+        return loss_sum / tf.maximum(tokens, 1.0), tokens, stop_votes, not_finite
+
+
+def _all_finite(tensors) -> tf.Tensor:
+    return tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in tensors]))
+
+
+def _apply_unless(skip, optimizer, gradients, variables) -> None:
+    """optimizer.apply_gradients, unless skip (a boolean every replica agrees on).
+
+    The same construction as Keras's LossScaleOptimizer: a strategy that
+    applies updates through merge_call cannot have that call inside a tf.cond
+    in replica context, so the cond is taken in cross-replica context.
+    """
+
+    def apply(replica_gradients):
+        optimizer.apply_gradients(zip(replica_gradients, variables))
+
+    if tf.__internal__.distribute.strategy_supports_no_merge_call():
+        tf.cond(skip, lambda: None, lambda: apply(gradients))
+        return
+
+    def cross_replica(strategy, skip, gradients):
+        skip = strategy.experimental_local_results(skip)[0]  # identical on every replica: it was all-reduced
+        tf.cond(skip, lambda: None, lambda: strategy.extended.call_for_each_replica(apply, args=(gradients,)))
+
+    tf.distribute.get_replica_context().merge_call(cross_replica, args=(skip, gradients))
 
 
 class _Accumulators:

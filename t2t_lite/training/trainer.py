@@ -9,7 +9,7 @@ import keras
 import tensorflow as tf
 
 from t2t_lite.config import HParams
-from t2t_lite.data.batching import batch_by_length
+from t2t_lite.data.batching import batch_by_length, largest_batch_shapes
 from t2t_lite.data.problem import Problem
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
@@ -41,6 +41,12 @@ class RunConfig:
     # "none", "mixed_float16" (GPUs, with loss scaling) or "mixed_bfloat16" (CPUs, TPUs, Ampere+ GPUs).
     # A property of the hardware, not the model: checkpoints hold float32 variables either way.
     mixed_precision: str = "none"
+    # Stop after this many updates in a row were skipped for a non-finite loss or gradient.
+    # Float16 loss scaling skips a few on its own while it finds its scale.
+    max_nonfinite_steps: int = 20
+    # Before training, one forward and backward pass on the largest batch shape the bucketing
+    # can produce, so a batch that does not fit in memory fails at once rather than hours in.
+    memory_probe: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +84,10 @@ def eval_batches(problem: Problem, hparams: HParams, eval_steps: int) -> tf.data
     return dataset.take(eval_steps) if eval_steps > 0 else dataset
 
 
+class NonFiniteTrainingError(UserError):
+    """Too many updates in a row were skipped because the loss or a gradient was not finite."""
+
+
 class Trainer:
     """Owns the model, optimizer, data iterator and checkpoints of one run directory.
 
@@ -101,6 +111,7 @@ class Trainer:
         self.strategy = strategy or tf.distribute.get_strategy()
         self.is_chief = distribution.is_chief(self.strategy)
         self._saved_step = None  # the step this process last saved or restored
+        self.skipped_steps, self._skipped_in_a_row = 0, 0  # updates skipped for non-finite values
         keras.utils.set_random_seed(run.random_seed)
         self._build_model_and_steps()
         # TensorFlow 2.21 checkpoints a tf.data iterator but not a distributed one.
@@ -200,6 +211,8 @@ class Trainer:
         """
         self.restore_latest()
         start_step = self.step
+        if self.run.memory_probe and self.step < self.run.train_steps:
+            self.probe_memory()
         try:
             with stop_on_signals() as stop:
                 if self._train_until_done(stop):
@@ -218,12 +231,16 @@ class Trainer:
         """Steps to run.train_steps (returns False) or until any worker is asked to stop (returns True)."""
         window_tokens, window_start = 0.0, time.perf_counter()
         while self.step < self.run.train_steps:
-            loss, tokens, stop_anywhere = self._train_step(self.train_iterator, stop.requested)
-            if stop_anywhere:
+            result = self._train_step(self.train_iterator, stop.requested)
+            if result.stop:
                 return True
-            window_tokens += float(tokens)
+            if result.skipped:
+                self._count_skipped_step(result.loss)
+                continue
+            self._skipped_in_a_row = 0
+            window_tokens += result.tokens
             if self.step % self.run.log_every_steps == 0:
-                self._log_progress(float(loss), window_tokens / (time.perf_counter() - window_start))
+                self._log_progress(result.loss, window_tokens / (time.perf_counter() - window_start))
                 window_tokens, window_start = 0.0, time.perf_counter()
             if self.step % self.run.save_checkpoints_steps == 0 or self.step == self.run.train_steps:
                 self.save()
@@ -231,6 +248,50 @@ class Trainer:
                     self.evaluate()
                 window_tokens, window_start = 0.0, time.perf_counter()  # keep eval time out of tokens/s
         return False
+
+    def _count_skipped_step(self, loss: float) -> None:
+        """Logs an update skipped for a non-finite loss or gradient; stops the run after too many in a row.
+
+        Nothing is saved when stopping: the skipped updates changed no variable,
+        and the newest checkpoint is the last good state.
+        """
+        self.skipped_steps += 1
+        self._skipped_in_a_row += 1
+        failed_step = self.step + 1
+        with self._writers["train"].as_default(step=failed_step):
+            tf.summary.scalar("skipped_nonfinite_steps", self.skipped_steps)
+        self.log(f"step {failed_step}: loss {loss} or a gradient is not finite; update skipped "
+                 f"({self._skipped_in_a_row} in a row, {self.skipped_steps} in this run)")
+        if self._skipped_in_a_row >= self.run.max_nonfinite_steps:
+            latest = self.manager.latest_checkpoint or "none yet"
+            raise NonFiniteTrainingError(
+                f"step {failed_step}: {self._skipped_in_a_row} updates in a row had a non-finite loss or gradient, "
+                f"stopping (newest checkpoint: {latest}); lower train.learning_rate_constant, raise "
+                f"train.warmup_steps or check the training data, or raise --max_nonfinite_steps")
+
+    def probe_memory(self) -> None:
+        """One forward and backward pass per replica on the largest batch shapes the bucketing can produce.
+
+        Nothing is updated: the dropout seeds are put back afterwards, so a run
+        with the probe trains exactly like one without it. tensor2tensor sorted
+        its first batches longest-first for the same reason.
+        """
+        t = self.hparams.train
+        seeds = [(variable, variable.numpy()) for variable in self.model.non_trainable_variables]
+        for rows, length in largest_batch_shapes(t.batch_size, t.max_length):
+            batch = {name: tf.ones([rows, length], tf.int32) for name in ("inputs", "targets")}
+            start = time.perf_counter()
+            try:
+                self.strategy.run(self._train_step.gradients, args=(batch,))
+            except tf.errors.ResourceExhaustedError:
+                raise UserError(
+                    f"a batch of {rows} x {length} tokens per replica (train.batch_size={t.batch_size} tokens, "
+                    f"train.max_length={t.max_length}) does not fit in memory; lower train.batch_size or "
+                    f"train.max_length with --hparams (raise train.accumulation_steps to keep the tokens per "
+                    f"update)") from None
+            self.log(f"memory probe: a {rows} x {length} batch fits ({time.perf_counter() - start:.1f} s)")
+        for variable, value in seeds:
+            variable.assign(value)
 
     def save(self) -> str:
         """Writes a checkpoint for the current step unless this run already saved or resumed from it."""
