@@ -4,6 +4,7 @@ The strategies are tf.distribute's own; this module only chooses one by name
 and answers the two questions the trainer asks of it (how many replicas, and
 whether this process is the one that writes files).
 """
+import difflib
 import json
 import os
 
@@ -29,16 +30,80 @@ def split_cpu(num_devices: int) -> None:
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
 
 
+# The task types MultiWorkerMirroredStrategy runs: at most one chief, and workers.
+TASK_TYPES = ("chief", "worker")
+TF_CONFIG_EXAMPLE = ('{"cluster": {"worker": ["host1:2222", "host2:2222"]}, '
+                     '"task": {"type": "worker", "index": 0}}')
+
+
+def read_tf_config(require_task: bool = False) -> dict | None:
+    """The TF_CONFIG environment variable, parsed and checked; None when it is unset or empty.
+
+    TensorFlow's own checks come late and as tracebacks (a ValueError deep in
+    the strategy's start-up); these say in one line what is wrong.
+
+    Args:
+      require_task: whether TF_CONFIG must also say which task this process is
+        (every process of a multi_worker cluster needs it).
+    Returns:
+      {"cluster": {type: [address, ...]}, "task": {"type", "index"}} ("task" may be absent).
+    Raises:
+      UserError: TF_CONFIG is not JSON, has no usable "cluster", or its "task"
+        is missing (when required), of an unknown type or out of the cluster's range.
+    """
+    text = os.environ.get("TF_CONFIG", "")
+    if not text.strip():
+        return None
+    fix = f"; set it like {TF_CONFIG_EXAMPLE}"
+    try:
+        tf_config = json.loads(text)
+    except ValueError as error:
+        raise UserError(f"TF_CONFIG is not valid JSON ({error}): {text[:200]!r}{fix}") from None
+    if not isinstance(tf_config, dict):
+        raise UserError(f"TF_CONFIG must be a JSON object, got {text[:200]!r}{fix}")
+    cluster = tf_config.get("cluster")
+    if not isinstance(cluster, dict) or not cluster:
+        raise UserError(f"TF_CONFIG has no \"cluster\" object listing the tasks' addresses{fix}")
+    for task_type, addresses in cluster.items():
+        if task_type not in TASK_TYPES:
+            raise UserError(f"TF_CONFIG's cluster has tasks of type {task_type!r}; multi_worker training "
+                            f"runs only {' and '.join(TASK_TYPES)} tasks")
+        if (not isinstance(addresses, list) or not addresses
+                or not all(isinstance(address, str) and address for address in addresses)):
+            raise UserError(f"TF_CONFIG's cluster {task_type!r} must be a non-empty list of \"host:port\" "
+                            f"strings, got {json.dumps(addresses)}")
+    if len(cluster.get("chief", [])) > 1:
+        raise UserError(f"TF_CONFIG's cluster has {len(cluster['chief'])} chief tasks; at most 1 is allowed")
+    task = tf_config.get("task")
+    if task is None:
+        if require_task:
+            raise UserError("TF_CONFIG has no \"task\": add this process's own entry, e.g. "
+                            '"task": {"type": "worker", "index": 0}, a different one on each machine')
+        return tf_config
+    if not isinstance(task, dict):
+        raise UserError(f"TF_CONFIG's \"task\" must be an object like {{\"type\": \"worker\", \"index\": 0}}, "
+                        f"got {json.dumps(task)}")
+    task_type, index = task.get("type"), task.get("index")
+    if task_type not in cluster:
+        close = difflib.get_close_matches(str(task_type), list(cluster), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UserError(f"TF_CONFIG's task type {task_type!r} is not in its cluster; {hint}"
+                        f"the cluster has {', '.join(map(repr, cluster))}")
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise UserError(f"TF_CONFIG's task index must be an integer, got {json.dumps(index)}")
+    count = len(cluster[task_type])
+    if not 0 <= index < count:
+        raise UserError(f"TF_CONFIG's task index {index} is out of range: the cluster lists {count} "
+                        f"{task_type!r} task{'s' if count > 1 else ''} (index 0 to {count - 1})")
+    return tf_config
+
+
 def cluster_tasks() -> int:
     """How many tasks the TF_CONFIG environment variable lists; 0 when it is unset."""
-    text = os.environ.get("TF_CONFIG", "")
-    if not text:
+    tf_config = read_tf_config()
+    if tf_config is None:
         return 0
-    try:
-        cluster = json.loads(text).get("cluster", {})
-    except (ValueError, AttributeError):
-        raise UserError(f"TF_CONFIG is not a JSON object with a 'cluster': {text!r}") from None
-    return sum(len(addresses) for addresses in cluster.values())
+    return sum(len(addresses) for addresses in tf_config["cluster"].values())
 
 
 def local_devices() -> list[str]:
@@ -64,6 +129,8 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     """
     if name not in DISTRIBUTIONS:
         raise UserError(f"--distribution must be one of {', '.join(DISTRIBUTIONS)}; got {name!r}")
+    # Before TensorFlow parses TF_CONFIG (creating the strategy), which reports mistakes as tracebacks.
+    read_tf_config()
     if name == "auto":
         if cluster_tasks() > 1:
             name = "multi_worker"
@@ -72,6 +139,7 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     if name == "multi_worker":
         if not cluster_tasks():
             raise UserError("--distribution=multi_worker needs TF_CONFIG (the cluster and this task); see the README")
+        read_tf_config(require_task=True)
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(local_devices())
