@@ -152,8 +152,11 @@ class Text2TextProblem(Problem):
         sample = SentenceSample(opts.max_vocab_sentences)
         splits = {split: _scan(split, source, sample if split == "train" else None, log)
                   for split, source in sources.items()}
-        if splits.get("train", {}).get("examples", 0) == 0:
-            raise UserError("the training text holds no pair with two non-empty sides")
+        train = splits.get("train", {"examples": 0, "skipped_empty": 0})
+        if train["examples"] == 0:
+            where = f" (--train_files={opts.train_files})" if opts.train_files else ""
+            raise UserError(f"the training text{where} holds no pair with two non-empty sides ("
+                            f"{train['skipped_empty']:,} pairs with an empty side); pass non-empty parallel files")
         for split, counts in splits.items():
             counts["num_shards"] = opts.num_shards if split == "train" else 1
         log(f"training a {self.model_type} vocabulary of {opts.vocab_size} on "
@@ -195,8 +198,15 @@ class Text2TextProblem(Problem):
             if not self.data_dir or not os.path.exists(path):
                 raise UserError(f"no {CONFIG_FILE} in --data_dir {self.data_dir!r}; run t2t-lite-datagen "
                                 f"--problem={self.name} --data_dir={self.data_dir or '...'} first")
-            with open(path, encoding="utf-8") as f:
-                config = json.load(f)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    config = json.load(f)
+            except (OSError, ValueError) as error:
+                raise UserError(f"{path} is unreadable or not JSON ({error}); regenerate the data with "
+                                "t2t-lite-datagen into a new --data_dir") from None
+            if not isinstance(config, dict):
+                raise UserError(f"{path} is not a t2t-lite problem config; regenerate the data with "
+                                "t2t-lite-datagen into a new --data_dir")
             if config.get("problem") != self.name:
                 raise UserError(f"--data_dir {self.data_dir} holds problem {config.get('problem')!r}, "
                                 f"not {self.name!r}")

@@ -119,14 +119,22 @@ class Vocabulary:
 
     Args:
       model: a serialized SentencePiece model (from `train_sentencepiece`).
+      source: where the model came from (a file name), for error messages.
+    Raises:
+      UserError: `model` is not a SentencePiece model (empty, truncated, another format).
     """
 
-    def __init__(self, model: bytes):
+    def __init__(self, model: bytes, source: str = "the vocabulary"):
         import tensorflow_text as tf_text
 
         self.model = model
-        self._tokenizer = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
-        self.vocab_size = int(self._tokenizer.vocab_size())
+        try:
+            # The op parses the model here, eagerly: a bad one fails now, not in the middle of tf.data.
+            self._tokenizer = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
+            self.vocab_size = int(self._tokenizer.vocab_size())
+        except tf.errors.OpError:
+            raise UserError(f"{source} is not a SentencePiece model ({len(model):,} bytes that do not parse as "
+                            "one); regenerate it with t2t-lite-datagen into a new --data_dir") from None
 
     @property
     def tokenizer(self):
@@ -135,9 +143,17 @@ class Vocabulary:
 
     @classmethod
     def from_file(cls, path: str) -> "Vocabulary":
-        """Loads the model file written by `save_model`."""
-        with open(path, "rb") as f:
-            return cls(f.read())
+        """Loads the model file written by `save_model`.
+
+        Raises:
+          UserError: the file cannot be read or is not a SentencePiece model.
+        """
+        try:
+            with open(path, "rb") as f:
+                model = f.read()
+        except OSError as error:
+            raise UserError(f"cannot read the vocabulary {path}: {error.strerror or error}") from None
+        return cls(model, source=path)
 
     def tf_encode(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Strings -> ids, without EOS; usable in tf.data and tf.function.
