@@ -32,7 +32,7 @@ def build_decoder(args, forced_length):
         keras.mixed_precision.set_global_policy(args.mixed_precision)
     hp = config.apply_overrides(hparams_sets.get("transformer_base")(), f"vocab_size={PROTOCOL_VOCAB}")
     decode = dataclasses.replace(hp.decode, beam_size=args.beam_size, alpha=0.6)
-    return Decoder(build_model(hp), decode, jit_compile=args.jit_compile, forced_length=forced_length)
+    return Decoder(build_model(hp), decode, forced_length=forced_length)
 
 
 def time_decoding(decoder, sentences, batch_size):
@@ -53,7 +53,6 @@ def main():
     parser.add_argument("--beam_size", type=int, default=4)
     parser.add_argument("--output_length", type=int, default=60)
     parser.add_argument("--mixed_precision", default="none", choices=["none", "mixed_bfloat16"])
-    parser.add_argument("--jit_compile", action="store_true")
     parser.add_argument("--length_sweep", action="store_true")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
@@ -62,7 +61,7 @@ def main():
     for length in lengths:
         seconds = time_decoding(build_decoder(args, length), sentences, args.batch_size)
         print(f"decode: {len(sentences)} sentences, beam {args.beam_size}, batch {args.batch_size}, "
-              f"{length} output tokens, {args.mixed_precision}{', XLA' if args.jit_compile else ''}: "
+              f"{length} output tokens, {args.mixed_precision}: "
               f"{seconds:.1f} s, {len(sentences) / seconds:.2f} sentences/s, "
               f"{len(sentences) * length / seconds:.0f} target tokens/s, "
               f"{len(sentences) * length / args.batch_size / seconds:.1f} decode steps/s, "

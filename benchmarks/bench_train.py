@@ -48,8 +48,8 @@ def main():
           f"({tokens_per_step:.0f} target tokens/step), MFU {mfu:.2f}, peak RSS {peak_rss_gib():.2f} GiB")
 
 
-def run_training(args):
-    """Trains for args.steps steps; returns per-step seconds, per-step target tokens and the parameter count."""
+def protocol_trainer(hparams_set: str, run_options: dict, log):
+    """A Trainer for the protocol: the synthetic corpus, ~4096-token batches, a temporary output_dir."""
     import t2t_lite.hparams  # noqa: F401
     from t2t_lite import config
     from t2t_lite.data.problem import Problem, dataset_from_lists
@@ -64,8 +64,23 @@ def run_training(args):
         def dataset(self, split):
             return dataset_from_lists(inputs, targets)
 
-    hparams = config.apply_overrides(hparams_sets.get(args.hparams_set)(),
+    hparams = config.apply_overrides(hparams_sets.get(hparams_set)(),
                                      f"vocab_size={PROTOCOL_VOCAB},train.batch_size=4096,average_last_checkpoints=0")
+    run = RunConfig(output_dir=tempfile.mkdtemp(prefix="bench_train_"), eval_steps=1, save_checkpoints_steps=10**9,
+                    log_every_steps=1, **run_options)
+    return Trainer(Synthetic(), hparams, run, log=log)
+
+
+def profiled_steps(mixed_precision: str, steps: int):
+    """For profile_ops.py: a transformer_base trainer past its first steps, and a function taking `steps` more."""
+    trainer = protocol_trainer("transformer_base", dict(train_steps=2, mixed_precision=mixed_precision),
+                               log=lambda line: None)
+    trainer.train()  # traces and warms up
+    return lambda: [trainer._train_step(trainer.train_iterator) for _ in range(steps)]
+
+
+def run_training(args):
+    """Trains for args.steps steps; returns per-step seconds, per-step target tokens and the parameter count."""
     times, tokens, last = [], [], [time.perf_counter()]
 
     def on_log(line):
@@ -77,10 +92,8 @@ def run_training(args):
             last[0] = now
             print(f"  step {match.group(1)}: {times[-1]:.2f} s", flush=True)
 
-    run = RunConfig(output_dir=tempfile.mkdtemp(prefix="bench_train_"), train_steps=args.steps, eval_steps=1,
-                    save_checkpoints_steps=10**9, log_every_steps=1, jit_compile=args.jit_compile,
-                    mixed_precision=args.mixed_precision)
-    trainer = Trainer(Synthetic(), hparams, run, log=on_log)
+    trainer = protocol_trainer(args.hparams_set, dict(train_steps=args.steps, jit_compile=args.jit_compile,
+                                                      mixed_precision=args.mixed_precision), log=on_log)
     trainer.train()
     return times, tokens, trainer.model.count_params()
 

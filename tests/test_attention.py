@@ -53,13 +53,15 @@ def test_incremental_self_attention_with_cache_equals_full_pass(layer):
     rng = np.random.default_rng(2)
     x = rng.normal(size=(2, 5, 12)).astype(np.float32)
     full, _ = layer(x, bias=causal_bias(5))
-    cache = {"key": np.zeros((2, 4, 7, 5), np.float32), "value": np.zeros((2, 4, 7, 3), np.float32)}
+    cache = {"key": np.zeros((2, 4, 0, 5), np.float32), "value": np.zeros((2, 4, 0, 3), np.float32)}
     steps = []
     for i in range(5):
-        not_written = (np.arange(7) > i).astype(np.float32)[None, None, None, :] * -1e9
-        out, cache = layer(x[:, i:i + 1], bias=not_written, cache=cache, decode_index=i)
+        out, cache = layer(x[:, i:i + 1], cache=cache)  # the cache holds positions < i: no mask needed
         steps.append(out.numpy()[:, 0])
     np.testing.assert_allclose(np.stack(steps, 1), full.numpy(), atol=1e-5)
+    # The grown cache holds every position's keys and values, in order.
+    np.testing.assert_allclose(cache["key"].numpy(), layer.memory_cache(x)["key"].numpy(), atol=1e-6)
+    np.testing.assert_allclose(cache["value"].numpy(), layer.memory_cache(x)["value"].numpy(), atol=1e-6)
 
 
 def test_precomputed_memory_cache_equals_projecting_memory(layer):
@@ -67,5 +69,18 @@ def test_precomputed_memory_cache_equals_projecting_memory(layer):
     query = rng.normal(size=(2, 1, 12)).astype(np.float32)
     memory = rng.normal(size=(2, 4, 12)).astype(np.float32)
     direct, _ = layer(query, memory=memory)
-    cached, _ = layer(query, cache=layer.memory_cache(memory))
+    cached, _ = layer(query, memory=layer.memory_cache(memory))
     np.testing.assert_allclose(cached.numpy(), direct.numpy(), atol=1e-6)
+
+
+def test_beams_sharing_one_memory_row_equal_attending_to_a_repeated_memory(layer):
+    rng = np.random.default_rng(4)
+    beams = 3
+    query = rng.normal(size=(2 * beams, 2, 12)).astype(np.float32)  # rows b*3 .. b*3+2 belong to sentence b
+    memory = rng.normal(size=(2, 4, 12)).astype(np.float32)
+    bias = np.asarray(padding_bias(np.array([[5, 6, 1, 0], [5, 6, 7, 1]], np.int32)))  # [2, 1, 1, 4]
+    repeated, _ = layer(query, memory=np.repeat(memory, beams, axis=0), bias=np.repeat(bias, beams, axis=0))
+    shared, _ = layer(query, memory=layer.memory_cache(memory), bias=bias)
+    np.testing.assert_allclose(shared.numpy(), repeated.numpy(), atol=1e-5)
+    np.testing.assert_allclose(shared.numpy(), numpy_attention(layer, query, np.repeat(memory, beams, axis=0),
+                                                               np.repeat(bias, beams, axis=0)), atol=1e-5)

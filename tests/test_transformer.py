@@ -48,13 +48,16 @@ def test_cached_decoding_equals_full_forward_pass(overrides):
     inputs, targets = _batch(np.random.default_rng(0))
     full = model({"inputs": inputs, "targets": targets}).numpy()  # [B, T_tgt, V]
     memory, memory_bias = model.encode(inputs)
-    cache = model.initial_cache(memory, max_length=9)
     decoder_inputs = np.asarray(shift_right(targets))
-    steps = []
-    for i in range(targets.shape[1]):
-        logits, cache = model.decode(decoder_inputs[:, i:i + 1], memory, memory_bias, cache=cache, decode_index=i)
-        steps.append(logits.numpy()[:, 0])
-    np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
+    # The encoder output as it is, or its keys/values projected once (what the decoder does).
+    for memory_given in (memory, model.memory_cache(memory)):
+        cache = model.initial_cache(inputs.shape[0])
+        steps = []
+        for i in range(targets.shape[1]):
+            logits, cache = model.decode(decoder_inputs[:, i:i + 1], memory_given, memory_bias, cache=cache,
+                                         decode_index=i)
+            steps.append(logits.numpy()[:, 0])
+        np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
 
 
 def test_decoder_is_causal_and_padding_in_inputs_is_ignored():

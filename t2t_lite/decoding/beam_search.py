@@ -7,8 +7,9 @@ finished slots with the GNMT length penalty; decoding stops early on t2t's
 `_is_not_finished` bound. Unlike t2t, every sentence has its own maximum length
 and stops on its own, so its result does not depend on the batch it is in.
 
-The loop has static shapes (ids preallocated to [B, K, T], written with one-hot
-updates) so it runs inside `tf.function(jit_compile=True)`.
+The ids are preallocated to [B, K, T] and written with one-hot updates; the
+state may change shape between steps (a cache that grows by one position per
+step). With a fixed-shape state the loop runs inside `tf.function(jit_compile=True)`.
 
 Shapes: B batch, K beam, T = max over the batch of the max lengths, V vocab,
 N = B*K model rows, beam-major within a sentence (row b*K + k).
@@ -18,7 +19,10 @@ N = B*K model rows, beam-major within a sentence (row b*K + k).
          shifted-right PAD) at step 0.
   step   int32 scalar: the 0-based position being decoded (where a cache
          writes this step's key/value).
-  state  nest of [N, ...] tensors (caches, encoder memory); returned updated.
+  state  nest of [N, ...] tensors (caches); returned updated, every dimension
+         but the last free to change. Per-sentence constants such as the
+         encoder output are better captured by the function than carried here:
+         the state is repeated K times and reordered every step.
   logits [N, V], any float dtype; log-softmax runs in float32.
 """
 from collections.abc import Callable
@@ -88,6 +92,12 @@ def write_position(ids, position, values):
       int32 [..., T].
     """
     return ids + tf.one_hot(position, tf.shape(ids)[-1], dtype=ids.dtype) * values[..., None]
+
+
+def state_shape_invariants(state):
+    """tf.while_loop shape invariants for a decoding state: each tensor keeps its rank and last dimension."""
+    return tf.nest.map_structure(lambda t: tf.TensorShape([None] * (t.shape.rank - 1) + t.shape[-1:])
+                                 if t.shape.rank else t.shape, state)
 
 
 def _gather_beams(x, index):
@@ -248,8 +258,8 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
 
     Args:
       symbols_to_logits_fn: (ids [N, 1], step, state) -> (logits [N, V], state); see the module doc.
-      initial_state: nest of [B, ...] tensors (encoder memory, preallocated caches); each is
-        repeated K times (tf.repeat, so row b*K + k) and gathered along the beams every step.
+      initial_state: nest of [B, ...] tensors (caches); each is repeated K times
+        (tf.repeat, so row b*K + k) and gathered along the beams every step.
       batch_size: B.
       beam_size: K >= 1.
       vocab_size: V >= 2.
@@ -273,9 +283,12 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
                    else tf.repeat(tf.convert_to_tensor(min_decode_lengths, tf.int32), beam_size))  # [N]
     search = _BeamSearch(symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
                          max_lengths, min_lengths)
+    beams = search.initial_beams(initial_state)
+    invariants = tf.nest.map_structure(lambda t: t.shape, beams)._replace(state=state_shape_invariants(beams.state))
     _, beams = tf.while_loop(
         lambda step, beams: tf.reduce_any(search.is_active(step, beams)),
         lambda step, beams: (step + 1, search.step(step, beams)),
-        (tf.constant(0), search.initial_beams(initial_state)),
+        (tf.constant(0), beams),
+        shape_invariants=(tf.TensorShape([]), invariants),
     )
     return search.results(beams)

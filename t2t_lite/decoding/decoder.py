@@ -17,15 +17,15 @@ class Decoder:
     Args:
       model: a built Transformer.
       hparams: DecodeHParams (beam_size, alpha, extra_length).
-      jit_compile: compile the whole search with XLA.
       forced_length: if set, every output is exactly this many tokens (EOS
         suppressed until then, t2t's force_decode_length), so benchmarks of
         different engines do the same work.
     """
 
-    def __init__(self, model, hparams: DecodeHParams, jit_compile: bool = False, forced_length: int | None = None):
+    def __init__(self, model, hparams: DecodeHParams, forced_length: int | None = None):
         self.model, self.hparams, self.forced_length = model, hparams, forced_length
-        self.decode = tf.function(self._decode, input_signature=INPUTS_SIGNATURE, jit_compile=jit_compile)
+        # No XLA: the self-attention caches grow every step, a shape XLA would recompile for.
+        self.decode = tf.function(self._decode, input_signature=INPUTS_SIGNATURE)
 
     def _decode(self, inputs):
         """inputs int32 [B, T_src] (EOS-terminated, PAD 0) -> (ids int32 [B, K, T], scores float32 [B, K])."""
@@ -37,15 +37,18 @@ class Decoder:
         min_lengths = None
         if self.forced_length is not None:
             max_lengths = min_lengths = tf.fill([batch], self.forced_length)  # [B]
-        state = {"cache": model.initial_cache(memory, tf.reduce_max(max_lengths)), "memory_bias": memory_bias}
+        # Encoder keys/values are projected once and shared by a sentence's beams (never repeated or
+        # reordered); the self-attention caches grow by one position per step and follow the beams.
+        memory_kv = model.memory_cache(memory)  # per layer [B, H, T_src, Dk|Dv]
+        cache = model.initial_cache(batch, memory.dtype)  # per layer [B, H, 0, Dk|Dv]
 
-        def symbols_to_logits(ids, step, state):
-            # ids [N, 1] -> logits [N, V]; the cache already holds the memory's keys/values.
-            logits, cache = model.decode(ids, None, state["memory_bias"], cache=state["cache"], decode_index=step)
-            return logits[:, 0], {"cache": cache, "memory_bias": state["memory_bias"]}
+        def symbols_to_logits(ids, step, cache):
+            # ids [N, 1] -> logits [N, V]; N = B * beams, beam-major within a sentence.
+            logits, cache = model.decode(ids, memory_kv, memory_bias, cache=cache, decode_index=step)
+            return logits[:, 0], cache
 
         if hp.beam_size == 1:
-            ids, scores = greedy_decode(symbols_to_logits, state, batch, max_lengths, min_decode_lengths=min_lengths)
+            ids, scores = greedy_decode(symbols_to_logits, cache, batch, max_lengths, min_decode_lengths=min_lengths)
             return ids[:, None], scores[:, None]  # [B, 1, T], [B, 1]
-        return beam_search(symbols_to_logits, state, batch, hp.beam_size, model.hp.vocab_size,
+        return beam_search(symbols_to_logits, cache, batch, hp.beam_size, model.hp.vocab_size,
                            max_lengths, hp.alpha, min_decode_lengths=min_lengths)

@@ -19,6 +19,7 @@ from t2t_lite.decoding.beam_search import (
     SymbolsToLogitsFn,
     next_token_log_probs,
     read_position,
+    state_shape_invariants,
     write_position,
 )
 
@@ -41,7 +42,7 @@ def greedy_decode(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_
 
     Args:
       symbols_to_logits_fn: (ids [B, 1], step, state) -> (logits [B, V], state).
-      initial_state: nest of [B, ...] tensors (encoder memory, preallocated caches).
+      initial_state: nest of [B, ...] tensors (caches; every dimension but the last may change between steps).
       batch_size: B.
       max_decode_lengths: int32 [B], per-row max output length counting the EOS.
       eos_id: the end-of-sentence id.
@@ -128,6 +129,7 @@ def _decode(symbols_to_logits_fn, initial_state, batch_size, max_decode_lengths,
 
     rows = _Rows(tf.zeros([batch_size, tf.reduce_max(max_lengths)], tf.int32), tf.zeros([batch_size]),
                  tf.zeros([batch_size], tf.bool), initial_state)
+    invariants = tf.nest.map_structure(lambda t: t.shape, rows)._replace(state=state_shape_invariants(rows.state))
     _, rows = tf.while_loop(lambda step, rows: tf.reduce_any(is_active(step, rows)), body,
-                            (tf.constant(0), rows))
+                            (tf.constant(0), rows), shape_invariants=(tf.TensorShape([]), invariants))
     return rows.ids, rows.scores

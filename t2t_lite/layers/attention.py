@@ -34,16 +34,17 @@ def causal_bias(length):
 class MultiHeadAttention(keras.layers.Layer):
     """softmax(Q K^T / sqrt(Dk) + bias) V over H heads, then W^O.
 
-    One implementation serves training and incremental decoding: `call` takes
-    an optional cache.
+    One implementation serves training and incremental decoding:
       - memory None, cache None: self-attention over `query`.
-      - memory given: attention from `query` to `memory` (encoder-decoder).
-      - cache with decode_index: incremental self-attention. The cache holds
-        preallocated keys/values [B, H, T_max, Dk|Dv]; the new position's
-        key/value is written at decode_index and the caller's bias hides the
-        positions not yet written.
-      - cache without decode_index: keys/values of a fixed memory, computed
-        once by `memory_cache` (the encoder output during decoding).
+      - memory a tensor: attention from `query` to `memory` (encoder-decoder).
+      - memory a dict from `memory_cache`: the same with the memory's keys and
+        values projected once. Its rows may be fewer than the query's: query
+        rows n*R .. n*R + R - 1 all attend to memory row n, so the K beams of a
+        sentence share one copy of its encoder keys/values instead of K.
+      - cache {"key", "value"} [N, H, t, Dk|Dv]: incremental self-attention.
+        The query's keys/values are appended and it attends to all t + T_q
+        positions; the grown cache is returned. It holds only decoded
+        positions, so no mask is needed and the cost follows the output length.
 
     Args:
       num_heads: H.
@@ -87,18 +88,26 @@ class MultiHeadAttention(keras.layers.Layer):
             "value": self._split_heads(self.value_proj(memory), self.value_dim),
         }
 
-    def call(self, query, memory=None, bias=None, cache=None, decode_index=None, training=None):
-        """Attends from `query` [B, T_q, D]; returns (output [B, T_q, D], updated cache or None)."""
-        q = self._split_heads(self.query_proj(query), self.key_dim)  # [B, H, T_q, Dk]
-        if cache is not None and decode_index is None:
-            keys, values = cache["key"], cache["value"]  # precomputed memory
+    def call(self, query, memory=None, bias=None, cache=None, training=None):
+        """Attends from `query` [N, T_q, D]; returns (output [N, T_q, D], grown cache or None)."""
+        q = self._split_heads(self.query_proj(query), self.key_dim)  # [N, H, T_q, Dk]
+        if isinstance(memory, dict):
+            context = self._attend_shared(q, memory["key"], memory["value"], bias, training)
         else:
             kv = self.memory_cache(query if memory is None else memory)
-            keys, values = kv["key"], kv["value"]  # [B, H, T_k, Dk|Dv]
+            keys, values = kv["key"], kv["value"]  # [N, H, T_k, Dk|Dv]
             if cache is not None:
-                keys = _write_at(cache["key"], keys, decode_index)  # [B, H, T_max, Dk]
-                values = _write_at(cache["value"], values, decode_index)
+                keys = ops.concatenate([cache["key"], keys], axis=2)  # [N, H, t + T_q, Dk]
+                values = ops.concatenate([cache["value"], values], axis=2)
                 cache = {"key": keys, "value": values}
+            context = self._attend(q, keys, values, bias, training)  # [N, H, T_q, Dv]
+        context = ops.transpose(context, (0, 2, 1, 3))  # [N, T_q, H, Dv]
+        rows, length = ops.shape(context)[0], ops.shape(context)[1]
+        context = ops.reshape(context, (rows, length, self.num_heads * self.value_dim))
+        return self.output_proj(context), cache
+
+    def _attend(self, q, keys, values, bias, training):
+        """q [B, H, T_q, Dk], keys/values [B, H, T_k, Dk|Dv], bias broadcastable to [B, H, T_q, T_k] -> [B, H, T_q, Dv]."""
         logits = ops.einsum("bhqd,bhkd->bhqk", q, keys)  # [B, H, T_q, T_k]
         logits = ops.cast(logits, "float32") * (self.key_dim**-0.5)
         if bias is not None:
@@ -107,11 +116,23 @@ class MultiHeadAttention(keras.layers.Layer):
         if self.keep_weights:
             self.last_weights = weights
         weights = self.weights_dropout(weights, training=training)
-        context = ops.einsum("bhqk,bhkd->bhqd", weights, values)  # [B, H, T_q, Dv]
-        context = ops.transpose(context, (0, 2, 1, 3))  # [B, T_q, H, Dv]
-        batch, length = ops.shape(context)[0], ops.shape(context)[1]
-        context = ops.reshape(context, (batch, length, self.num_heads * self.value_dim))
-        return self.output_proj(context), cache
+        return ops.einsum("bhqk,bhkd->bhqd", weights, values)  # [B, H, T_q, Dv]
+
+    def _attend_shared(self, q, keys, values, bias, training):
+        """Like _attend, with R = N / B query rows per memory row: q [N, H, T_q, Dk], keys [B, ...] -> [N, H, T_q, Dv].
+
+        The R rows' queries become R * T_q query positions of their memory row,
+        one batched matmul against one copy of the keys.
+        """
+        rows, length = ops.shape(q)[0], ops.shape(q)[2]
+        sentences = ops.shape(keys)[0]
+        per_sentence = rows // sentences
+        q = ops.reshape(q, (sentences, per_sentence, self.num_heads, length, self.key_dim))
+        q = ops.reshape(ops.transpose(q, (0, 2, 1, 3, 4)), (sentences, self.num_heads, per_sentence * length,
+                                                            self.key_dim))  # [B, H, R*T_q, Dk]
+        context = self._attend(q, keys, values, bias, training)  # [B, H, R*T_q, Dv]
+        context = ops.reshape(context, (sentences, self.num_heads, per_sentence, length, self.value_dim))
+        return ops.reshape(ops.transpose(context, (0, 2, 1, 3, 4)), (rows, self.num_heads, length, self.value_dim))
 
     def get_config(self):
         config = super().get_config()
@@ -119,12 +140,3 @@ class MultiHeadAttention(keras.layers.Layer):
                       d_model=self.d_model, dropout=self.dropout_rate)
         return config
 
-
-def _write_at(cache, update, index):
-    """Writes update [B, H, 1, d] into cache [B, H, T_max, d] at time `index`.
-
-    A one-hot add rather than a scatter: static shapes for XLA, and only core
-    element-wise ops in an exported graph. The slot is zero before the write.
-    """
-    slot = ops.cast(ops.equal(ops.arange(ops.shape(cache)[2]), index), cache.dtype)  # [T_max]
-    return cache + update * slot[None, None, :, None]

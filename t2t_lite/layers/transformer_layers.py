@@ -101,30 +101,24 @@ class DecoderLayer(keras.layers.Layer):
     def build(self, input_shape, *args, **kwargs):
         _build_all(self, input_shape)
 
-    def call(self, x, memory, self_bias, memory_bias, cache=None, decode_index=None, training=None):
+    def call(self, x, memory, self_bias, memory_bias, cache=None, training=None):
         """Runs one decoder layer.
 
         Args:
-          x: [B, T_tgt, D] (T_tgt = 1 when decoding incrementally).
-          memory: encoder output [B, T_src, D]; unused when cache holds its keys/values.
-          self_bias: [1|B, 1, T_tgt, T_tgt|T_max] causal (and, cached, not-yet-written) mask.
+          x: [N, T_tgt, D] (T_tgt = 1 when decoding incrementally).
+          memory: encoder output [B, T_src, D], or this layer's cross_attention.memory_cache
+            of it, which N = B * R rows may share (R beams per sentence).
+          self_bias: [1|N, 1, T_tgt, T_tgt] causal mask; None with a cache (it holds only the past).
           memory_bias: [B, 1, 1, T_src].
-          cache: None, or {"self": {key, value}, "memory": {key, value}} for this layer.
-          decode_index: int scalar position being decoded, with cache.
+          cache: None, or this layer's self-attention {key, value} [N, H, t, Dk|Dv] when decoding.
         Returns:
-          (output [B, T_tgt, D], updated cache or None).
+          (output [N, T_tgt, D], the cache grown by T_tgt positions, or None).
         """
-        self_cache = memory_cache = None
-        if cache is not None:
-            self_cache, memory_cache = cache["self"], cache["memory"]
-        h, self_cache = self.self_attention(self.self_attention_residual.before(x), bias=self_bias,
-                                            cache=self_cache, decode_index=decode_index, training=training)
+        h, cache = self.self_attention(self.self_attention_residual.before(x), bias=self_bias, cache=cache,
+                                       training=training)
         x = self.self_attention_residual.after(x, h, training)
-        h, _ = self.cross_attention(self.cross_attention_residual.before(x), memory=memory,
-                                    bias=memory_bias, cache=memory_cache, training=training)
+        h, _ = self.cross_attention(self.cross_attention_residual.before(x), memory=memory, bias=memory_bias,
+                                    training=training)
         x = self.cross_attention_residual.after(x, h, training)
         h = self.ffn(self.ffn_residual.before(x), training=training)
-        x = self.ffn_residual.after(x, h, training)
-        if cache is not None:
-            cache = {"self": self_cache, "memory": memory_cache}
-        return x, cache
+        return self.ffn_residual.after(x, h, training), cache

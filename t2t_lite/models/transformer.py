@@ -69,51 +69,53 @@ class Transformer(keras.Model):
         """Runs the decoder stack and the shared softmax projection.
 
         Args:
-          decoder_inputs: int [B, T_tgt] (shifted targets), or [B, 1] with a cache.
-          memory: [B, T_src, D] from `encode`.
+          decoder_inputs: int [N, T_tgt] (shifted targets), or [N, 1] with a cache.
+          memory: [B, T_src, D] from `encode`, or its `memory_cache`; N = B * R rows
+            (R beams per sentence) may share the cached one.
           memory_bias: [B, 1, 1, T_src].
-          cache: None, or the structure from `initial_cache`.
+          cache: None, or the self-attention caches, `initial_cache` at position 0.
           decode_index: int scalar, the position of decoder_inputs when cached.
         Returns:
-          (float32 logits [B, T_tgt, V], updated cache or None).
+          (float32 logits [N, T_tgt, V], the caches grown by one position, or None).
         """
         x = self._embed(self.target_embedding, decoder_inputs, decode_index, training)
-        if cache is None:
-            self_bias = causal_bias(ops.shape(decoder_inputs)[1])  # [1, 1, T_tgt, T_tgt]
-        else:
-            self_bias = _not_yet_written_bias(cache, decode_index)  # [1, 1, 1, T_max]
+        # A cache holds only the positions before this one: nothing to mask.
+        self_bias = causal_bias(ops.shape(decoder_inputs)[1]) if cache is None else None  # [1, 1, T_tgt, T_tgt]
         new_cache = None if cache is None else {}
         for i, layer in enumerate(self.decoder_layers):
-            layer_cache = None if cache is None else cache[f"layer_{i}"]
-            x, layer_cache = layer(x, memory, self_bias, memory_bias, cache=layer_cache,
-                                   decode_index=decode_index, training=training)
+            name = f"layer_{i}"
+            layer_memory = memory[name] if isinstance(memory, dict) else memory
+            x, layer_cache = layer(x, layer_memory, self_bias, memory_bias,
+                                   cache=None if cache is None else cache[name], training=training)
             if cache is not None:
-                new_cache[f"layer_{i}"] = layer_cache
+                new_cache[name] = layer_cache
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
         return self.target_embedding.logits(x), new_cache
 
-    def initial_cache(self, memory, max_length):
-        """The decoding cache: empty self-attention keys/values and the memory's, per layer.
+    def memory_cache(self, memory):
+        """Every decoder layer's encoder-decoder keys/values, projected once per sentence.
 
         Args:
           memory: [B, T_src, D] encoder output.
-          max_length: T_max, the most positions that will be decoded.
         Returns:
-          {"layer_i": {"self": {"key" [B, H, T_max, Dk], "value" [B, H, T_max, Dv]},
-                       "memory": {"key" [B, H, T_src, Dk], "value" [B, H, T_src, Dv]}}}
+          {"layer_i": {"key" [B, H, T_src, Dk], "value" [B, H, T_src, Dv]}}.
         """
-        hp, batch = self.hp, ops.shape(memory)[0]
-        cache = {}
-        for i, layer in enumerate(self.decoder_layers):
-            cache[f"layer_{i}"] = {
-                "self": {
-                    "key": ops.zeros((batch, hp.num_heads, max_length, hp.head_key_dim), memory.dtype),
-                    "value": ops.zeros((batch, hp.num_heads, max_length, hp.head_value_dim), memory.dtype),
-                },
-                "memory": layer.cross_attention.memory_cache(memory),
-            }
-        return cache
+        return {f"layer_{i}": layer.cross_attention.memory_cache(memory) for i, layer in enumerate(self.decoder_layers)}
+
+    def initial_cache(self, batch_size, dtype="float32"):
+        """Empty self-attention caches, grown by one position per decoding step.
+
+        Args:
+          batch_size: N rows.
+          dtype: the compute dtype (the memory's).
+        Returns:
+          {"layer_i": {"key" [N, H, 0, Dk], "value" [N, H, 0, Dv]}}.
+        """
+        hp = self.hp
+        return {f"layer_{i}": {"key": ops.zeros((batch_size, hp.num_heads, 0, hp.head_key_dim), dtype),
+                               "value": ops.zeros((batch_size, hp.num_heads, 0, hp.head_value_dim), dtype)}
+                for i in range(len(self.decoder_layers))}
 
     def _embed(self, embedding, ids, position, training):
         # Paper 5.4: dropout on the sum of the embeddings and the positional encodings.
@@ -129,9 +131,3 @@ def _position_layer(hp):
         return LearnedPosition(hp.max_position, hp.d_model, name="position")
     return SinusoidalPosition(name="position")
 
-
-def _not_yet_written_bias(cache, decode_index):
-    """Hides cache slots after decode_index: float32 [1, 1, 1, T_max]."""
-    max_length = ops.shape(cache["layer_0"]["self"]["key"])[2]
-    future = ops.cast(ops.arange(max_length) > decode_index, "float32")
-    return (future * -1e9)[None, None, None, :]
