@@ -37,6 +37,26 @@ def decode_hparams(defaults):
     return hp
 
 
+def check_output_file(path: str) -> None:
+    """Refuses an output path that cannot be written, before the (long) decode rather than after it."""
+    import os
+
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UserError(f"--decode_to_file {path!r} is a directory; give a file name")
+    if not os.path.isdir(directory):
+        raise UserError(f"--decode_to_file {path!r}: directory {directory!r} does not exist; create it first")
+    if not os.access(directory, os.W_OK):
+        raise UserError(f"--decode_to_file {path!r}: directory {directory!r} is not writable")
+
+
+def check_vocab_size(problem, model_vocab_size: int) -> None:
+    """Refuses a --data_dir whose vocabulary is not the one the model was trained with (its size differs)."""
+    if problem.vocab_size != model_vocab_size:
+        raise UserError(f"the vocabulary of --data_dir {FLAGS.data_dir!r} has {problem.vocab_size} ids but the "
+                        f"model was trained with {model_vocab_size}; pass the run's --data_dir")
+
+
 def format_line(hypotheses, return_beams: bool) -> str:
     if return_beams:
         return "\t".join(f"{h.text}\t{h.score:.4f}" for h in hypotheses)
@@ -52,6 +72,8 @@ def main(argv) -> None:
 
     if not FLAGS.decode_from_file:
         raise UserError("--decode_from_file is required")
+    if FLAGS.decode_to_file:
+        check_output_file(FLAGS.decode_to_file)
     lines = read_lines(FLAGS.decode_from_file)
     references = read_lines(FLAGS.decode_reference) if FLAGS.decode_reference else None
     if references is not None and len(references) != len(lines):
@@ -59,6 +81,7 @@ def main(argv) -> None:
     checkpoint = find_checkpoint(FLAGS.output_dir, FLAGS.checkpoint_path)
     spec = load_run_spec(checkpoint, FLAGS.hparams_set)
     problem = registry.problems.get(FLAGS.problem or spec.problem)(FLAGS.data_dir)
+    check_vocab_size(problem, spec.hparams.model.vocab_size)
     hp = decode_hparams(spec.hparams.decode)
     decoder = Decoder(restore_model(spec, checkpoint), hp)
     print(f"decoding {len(lines)} lines from {checkpoint} (beam {hp.beam_size}, alpha {hp.alpha})", file=sys.stderr)
