@@ -3,6 +3,7 @@
   t2t-lite-decoder --output_dir=RUN --decode_from_file=src.txt --decode_to_file=out.txt --decode_reference=ref.txt
 """
 import dataclasses
+import os
 import sys
 
 from absl import flags
@@ -39,8 +40,6 @@ def decode_hparams(defaults):
 
 def check_output_file(path: str) -> None:
     """Refuses an output path that cannot be written, before the (long) decode rather than after it."""
-    import os
-
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise UserError(f"--decode_to_file {path!r} is a directory; give a file name")
