@@ -179,16 +179,21 @@ def test_trainer_tf_config_not_json(refused):
 
 
 @pytest.mark.parametrize("tf_config, message", [
-    ({"cluster": TWO_WORKERS},
-     'TF_CONFIG has no "task": add this process\'s own entry, e.g. "task": {"type": "worker", "index": 0}, '
-     "a different one on each machine"),
-    ({"cluster": TWO_WORKERS, "task": {"type": "worker", "index": 2}},
-     "TF_CONFIG's task index 2 is out of range: the cluster lists 2 'worker' tasks (index 0 to 1)"),
-    ({"cluster": TWO_WORKERS, "task": {"type": "wroker", "index": 0}},
-     "TF_CONFIG's task type 'wroker' is not in its cluster; did you mean 'worker'? the cluster has 'worker'"),
-    ({"cluster": {"ps": ["127.0.0.1:2222"], **TWO_WORKERS}, "task": {"type": "worker", "index": 0}},
-     "TF_CONFIG's cluster has tasks of type 'ps'; multi_worker training runs only chief and worker tasks"),
-    (["127.0.0.1:2222"], f"TF_CONFIG must be a JSON object, got '[\"127.0.0.1:2222\"]'; set it like {TF_CONFIG_EXAMPLE}"),
+    pytest.param({"cluster": TWO_WORKERS},
+                 'TF_CONFIG has no "task": add this process\'s own entry, e.g. "task": {"type": "worker", "index": 0}, '
+                 "a different one on each machine", id="no task"),
+    pytest.param({"cluster": TWO_WORKERS, "task": {"type": "worker", "index": 2}},
+                 "TF_CONFIG's task index 2 is out of range: the cluster lists 2 'worker' tasks (index 0 to 1)",
+                 id="index out of range"),
+    pytest.param({"cluster": TWO_WORKERS, "task": {"type": "wroker", "index": 0}},
+                 "TF_CONFIG's task type 'wroker' is not in its cluster; did you mean 'worker'? the cluster has "
+                 "'worker'", id="unknown task type"),
+    pytest.param({"cluster": {"ps": ["127.0.0.1:2222"], **TWO_WORKERS}, "task": {"type": "worker", "index": 0}},
+                 "TF_CONFIG's cluster has tasks of type 'ps'; multi_worker training runs only chief and worker tasks",
+                 id="ps tasks"),
+    pytest.param(["127.0.0.1:2222"],
+                 f"TF_CONFIG must be a JSON object, got '[\"127.0.0.1:2222\"]'; set it like {TF_CONFIG_EXAMPLE}",
+                 id="not an object"),
 ])
 def test_trainer_bad_tf_config_is_refused_before_tensorflow_reads_it(monkeypatch, tf_config, message):
     """What the trainer's make_strategy call refuses (the not-JSON case above shows the trainer's one line)."""
@@ -210,7 +215,8 @@ def test_trainer_corrupt_vocabulary(refused):
     check_refused(refused, "trainer corrupt vocabulary")
 
 
-@pytest.mark.parametrize("content", [b"", b"not a SentencePiece model\n", "half"])
+@pytest.mark.parametrize("content", [pytest.param(b"", id="empty"), pytest.param(b"not a model\n", id="text"),
+                                     pytest.param("half", id="truncated")])
 def test_vocabulary_that_is_not_a_sentencepiece_model(world, tmp_path, content):
     from t2t_lite.data.vocabulary import Vocabulary
     from t2t_lite.errors import UserError
@@ -246,9 +252,11 @@ def test_datagen_empty_corpus(refused):
     assert not (refused[1] / "new_data").exists()
 
 
-@pytest.mark.parametrize("name, output", [("decoder vocabulary of another size", "outputs/vocab/out.txt"),
-                                          ("decoder reference line count", "outputs/reference/out.txt"),
-                                          ("decoder output directory missing", "no_dir/out.txt")])
+@pytest.mark.parametrize("name, output", [
+    pytest.param("decoder vocabulary of another size", "outputs/vocab/out.txt", id="vocab size"),
+    pytest.param("decoder reference line count", "outputs/reference/out.txt", id="reference line count"),
+    pytest.param("decoder output directory missing", "no_dir/out.txt", id="output directory missing"),
+])
 def test_decoder_refuses(refused, name, output):
     check_refused(refused, name)
     assert not (refused[1] / output).exists()
@@ -289,8 +297,9 @@ def test_exporter_vocabulary_of_another_size(refused):
 
 # t2t-lite-bleu imports no TensorFlow: fast enough to run on its own.
 @pytest.mark.parametrize("hypotheses, message", [
-    ("a b\nc d\ne f\n", "translation {hyp} has 3 lines but reference {ref} has 2; they must be line-aligned"),
-    ("", "translation {hyp} is empty: no sentences to score"),
+    pytest.param("a b\nc d\ne f\n", "translation {hyp} has 3 lines but reference {ref} has 2; they must be "
+                 "line-aligned", id="line counts"),
+    pytest.param("", "translation {hyp} is empty: no sentences to score", id="empty"),
 ])
 def test_bleu_refuses_unaligned_or_empty_files(tmp_path, hypotheses, message):
     hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
