@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.decoding.beam_search import beam_search
+from t2t_lite.decoding.beam_search import NEG_INF, _Beams, _BeamSearch, beam_search
 from t2t_lite.decoding.sampling import greedy_decode
 
 VOCAB = ["<pad>", "</s>", "a", "b"]
@@ -286,3 +286,23 @@ def test_rejects_bad_sizes():
         beam_search(bigram_fn(PENALTY_SCRIPT), {}, 1, 0, 4, tf.constant([3]), 0.6)
     with pytest.raises(ValueError, match="vocab_size must be at least 2"):
         beam_search(bigram_fn(PENALTY_SCRIPT), {}, 1, 2, 1, tf.constant([3]), 0.6)
+
+
+def test_two_stage_top_k_picks_what_one_top_k_over_all_extensions_picks():
+    # Integer logits: many ties inside a row, which TF's top_k breaks towards the lower index.
+    rng = np.random.default_rng(0)
+    batch, beam, vocab, length = 3, 4, 9, 5
+    logits = rng.integers(0, 3, size=(batch * beam, vocab)).astype(np.float32)
+    alive = rng.integers(-2, 1, size=(batch, beam)).astype(np.float32)
+    search = _BeamSearch(lambda ids, step, state: (tf.constant(logits), state), batch, beam, vocab, 0.6, 1,
+                         tf.fill([batch], length), None)
+    empty = tf.zeros([batch, beam, length], tf.int32)
+    beams = _Beams(empty, tf.constant(alive), empty, tf.fill([batch, beam], NEG_INF), {})
+    candidates, _ = search._grow_topk(tf.constant(0), beams)
+    log_probs = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))  # [N, V]
+    extensions = (log_probs.reshape(batch, beam, vocab) + alive[:, :, None]).reshape(batch, beam * vocab)
+    for b in range(batch):
+        order = np.argsort(-extensions[b], kind="stable")[:2 * beam]  # best first, lower index on ties
+        np.testing.assert_array_equal(candidates.beam[b], order // vocab)
+        np.testing.assert_array_equal(candidates.seq[b, :, 0], order % vocab)
+        np.testing.assert_allclose(candidates.log_probs[b], extensions[b, order], rtol=1e-6)

@@ -50,8 +50,8 @@ def length_penalty(length, alpha):
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
 
 
-def next_token_log_probs(logits, step, min_decode_lengths, eos_id):
-    """Float32 log-softmax of the logits, EOS impossible while the output would be too short.
+def allowed_logits(logits, step, min_decode_lengths, eos_id):
+    """Float32 logits with EOS impossible (-inf) while the output would be too short.
 
     Args:
       logits: [N, V] any float dtype (bfloat16 under mixed precision).
@@ -59,14 +59,24 @@ def next_token_log_probs(logits, step, min_decode_lengths, eos_id):
       min_decode_lengths: int32 [N] or None; EOS needs step + 1 >= min length.
       eos_id: int.
     Returns:
-      float32 [N, V] log-probs, renormalised over the allowed tokens.
+      float32 [N, V].
     """
     logits = tf.cast(logits, tf.float32)  # [N, V] softmax in float32 under mixed precision
-    if min_decode_lengths is not None:
-        too_short = step + 1 < min_decode_lengths  # [N]
-        is_eos = tf.equal(tf.range(tf.shape(logits)[1]), eos_id)  # [V]
-        logits = tf.where(too_short[:, None] & is_eos[None, :], NEG_INF, logits)  # [N, V]
-    return tf.nn.log_softmax(logits)  # [N, V]
+    if min_decode_lengths is None:
+        return logits
+    too_short = step + 1 < min_decode_lengths  # [N]
+    is_eos = tf.equal(tf.range(tf.shape(logits)[1]), eos_id)  # [V]
+    return tf.where(too_short[:, None] & is_eos[None, :], NEG_INF, logits)  # [N, V]
+
+
+def next_token_log_probs(logits, step, min_decode_lengths, eos_id):
+    """Float32 log-softmax of `allowed_logits`: renormalised over the allowed tokens; [N, V].
+
+    Computed as logits - logsumexp(logits), the arithmetic beam search applies
+    to its top tokens, so greedy and beam 1 give bit-identical scores.
+    """
+    logits = allowed_logits(logits, step, min_decode_lengths, eos_id)
+    return logits - tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
 
 
 def read_position(ids, position):
@@ -193,17 +203,26 @@ class _BeamSearch:
         )
 
     def _grow_topk(self, step, beams):
-        """Runs the model on every alive beam and keeps the 2K best extensions (t2t `grow_topk`)."""
-        batch, beam, vocab = self.batch_size, self.beam_size, self.vocab_size
+        """Runs the model on every alive beam and keeps the 2K best extensions (t2t `grow_topk`).
+
+        In two stages, which pick exactly what one top-k over all K*V extensions
+        picks, ties included: each beam's 2K best tokens, then the 2K best of
+        those K*2K. Log-softmax is monotone within a row, so the first stage
+        ranks the raw logits and only the 2K winners per row are normalised.
+        """
+        batch, beam = self.batch_size, self.beam_size
         prev_ids = tf.reshape(read_position(beams.alive_seq, step - 1), [batch * beam, 1])  # [N, 1]
         logits, state = self.fn(prev_ids, step, beams.state)  # [N, V]
-        log_probs = next_token_log_probs(logits, step, self.min_lengths, self.eos_id)  # [N, V]
-        log_probs = tf.reshape(log_probs, [batch, beam, vocab]) + beams.alive_log_probs[:, :, None]  # [B, K, V]
+        logits = allowed_logits(logits, step, self.min_lengths, self.eos_id)  # [N, V]
+        per_row = min(2 * beam, self.vocab_size)  # R: a whole row when V < 2K
+        row_top_logits, row_top_ids = tf.nn.top_k(logits, k=per_row)  # [N, R]
+        row_log_probs = row_top_logits - tf.reduce_logsumexp(logits, axis=1, keepdims=True)  # [N, R]
+        log_probs = tf.reshape(row_log_probs, [batch, beam, per_row]) + beams.alive_log_probs[:, :, None]
+        top_log_probs, top_index = tf.nn.top_k(tf.reshape(log_probs, [batch, beam * per_row]), k=2 * beam)  # [B, 2K]
         # t2t ranks log_probs / penalty(step + 1); one positive penalty for the whole
         # step gives the same order, and keeping log-probs avoids t2t's score * penalty round trip.
-        top_log_probs, top_index = tf.nn.top_k(tf.reshape(log_probs, [batch, beam * vocab]), k=2 * beam)  # [B, 2K]
-        source_beam = top_index // vocab  # [B, 2K]
-        ids = top_index % vocab  # [B, 2K]
+        source_beam = top_index // per_row  # [B, 2K]
+        ids = tf.gather(tf.reshape(row_top_ids, [batch, beam * per_row]), top_index, batch_dims=1)  # [B, 2K]
         seq = write_position(_gather_beams(beams.alive_seq, source_beam), step, ids)  # [B, 2K, T]
         return _Candidates(seq, top_log_probs, tf.equal(ids, self.eos_id), source_beam), state
 

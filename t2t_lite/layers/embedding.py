@@ -102,12 +102,25 @@ class SharedEmbedding(keras.layers.Layer):
 
     def call(self, ids):
         """ids int [B, T] -> [B, T, D], times sqrt(D)."""
-        vectors = ops.take(ops.cast(self.embeddings, self.compute_dtype), ids, axis=0)
+        # Gather, then cast: under mixed precision only the looked-up rows are converted.
+        vectors = ops.cast(ops.take(self.embeddings, ids, axis=0), self.compute_dtype)
         return vectors * math.sqrt(self.d_model)
 
-    def logits(self, x):
-        """x [B, T, D] -> float32 logits [B, T, V] (float32 for a stable softmax and loss)."""
-        logits = ops.matmul(x, ops.transpose(ops.cast(self.embeddings, x.dtype)))
+    def output_kernel(self, dtype):
+        """The output projection [D, V] in dtype: the embedding transposed (and cast).
+
+        A caller that projects many times with the same weights (a decoder,
+        once per output position) makes it once: a [D, V] matmul runs faster
+        here than one that transposes [V, D] on the fly.
+        """
+        return ops.transpose(ops.cast(self.embeddings, dtype))
+
+    def logits(self, x, kernel=None):
+        """x [B, T, D] -> float32 logits [B, T, V] (float32 for a stable softmax and loss).
+
+        kernel: output_kernel(x.dtype), if the caller made it already.
+        """
+        logits = ops.matmul(x, self.output_kernel(x.dtype) if kernel is None else kernel)
         return ops.cast(logits, "float32")
 
     def get_config(self):

@@ -65,7 +65,8 @@ class Transformer(keras.Model):
             x = self.encoder_norm(x)
         return x, bias
 
-    def decode(self, decoder_inputs, memory, memory_bias, cache=None, decode_index=None, training=None):
+    def decode(self, decoder_inputs, memory, memory_bias, cache=None, decode_index=None, output_kernel=None,
+               training=None):
         """Runs the decoder stack and the shared softmax projection.
 
         Args:
@@ -75,6 +76,8 @@ class Transformer(keras.Model):
           memory_bias: [B, 1, 1, T_src].
           cache: None, or the self-attention caches, `initial_cache` at position 0.
           decode_index: int scalar, the position of decoder_inputs when cached.
+          output_kernel: target_embedding.output_kernel(compute dtype), made once by a
+            caller that decodes step by step; None makes it here.
         Returns:
           (float32 logits [N, T_tgt, V], the caches grown by one position, or None).
         """
@@ -91,7 +94,7 @@ class Transformer(keras.Model):
                 new_cache[name] = layer_cache
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        return self.target_embedding.logits(x), new_cache
+        return self.target_embedding.logits(x, output_kernel), new_cache
 
     def memory_cache(self, memory):
         """Every decoder layer's encoder-decoder keys/values, projected once per sentence.
