@@ -54,7 +54,7 @@ def make_world(tmp):
     problems.get("translate_files")(str(data)).generate_data(
         None, vocab_size=DATA_VOCAB_SIZE, num_shards=1, train_files=f"{corpus}/train.src,{corpus}/train.tgt",
         dev_files=f"{corpus}/dev.src,{corpus}/dev.tgt", log=lambda line: None)
-    for name in ("data_corrupt_vocab", "data_no_vocab", "data_bad_config", "data_rerun"):
+    for name in ("data_corrupt_vocab", "data_no_vocab", "data_bad_config"):
         shutil.copytree(data, tmp / name)
     (tmp / "data_corrupt_vocab" / "vocab.model").write_text("not a SentencePiece model\n")
     (tmp / "data_no_vocab" / "vocab.model").unlink()
