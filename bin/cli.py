@@ -1,7 +1,7 @@
 """What every t2t-lite command shares: absl start-up and one-line user errors."""
 import sys
 
-from absl import app, logging
+from absl import app, flags, logging
 
 from t2t_lite.errors import UserError
 
@@ -26,7 +26,15 @@ def run_main(main, program: str) -> None:
             print(f"{program}: error: {error}", file=sys.stderr)
             sys.exit(2)
 
-    app.run(guarded)
+    def parse_flags(argv):
+        # absl would print "FATAL Flags parsing error" and a help hint on two lines.
+        try:
+            return flags.FLAGS(argv)
+        except flags.Error as error:
+            print(f"{program}: error: {error} (see --helpshort)", file=sys.stderr)
+            sys.exit(2)
+
+    app.run(guarded, flags_parser=parse_flags)
 
 
 def load_registries() -> None:

@@ -57,6 +57,9 @@ def resolve_hparams(set_name: str, overrides: str, vocab_size: int):
     hparams = config.apply_overrides(registry.hparams_sets.get(set_name)(), overrides)
     if hparams.model.vocab_size == 0:
         hparams = dataclasses.replace(hparams, model=dataclasses.replace(hparams.model, vocab_size=vocab_size))
+    elif hparams.model.vocab_size != vocab_size:
+        raise UserError(f"vocab_size={hparams.model.vocab_size} in the hparams, but the problem's vocabulary has "
+                        f"{vocab_size} entries; drop the vocab_size override")
     return hparams
 
 
@@ -98,6 +101,17 @@ def prepare_output_dir(chief: bool):
     return problem, requested
 
 
+def check_step_flags() -> None:
+    """Step counts that must be positive, checked before anything is written."""
+    for name in ("train_steps", "save_checkpoints_steps", "keep_checkpoint_max", "log_every_steps",
+                 "max_nonfinite_steps"):
+        value = getattr(FLAGS, name)
+        if value is not None and value < 1:
+            raise UserError(f"--{name} must be at least 1, got {value}")
+    if FLAGS.eval_steps < 0:
+        raise UserError(f"--eval_steps must be 0 (the whole dev split) or more, got {FLAGS.eval_steps}")
+
+
 def main(argv) -> None:
     load_registries()
     if FLAGS.registry_help:
@@ -111,8 +125,7 @@ def main(argv) -> None:
 
     if not FLAGS.output_dir:
         raise UserError("--output_dir is required")
-    if FLAGS.max_nonfinite_steps < 1:
-        raise UserError(f"--max_nonfinite_steps must be at least 1, got {FLAGS.max_nonfinite_steps}")
+    check_step_flags()
     # Devices and strategy come first: TensorFlow fixes both when it runs its first op.
     if FLAGS.cpu_devices:
         distribution.split_cpu(FLAGS.cpu_devices)

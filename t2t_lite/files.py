@@ -10,6 +10,8 @@ def atomic_write_text(path: str, text: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
     try:
+        # mkstemp makes the file owner-only; give it the mode open() would (0666 less the umask).
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -18,6 +20,12 @@ def atomic_write_text(path: str, text: str) -> None:
     except BaseException:
         os.unlink(tmp_path)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
 
 
 def read_lines(path: str) -> list[str]:

@@ -35,6 +35,10 @@ def test_registry_help_lists_models_sets_and_problems():
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tinny"], "unknown hparams set 'transformer_tinny'; did you mean transformer_tiny"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--hparams=d_modell=3"], "unknown hparams key 'd_modell'"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--hparams=num_heads=four"], "num_heads='four': expected a int"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--hparams=vocab_size=99"], "vocab_size=99 in the hparams, but the problem's vocabulary has 12 entries"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--save_checkpoints_steps=0"], "--save_checkpoints_steps must be at least 1, got 0"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--max_nonfinite_steps=0"], "--max_nonfinite_steps must be at least 1, got 0"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--distribution=mirored"], "flag --distribution=mirored: value should be one of"),
 ])
 def test_bad_names_and_overrides_fail_with_one_line(tmp_path, flags, message):
     code, _, err = trainer(*flags, f"--output_dir={tmp_path / 'run'}")
@@ -69,3 +73,16 @@ def test_different_hparams_set_than_saved_is_refused_and_nothing_is_overwritten(
                            "--hparams=d_model=64", f"--output_dir={run}")
     assert code == 2 and "model.d_model: 128 -> 64" in error_lines(err)[0]
     assert {p: (p.read_bytes(), os.stat(p).st_mtime_ns) for p in run.iterdir()} == before
+
+
+def test_files_the_trainer_writes_are_readable_by_others_like_any_new_file(tmp_path):
+    # Written through a temporary file and a rename; mkstemp alone would leave them owner-only.
+    old_umask = os.umask(0o022)
+    try:
+        code, _, err = trainer("--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
+                               f"--output_dir={tmp_path / 'run'}", "--train_steps=1", "--eval_steps=1",
+                               "--hparams=d_model=16,d_ff=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1")
+    finally:
+        os.umask(old_umask)
+    assert code == 0, err[-2000:]
+    assert (tmp_path / "run" / "hparams.json").stat().st_mode & 0o777 == 0o644
