@@ -52,7 +52,8 @@ def main():
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--beam_size", type=int, default=4)
     parser.add_argument("--output_length", type=int, default=60)
-    parser.add_argument("--mixed_precision", default="none", choices=["none", "mixed_bfloat16"])
+    parser.add_argument("--mixed_precision", default="none", choices=["none", "mixed_bfloat16", "bfloat16"],
+                        help="bfloat16: weights stored in bfloat16 too (inference only), no per-step casts")
     parser.add_argument("--length_sweep", action="store_true")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
