@@ -1,24 +1,39 @@
 """Plots the figures of one benchmark sitting: training target tokens/s and decoding sentences/s by configuration.
 
-  python benchmarks/plot_results.py benchmarks/logs/2026-11-22.txt benchmarks/throughput.png
+  python benchmarks/plot_results.py benchmarks/logs/2026-11-22.txt benchmarks/throughput.png [--sitting=1]
 
 The log is the benchmarks' own output lines, concatenated: "train ..." lines
 from bench_train.py, "decode: ..." lines from bench_decode.py, and "peer ..."
 lines written by hand from the peers' logs of the same sitting, in the form
 "peer <tool> train|decode <precision>: <value> target tokens/s|sentences/s".
+A line "# ... sitting ... started ..." begins a sitting; only the chosen one is plotted.
 """
+import argparse
 import re
-import sys
 
 TRAIN = re.compile(r"^train (\S+) \(.*\), (\S+): .*?([\d,]+) target tokens/s")
 DECODE = re.compile(r"^decode: (\d+) sentences, beam (\d+), batch (\d+), (\d+) output tokens, (\S+): .*?([\d.]+) sentences/s")
 PEER = re.compile(r"^peer (.+) (train|decode) (\S+): ([\d.,]+) (target tokens/s|sentences/s)")
 
 
-def read_figures(path: str):
-    """({label: target tokens/s} for training, {label: sentences/s} for decoding), in file order."""
-    train, decode = {}, {}
+SITTING = re.compile(r"^# .*sitting.* started")
+
+
+def sitting_lines(path: str, sitting: int) -> list[str]:
+    """The lines of the sitting-th sitting (1-based) of the log."""
+    sittings = []
     for line in open(path, encoding="utf-8"):
+        if SITTING.match(line):
+            sittings.append([])
+        if sittings:
+            sittings[-1].append(line)
+    return sittings[sitting - 1]
+
+
+def read_figures(lines: list[str]):
+    """({label: target tokens/s} for training, {label: sentences/s} for decoding), in log order."""
+    train, decode = {}, {}
+    for line in lines:
         if match := TRAIN.match(line):
             train[f"t2t-lite\n{match[1]}\n{match[2]}"] = float(match[3].replace(",", ""))
         elif match := DECODE.match(line):
@@ -37,8 +52,12 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    log_path, png_path = sys.argv[1], sys.argv[2]
-    train, decode = read_figures(log_path)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("log")
+    parser.add_argument("png")
+    parser.add_argument("--sitting", type=int, default=1)
+    args = parser.parse_args()
+    train, decode = read_figures(sitting_lines(args.log, args.sitting))
     figure, (left, right) = plt.subplots(1, 2, figsize=(15, 5.5))
     for axis, figures, unit in ((left, train, "target tokens/s (training)"), (right, decode, "sentences/s (decoding)")):
         colours = ["tab:blue" if label.startswith("t2t-lite") else "tab:gray" for label in figures]
@@ -46,10 +65,11 @@ def main():
         axis.bar_label(bars, fmt="%.1f" if unit.startswith("sentences") else "%.0f")
         axis.set_xticks(range(len(figures)), list(figures), fontsize=8)
         axis.set_ylabel(unit)
-    figure.suptitle(f"transformer_base on the peers' protocol, 2 cores ({log_path.rsplit('/', 1)[-1]})")
+    figure.suptitle(f"transformer_base on the peers' protocol, 2 cores ({args.log.rsplit('/', 1)[-1]}, "
+                    f"sitting {args.sitting})")
     figure.tight_layout()
-    figure.savefig(png_path, dpi=100)
-    print(f"wrote {png_path}")
+    figure.savefig(args.png, dpi=100)
+    print(f"wrote {args.png}")
 
 
 if __name__ == "__main__":
