@@ -211,9 +211,9 @@ class Trainer:
         """
         self.restore_latest()
         start_step = self.step
-        if self.run.memory_probe and self.step < self.run.train_steps:
-            self.probe_memory()
         try:
+            if self.run.memory_probe and self.step < self.run.train_steps:
+                self.probe_memory()
             with stop_on_signals() as stop:
                 if self._train_until_done(stop):
                     self.save()
