@@ -1,10 +1,15 @@
 """Input pipeline throughput: target tokens/s through shuffle + length bucketing + token batches, and padding efficiency.
 
-  python benchmarks/bench_pipeline.py [--batch_size=4096] [--quick]
+  python benchmarks/bench_pipeline.py [--batch_size=4096] [--quick] [--longer_side]
+  python benchmarks/bench_pipeline.py --quick --pairs ../shared/data/wmt_ende_train_sample10k/{src,tgt}-train.txt
 
 Uses the peers' synthetic corpus (20,000 pairs, lengths 10-50) through the same
 `train_batches` the trainer uses; compare the tokens/s with the training
 consumption from bench_train.py (the target: at least 20x, so training is never input-bound).
+`--longer_side` buckets by max(source, target) length alone, as t2t does, instead of by
+both lengths (train.bucket_both_sides). `--pairs SRC TGT` measures the padding of a real
+parallel corpus instead, with whitespace words (+ EOS) standing in for subword tokens:
+real source and target lengths are correlated, unlike the synthetic corpus's.
 """
 import argparse
 import dataclasses
@@ -18,6 +23,9 @@ def main():
     parser.add_argument("--batch_size", type=int, default=4096)
     parser.add_argument("--batches", type=int, default=2000)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--longer_side", action="store_true", help="bucket by max(source, target) length (t2t)")
+    parser.add_argument("--pairs", nargs=2, metavar=("SOURCE_FILE", "TARGET_FILE"),
+                        help="a real parallel corpus, measured in whitespace words")
     args = parser.parse_args()
 
     import t2t_lite.hparams  # noqa: F401
@@ -25,7 +33,7 @@ def main():
     from t2t_lite.registry import hparams_sets
     from t2t_lite.training.trainer import train_batches
 
-    inputs, targets = training_corpus()
+    inputs, targets = training_corpus() if args.pairs is None else word_ids(*args.pairs)
 
     class Synthetic(Problem):
         vocab_size = 32_768
@@ -34,7 +42,8 @@ def main():
             return dataset_from_lists(inputs, targets)
 
     hp = hparams_sets.get("transformer_base")()
-    hp = dataclasses.replace(hp, train=dataclasses.replace(hp.train, batch_size=args.batch_size))
+    hp = dataclasses.replace(hp, train=dataclasses.replace(hp.train, batch_size=args.batch_size,
+                                                           bucket_both_sides=not args.longer_side))
     batches = iter(train_batches(Synthetic(), hp, seed=1))
     next(batches)  # fill the shuffle buffer outside the timing
     count = 200 if args.quick else args.batches
@@ -46,10 +55,18 @@ def main():
         real_src, real_tgt = real_src + int((src != 0).sum()), real_tgt + int((tgt != 0).sum())
         padded_src, padded_tgt = padded_src + src.size, padded_tgt + tgt.size
     seconds = time.perf_counter() - start
-    print(f"pipeline: {count} batches of ~{args.batch_size} tokens in {seconds:.1f} s: "
+    print(f"pipeline ({'longer side' if args.longer_side else 'both sides'}"
+          f"{', ' + args.pairs[0] if args.pairs else ''}): {count} batches of ~{args.batch_size} tokens in {seconds:.1f} s: "
           f"{real_tgt / seconds:,.0f} target tokens/s, {(real_src + real_tgt) / seconds:,.0f} source+target tokens/s; "
           f"real tokens / padded positions: source {real_src / padded_src:.1%}, target {real_tgt / padded_tgt:.1%}; "
           f"{real_tgt / count:.0f} target tokens per batch")
+
+
+def word_ids(source_file: str, target_file: str) -> tuple[list[list[int]], list[list[int]]]:
+    """Each line as one id per whitespace word, + EOS; pairs with an empty side are left out."""
+    with open(source_file, encoding="utf-8") as src, open(target_file, encoding="utf-8") as tgt:
+        pairs = [(s.split(), t.split()) for s, t in zip(src, tgt)]
+    return ([[3] * len(s) + [1] for s, t in pairs if s and t], [[3] * len(t) + [1] for s, t in pairs if s and t])
 
 
 if __name__ == "__main__":

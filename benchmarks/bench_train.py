@@ -4,6 +4,7 @@
   python benchmarks/bench_train.py --mixed_precision=mixed_bfloat16
   python benchmarks/bench_train.py --jit_compile
   python benchmarks/bench_train.py --quick                           # transformer_small, 12 steps
+  python benchmarks/bench_train.py --longer_side                     # t2t's bucketing by max(source, target)
 
 Protocol: 20,000 synthetic pairs (lengths 10-50, 32,768 shared vocabulary, seed 1234), ~4096-token
 batches with the project's bucketing, transformer_base (dropout 0.1, label smoothing 0.1), Adam.
@@ -31,6 +32,8 @@ def main():
     parser.add_argument("--mixed_precision", default="none", choices=["none", "mixed_bfloat16"])
     parser.add_argument("--jit_compile", action="store_true")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--longer_side", action="store_true",
+                        help="bucket by max(source, target) length as t2t does (train.bucket_both_sides=False)")
     args = parser.parse_args()
     if args.quick:
         args.hparams_set, args.steps, args.discard = "transformer_small", 12, 2
@@ -43,12 +46,12 @@ def main():
     tokens_per_step = float(np.mean(kept_tokens))
     mfu = 6 * parameters * tokens_per_step / median_time / (ceiling * 1e9)
     print(f"train {args.hparams_set} ({parameters:,} parameters), {args.mixed_precision}"
-          f"{', XLA' if args.jit_compile else ''}: steps {args.discard + 1}-{args.steps}, "
+          f"{', XLA' if args.jit_compile else ''}{', longer-side buckets' if args.longer_side else ''}: steps {args.discard + 1}-{args.steps}, "
           f"median step {median_time:.2f} s, {tokens_per_step / median_time:,.0f} target tokens/s "
           f"({tokens_per_step:.0f} target tokens/step), MFU {mfu:.2f}, peak RSS {peak_rss_gib():.2f} GiB")
 
 
-def protocol_trainer(hparams_set: str, run_options: dict, log):
+def protocol_trainer(hparams_set: str, run_options: dict, log, overrides: str = ""):
     """A Trainer for the protocol: the synthetic corpus, ~4096-token batches, a temporary output_dir."""
     import t2t_lite.hparams  # noqa: F401
     from t2t_lite import config
@@ -65,7 +68,8 @@ def protocol_trainer(hparams_set: str, run_options: dict, log):
             return dataset_from_lists(inputs, targets)
 
     hparams = config.apply_overrides(hparams_sets.get(hparams_set)(),
-                                     f"vocab_size={PROTOCOL_VOCAB},train.batch_size=4096,average_last_checkpoints=0")
+                                     f"vocab_size={PROTOCOL_VOCAB},train.batch_size=4096,average_last_checkpoints=0"
+                                     + overrides)
     run = RunConfig(output_dir=tempfile.mkdtemp(prefix="bench_train_"), eval_steps=1, save_checkpoints_steps=10**9,
                     log_every_steps=1, **run_options)
     return Trainer(Synthetic(), hparams, run, log=log)
@@ -93,7 +97,8 @@ def run_training(args):
             print(f"  step {match.group(1)}: {times[-1]:.2f} s", flush=True)
 
     trainer = protocol_trainer(args.hparams_set, dict(train_steps=args.steps, jit_compile=args.jit_compile,
-                                                      mixed_precision=args.mixed_precision), log=on_log)
+                                                      mixed_precision=args.mixed_precision), log=on_log,
+                               overrides=",train.bucket_both_sides=False" if args.longer_side else "")
     trainer.train()
     return times, tokens, trainer.model.count_params()
 

@@ -66,6 +66,9 @@ class TrainHParams:
     accumulation_steps: int = 1
     # Training examples longer than this (inputs or targets, with EOS) are dropped.
     max_length: int = 256
+    # Bucket training examples by (source length, target length) instead of t2t's longer side alone: the
+    # shorter side of a pair is then padded far less (batch_size still caps the padded longer side).
+    bucket_both_sides: bool = True
     # eps_ls: label smoothing.
     label_smoothing: float = 0.1
     adam_beta1: float = 0.9
@@ -196,6 +199,9 @@ def to_dict(hparams: HParams) -> dict:
 def from_dict(data: dict) -> HParams:
     """Inverse of `to_dict`; unknown or missing keys raise UserError."""
     try:
+        # Runs saved before bucket_both_sides existed bucketed by the longer side; they stay so, or their
+        # saved input-pipeline position would not fit the pipeline on resume.
+        data = {**data, "train": {"bucket_both_sides": False, **data["train"]}}
         groups = {g: type(getattr(HParams(), g))(**data[g]) for g in _GROUPS}
         return validate(HParams(model_name=data.get("model_name", "transformer"), **groups))
     except (KeyError, TypeError) as error:

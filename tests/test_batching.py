@@ -55,3 +55,45 @@ def test_largest_batch_shapes_are_the_longest_and_the_fullest_batches_the_pipeli
         longest = max(shapes, key=lambda shape: (shape[1], shape[0]))
         fullest = max(shapes, key=lambda shape: (shape[0] * shape[1], shape[1]))
         assert set(largest_batch_shapes(batch_size, max_length)) == {longest, fullest}
+
+
+def _independent_lengths(count, seed=0):
+    """Pairs whose source and target lengths (10-50, with EOS) vary independently, as in the benchmark corpus."""
+    rng = np.random.default_rng(seed)
+    inputs = [[int(i) % 1000 + 2] * int(rng.integers(10, 51)) + [1] for i in range(count)]
+    targets = [[5] * int(rng.integers(10, 51)) + [1] for _ in range(count)]
+    return inputs, targets
+
+
+def _lengths(batch, side):
+    return (batch[side].numpy() != 0).sum(axis=1)
+
+
+def test_both_sides_batches_hold_every_example_once_within_one_bucket_per_side_and_the_budget():
+    inputs, targets = _independent_lengths(3000)
+    boundaries = bucket_boundaries(64)
+    seen = []
+    for batch in batch_by_length(dataset_from_lists(inputs, targets), 1024, 64, both_sides=True):
+        x, y = batch["inputs"].numpy(), batch["targets"].numpy()
+        assert x.shape[0] * max(x.shape[1], y.shape[1]) <= 1024
+        for side in ("inputs", "targets"):
+            lengths = _lengths(batch, side)
+            assert len(set(np.searchsorted(boundaries, lengths, side="right"))) == 1, (side, lengths)
+            assert batch[side].shape[1] == lengths.max()  # padded to the batch's longest, not further
+        seen.extend(int(row[0]) for row in x)
+    assert sorted(seen) == sorted(row[0] for row in inputs)
+
+
+def test_both_sides_pads_far_less_than_the_longer_side_alone_when_lengths_are_independent():
+    inputs, targets = _independent_lengths(6000)
+
+    def real_fraction(both_sides):
+        dataset = batch_by_length(dataset_from_lists(inputs, targets).repeat(), 2048, 64, both_sides=both_sides)
+        padded = real = 0
+        for batch in dataset.take(60):
+            padded += batch["targets"].shape[0] * batch["targets"].shape[1]
+            real += int(_lengths(batch, "targets").sum())
+        return real / padded
+
+    longer_side, both = real_fraction(False), real_fraction(True)
+    assert longer_side < 0.85 and both > 0.93, (longer_side, both)

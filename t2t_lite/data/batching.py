@@ -33,6 +33,9 @@ def largest_batch_shapes(batch_size: int, max_length: int) -> list[tuple[int, in
 
     The longest bucket's full batch (attention grows with length squared) and,
     when another bucket's full batch holds more padded tokens, that one too.
+    Bucketing by both sides makes no bigger batch: a (source bucket, target
+    bucket) batch has the rows of the longer side's bucket and neither side is
+    longer than that bucket allows.
 
     >>> largest_batch_shapes(4096, 256)
     [(16, 256)]
@@ -51,8 +54,14 @@ def example_length(example) -> tf.Tensor:
     return tf.maximum(tf.shape(example["inputs"])[0], tf.shape(example["targets"])[0])
 
 
+def bucket_index(length, boundaries: list[int]) -> tf.Tensor:
+    """The bucket of a length: how many boundaries are <= length (bucket i holds lengths below boundaries[i])."""
+    return tf.reduce_sum(tf.cast(length >= tf.constant(boundaries, tf.int32), tf.int32))
+
+
 def batch_by_length(dataset: tf.data.Dataset, batch_size: int, max_length: int,
-                    drop_long: bool = True, pad_to_boundary: bool = False) -> tf.data.Dataset:
+                    drop_long: bool = True, pad_to_boundary: bool = False,
+                    both_sides: bool = False) -> tf.data.Dataset:
     """Groups examples of similar length into batches of about `batch_size` tokens.
 
     Args:
@@ -62,7 +71,9 @@ def batch_by_length(dataset: tf.data.Dataset, batch_size: int, max_length: int,
         else batched alone-ish in the last bucket.
       drop_long: drop examples longer than max_length (training does; t2t does too).
       pad_to_boundary: pad each batch to its bucket's upper bound instead of its
-        longest example, so XLA sees a fixed set of shapes.
+        longest example, so XLA sees a fixed set of shapes. Buckets by the longer side.
+      both_sides: bucket by the pair (source bucket, target bucket) instead of by
+        max(len(inputs), len(targets)) alone; see `_batch_by_both_lengths`.
     Returns:
       Batches {"inputs" int32 [B, T_src], "targets" int32 [B, T_tgt]}, PAD = 0.
     """
@@ -70,6 +81,8 @@ def batch_by_length(dataset: tf.data.Dataset, batch_size: int, max_length: int,
         dataset = dataset.filter(lambda ex: example_length(ex) <= max_length)
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(batch_size, boundaries, max_length)
+    if both_sides and not pad_to_boundary:
+        return _batch_by_both_lengths(dataset, boundaries, sizes)
     if pad_to_boundary:
         # tf.data pads bucket i to boundaries[i] - 1; the last bucket needs a bound too.
         boundaries = boundaries + [max_length + 1]
@@ -80,4 +93,37 @@ def batch_by_length(dataset: tf.data.Dataset, batch_size: int, max_length: int,
         bucket_batch_sizes=sizes,
         padded_shapes={"inputs": [None], "targets": [None]},
         pad_to_bucket_boundary=pad_to_boundary,
+    )
+
+
+def _batch_by_both_lengths(dataset: tf.data.Dataset, boundaries: list[int], sizes: list[int]) -> tf.data.Dataset:
+    """Batches examples whose source lengths share a bucket and whose target lengths share a bucket.
+
+    Bucketing by max(source, target) alone pads the shorter side of every pair
+    up to the batch's longest: when the two lengths vary independently, about a
+    fifth of each side is padding, and padded target positions are the costly
+    ones (each goes through the decoder and the [D, V] softmax). With a bucket
+    per (source bucket, target bucket), both sides stay close to their own
+    lengths. A batch holds sizes[max(source bucket, target bucket)] examples,
+    so its padded longer side stays within batch_size tokens, as with one key.
+
+    Examples wait in their bucket until it is full: a rare pair of lengths waits
+    longer (the dataset repeats, so each example is still seen as often).
+    """
+    grid = len(sizes)  # buckets per side: len(boundaries) + 1
+    sizes = tf.constant(sizes, tf.int64)
+
+    def key(example):
+        source = bucket_index(tf.shape(example["inputs"])[0], boundaries)
+        target = bucket_index(tf.shape(example["targets"])[0], boundaries)
+        return tf.cast(source * grid + target, tf.int64)
+
+    def rows(bucket):  # the bucket of the longer side decides, as it would alone
+        return tf.gather(sizes, tf.maximum(bucket // grid, bucket % grid))
+
+    return dataset.group_by_window(
+        key_func=key,
+        reduce_func=lambda bucket, window: window.padded_batch(
+            rows(bucket), padded_shapes={"inputs": [None], "targets": [None]}),
+        window_size_func=rows,
     )

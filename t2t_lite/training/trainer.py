@@ -74,8 +74,8 @@ def train_batches(problem: Problem, hparams: HParams, seed: int, pad_to_boundary
     if input_context is not None and input_context.num_input_pipelines > 1:
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     dataset = dataset.repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
-    return batch_by_length(dataset, t.batch_size, t.max_length, pad_to_boundary=pad_to_boundary).prefetch(
-        tf.data.AUTOTUNE)
+    return batch_by_length(dataset, t.batch_size, t.max_length, pad_to_boundary=pad_to_boundary,
+                           both_sides=t.bucket_both_sides).prefetch(tf.data.AUTOTUNE)
 
 
 def eval_batches(problem: Problem, hparams: HParams, eval_steps: int) -> tf.data.Dataset:
