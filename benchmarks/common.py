@@ -4,6 +4,10 @@ import time
 
 import numpy as np
 
+# Before anything imports TensorFlow: t2t_lite sets the allocator TensorFlow
+# reads when it makes its first tensor (the matmul ceiling below would be first).
+import t2t_lite  # noqa: F401,E402
+
 PROTOCOL_VOCAB = 32_768
 
 
