@@ -110,18 +110,18 @@ def mirrored_matches_one_device() -> dict:
 
 def update_when_one_replica_has_a_nan_loss(strategy, hparams, initial, per_replica) -> dict:
     """Replica 3 gets a NaN loss; returns whether the step was skipped and how far the weights moved."""
-    finite_loss = steps.smoothed_cross_entropy
+    finite_loss = steps.projected_smoothed_cross_entropy
 
-    def nan_on_replica_3(logits, targets, label_smoothing):
-        loss_sum, tokens = finite_loss(logits, targets, label_smoothing)
+    def nan_on_replica_3(states, kernel, targets, label_smoothing):
+        loss_sum, tokens = finite_loss(states, kernel, targets, label_smoothing)
         replica = tf.distribute.get_replica_context().replica_id_in_sync_group
         return tf.where(tf.equal(replica, 3), float("nan"), loss_sum), tokens
 
-    steps.smoothed_cross_entropy = nan_on_replica_3  # read when the new TrainStep is traced
+    steps.projected_smoothed_cross_entropy = nan_on_replica_3  # read when the new TrainStep is traced
     model, step = sgd_train_step(strategy, hparams)
     model.set_weights(initial)
     result = step(iter(strategy.distribute_datasets_from_function(lambda context: dataset_of(per_replica))))
-    steps.smoothed_cross_entropy = finite_loss
+    steps.projected_smoothed_cross_entropy = finite_loss
     moved = max(float(np.max(np.abs(w.numpy() - w0))) for w, w0 in zip(model.trainable_variables, initial))
     return {"skipped": result.skipped, "max_update": moved}
 

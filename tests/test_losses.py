@@ -1,8 +1,9 @@
 """Label-smoothed cross-entropy and accuracy against numpy."""
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from t2t_lite.training.losses import correct_tokens, smoothed_cross_entropy
+from t2t_lite.training.losses import correct_tokens, projected_smoothed_cross_entropy, smoothed_cross_entropy
 
 
 def numpy_smoothed_loss(logits, labels, eps):
@@ -43,3 +44,51 @@ def test_accuracy_counts_only_real_tokens():
     labels = np.array([[1, 3, 3, 0]], np.int32)
     correct, tokens = correct_tokens(logits, labels)
     assert (float(correct), float(tokens)) == (2.0, 3.0)
+
+
+def projection_case(seed=0, batch=3, length=7, depth=6, vocab=13):
+    rng = np.random.default_rng(seed)
+    states = rng.normal(size=(batch, length, depth)).astype(np.float32)
+    kernel = rng.normal(size=(depth, vocab)).astype(np.float32)
+    labels = rng.integers(1, vocab, size=(batch, length)).astype(np.int32)
+    labels[0, 4:] = 0
+    labels[2, 1:] = 0
+    return states, kernel, labels
+
+
+def loss_and_gradients(loss_fn, states, kernel, upstream=3.0):
+    states, kernel = tf.constant(states), tf.constant(kernel)
+    with tf.GradientTape() as tape:
+        tape.watch([states, kernel])
+        loss, tokens = loss_fn(states, kernel)
+        scaled = loss * upstream  # a scaled loss, as training's 1 / tokens and loss scaling make it
+    return float(loss), float(tokens), [g.numpy() for g in tape.gradient(scaled, [states, kernel])]
+
+
+@pytest.mark.parametrize("chunks", [1, 4, 8, 30])  # 21 positions: uneven slices, and more slices than positions
+def test_projected_loss_matches_numpy_and_the_plain_form_with_its_gradients(chunks):
+    states, kernel, labels = projection_case()
+    loss, tokens, (d_states, d_kernel) = loss_and_gradients(
+        lambda s, k: projected_smoothed_cross_entropy(s, k, labels, 0.1, chunks=chunks), states, kernel)
+    expected_loss, expected_tokens = numpy_smoothed_loss((states @ kernel).astype(np.float64), labels, 0.1)
+    assert tokens == expected_tokens == 12
+    np.testing.assert_allclose(loss, expected_loss, rtol=1e-5)
+
+    _, _, (plain_states, plain_kernel) = loss_and_gradients(
+        lambda s, k: smoothed_cross_entropy(tf.matmul(s, k), labels, 0.1), states, kernel)
+    np.testing.assert_allclose(d_states, plain_states, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(d_kernel, plain_kernel, rtol=1e-4, atol=1e-5)
+    assert np.all(d_states[0, 4:] == 0) and np.abs(d_states[0, :4]).sum() > 0  # PAD positions get no gradient
+
+
+def test_projected_loss_in_bfloat16_follows_float32():
+    states, kernel, labels = projection_case(seed=1, depth=16, vocab=50)
+    loss32, _, grads32 = loss_and_gradients(
+        lambda s, k: projected_smoothed_cross_entropy(s, k, labels, 0.1), states, kernel)
+    loss16, _, grads16 = loss_and_gradients(
+        lambda s, k: projected_smoothed_cross_entropy(tf.cast(s, tf.bfloat16), tf.cast(k, tf.bfloat16), labels, 0.1),
+        states, kernel)
+    np.testing.assert_allclose(loss16, loss32, rtol=2e-2)
+    for low, full in zip(grads16, grads32):
+        assert low.dtype == np.float32  # flowed back through the casts
+        np.testing.assert_allclose(low, full, rtol=0.1, atol=0.05 * np.abs(full).max())

@@ -16,7 +16,7 @@ from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.errors import UserError
 from t2t_lite.training import run_dir, steps
-from t2t_lite.training.losses import smoothed_cross_entropy
+from t2t_lite.training.losses import projected_smoothed_cross_entropy
 from t2t_lite.training.trainer import NonFiniteTrainingError, RunConfig, Trainer
 
 TINY = "vocab_size=12,d_model=32,d_ff=64,num_heads=4,dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=256"
@@ -115,12 +115,12 @@ def poison_loss(monkeypatch, is_bad):
     """Makes the training loss NaN on the calls (1, 2, ...) of the loss for which is_bad(call) is true."""
     calls = tf.Variable(0)
 
-    def loss(logits, targets, label_smoothing):
-        loss_sum, tokens = smoothed_cross_entropy(logits, targets, label_smoothing)
+    def loss(states, kernel, targets, label_smoothing):
+        loss_sum, tokens = projected_smoothed_cross_entropy(states, kernel, targets, label_smoothing)
         calls.assign_add(1)
         return tf.where(is_bad(calls), float("nan"), loss_sum), tokens
 
-    monkeypatch.setattr(steps, "smoothed_cross_entropy", loss)
+    monkeypatch.setattr(steps, "projected_smoothed_cross_entropy", loss)
 
 
 def test_a_nan_loss_skips_the_update_and_changes_no_variable(tmp_path, monkeypatch):

@@ -76,3 +76,32 @@ def test_decoder_is_causal_and_padding_in_inputs_is_ignored():
 
 def test_shift_right_prepends_start_id():
     np.testing.assert_array_equal(np.asarray(shift_right(np.array([[5, 6, 1]]))), [[0, 5, 6]])
+
+
+@pytest.mark.parametrize("overrides", ["", "share_embeddings=false,norm_position=pre"])
+def test_training_loss_from_decoder_states_equals_loss_of_the_logits_with_gradients(overrides):
+    """What the train step differentiates (states, projected inside the loss) is the loss of call()'s logits."""
+    import tensorflow as tf
+
+    from t2t_lite.training.losses import projected_smoothed_cross_entropy, smoothed_cross_entropy
+
+    model = build_model(tiny(overrides))
+    inputs, targets = _batch(np.random.default_rng(2))
+    targets[1, 3:] = 0
+    batch = {"inputs": inputs, "targets": targets}
+    results = []
+    for fused in (False, True):
+        with tf.GradientTape() as tape:
+            if fused:
+                states = model.decoder_states(batch, training=False)
+                loss, _ = projected_smoothed_cross_entropy(states, model.output_kernel(states.dtype), targets, 0.1,
+                                                           chunks=4)
+            else:
+                loss, _ = smoothed_cross_entropy(model(batch, training=False), targets, 0.1)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        results.append((float(loss), [np.asarray(tf.convert_to_tensor(g)) for g in gradients]))
+    (plain_loss, plain_grads), (fused_loss, fused_grads) = results
+    np.testing.assert_allclose(fused_loss, plain_loss, rtol=1e-5)
+    assert len(fused_grads) == len(plain_grads) == len(model.trainable_variables)
+    for fused_grad, plain_grad in zip(fused_grads, plain_grads):
+        np.testing.assert_allclose(fused_grad, plain_grad, rtol=1e-4, atol=1e-6)

@@ -51,9 +51,22 @@ class Transformer(keras.Model):
 
     def call(self, features, training=None):
         """features {"inputs" [B, T_src], "targets" [B, T_tgt]} -> float32 logits [B, T_tgt, V]."""
+        return self.target_embedding.logits(self.decoder_states(features, training=training))
+
+    def decoder_states(self, features, training=None):
+        """features -> the decoder's outputs [B, T_tgt, D] (compute dtype), before the softmax projection.
+
+        Training projects them onto the vocabulary inside its loss, a slice of
+        positions at a time (losses.projected_smoothed_cross_entropy), so the
+        [B, T_tgt, V] logits never exist at once.
+        """
         memory, memory_bias = self.encode(features["inputs"], training=training)
-        logits, _ = self.decode(shift_right(features["targets"]), memory, memory_bias, training=training)
-        return logits
+        states, _ = self._decoder_stack(shift_right(features["targets"]), memory, memory_bias, None, None, training)
+        return states
+
+    def output_kernel(self, dtype):
+        """The softmax projection [D, V] in dtype (the shared embedding, transposed)."""
+        return self.target_embedding.output_kernel(dtype)
 
     def encode(self, inputs, training=None):
         """inputs int [B, T_src] -> (memory [B, T_src, D], memory_bias float32 [B, 1, 1, T_src])."""
@@ -81,6 +94,11 @@ class Transformer(keras.Model):
         Returns:
           (float32 logits [N, T_tgt, V], the caches grown by one position, or None).
         """
+        x, new_cache = self._decoder_stack(decoder_inputs, memory, memory_bias, cache, decode_index, training)
+        return self.target_embedding.logits(x, output_kernel), new_cache
+
+    def _decoder_stack(self, decoder_inputs, memory, memory_bias, cache, decode_index, training):
+        """decode() up to the softmax projection: (states [N, T_tgt, D], grown caches or None)."""
         x = self._embed(self.target_embedding, decoder_inputs, decode_index, training)
         # A cache holds only the positions before this one: nothing to mask.
         self_bias = causal_bias(ops.shape(decoder_inputs)[1]) if cache is None else None  # [1, 1, T_tgt, T_tgt]
@@ -94,7 +112,7 @@ class Transformer(keras.Model):
                 new_cache[name] = layer_cache
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        return self.target_embedding.logits(x, output_kernel), new_cache
+        return x, new_cache
 
     def memory_cache(self, memory):
         """Every decoder layer's encoder-decoder keys/values, projected once per sentence.

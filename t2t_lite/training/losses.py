@@ -46,3 +46,73 @@ def correct_tokens(logits, labels):
     weights = tf.cast(tf.not_equal(labels, 0), tf.float32)
     hits = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=labels.dtype), labels), tf.float32)
     return tf.reduce_sum(hits * weights), tf.reduce_sum(weights)
+
+
+def projected_smoothed_cross_entropy(states, kernel, labels, smoothing: float, chunks: int = 8):
+    """smoothed_cross_entropy(states @ kernel, labels, smoothing), without holding [B, T, V] logits.
+
+    Training's largest tensors are the logits over the vocabulary and what the
+    loss and its gradient derive from them: for transformer_base's 4096-token
+    batches, several [~4000, 32768] float32 tensors of 0.5 GB each. Here the
+    positions go through the projection and the loss in `chunks` slices, one
+    after another, and each slice's gradient with respect to its states and
+    to the kernel is taken at once (softmax - smoothed targets), so only one
+    slice's logits are alive at a time. The work is the same three matmuls per
+    position as differentiating the plain form.
+
+    Args:
+      states: [B, T, D] decoder outputs, in the compute dtype.
+      kernel: [D, V] output projection, in the same dtype.
+      labels: int [B, T], PAD = 0 positions ignored.
+      smoothing: eps_ls.
+      chunks: slices of the B * T positions.
+    Returns:
+      (loss_sum, token_count), float32 scalars; loss_sum differentiable with
+      respect to states and kernel.
+    """
+    depth = tf.shape(states)[-1]
+    flat_labels = tf.reshape(labels, [-1])
+    loss_sum = _chunked_projection_loss(tf.reshape(states, [-1, depth]), kernel, flat_labels, smoothing, chunks)
+    return loss_sum, tf.reduce_sum(tf.cast(tf.not_equal(flat_labels, 0), tf.float32))
+
+
+def _chunked_projection_loss(states, kernel, labels, smoothing: float, chunks: int):
+    """states [N, D], kernel [D, V], labels [N] -> loss_sum, with a gradient computed alongside the loss."""
+
+    @tf.custom_gradient
+    def loss_with_gradient(states, kernel):
+        positions, vocab_size = tf.shape(states)[0], tf.shape(kernel)[1]
+        rows = (positions + chunks - 1) // chunks
+        # Padded positions carry label 0 (PAD): they weigh nothing.
+        padded_states = tf.pad(states, [[0, rows * chunks - positions], [0, 0]])
+        padded_labels = tf.pad(labels, [[0, rows * chunks - positions]])
+        confidence = 1.0 - smoothing
+        low = smoothing / tf.cast(vocab_size - 1, tf.float32)
+        entropy = smoothing_constant(kernel.shape[-1], smoothing)
+        loss_sum = tf.zeros([], tf.float32)
+        kernel_gradient = tf.zeros(tf.shape(kernel), tf.float32)
+        state_gradients = []
+        for i in range(chunks):
+            # Each slice starts when the previous one is done, so the graph
+            # runtime cannot hold several slices' logits at once.
+            with tf.control_dependencies([loss_sum, kernel_gradient]):
+                chunk_states = padded_states[i * rows:(i + 1) * rows]
+            chunk_labels = padded_labels[i * rows:(i + 1) * rows]
+            log_probs = tf.nn.log_softmax(tf.cast(tf.matmul(chunk_states, kernel), tf.float32))  # [rows, V]
+            soft_targets = tf.one_hot(chunk_labels, vocab_size, on_value=confidence, off_value=low)
+            weights = tf.cast(tf.not_equal(chunk_labels, 0), tf.float32)
+            per_token = -tf.reduce_sum(soft_targets * log_probs, axis=-1) - entropy
+            loss_sum += tf.reduce_sum(per_token * weights)
+            # d loss_sum / d logits = (softmax - smoothed targets) on real positions.
+            logit_gradient = tf.cast((tf.exp(log_probs) - soft_targets) * weights[:, None], kernel.dtype)
+            state_gradients.append(tf.matmul(logit_gradient, kernel, transpose_b=True))  # [rows, D]
+            kernel_gradient += tf.cast(tf.matmul(chunk_states, logit_gradient, transpose_a=True), tf.float32)
+        state_gradient = tf.concat(state_gradients, axis=0)[:positions]
+
+        def gradient(upstream):
+            return (tf.cast(tf.cast(state_gradient, tf.float32) * upstream, states.dtype),
+                    tf.cast(kernel_gradient * upstream, kernel.dtype))
+
+        return loss_sum, gradient
+
+    return loss_with_gradient(states, kernel)

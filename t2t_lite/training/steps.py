@@ -5,7 +5,7 @@ import keras
 import tensorflow as tf
 
 from t2t_lite.config import HParams
-from t2t_lite.training.losses import correct_tokens, smoothed_cross_entropy
+from t2t_lite.training.losses import correct_tokens, projected_smoothed_cross_entropy, smoothed_cross_entropy
 from t2t_lite.training.schedules import NoamSchedule
 
 BATCH_SIGNATURE = {
@@ -97,8 +97,10 @@ class TrainStep:
     def _replica_gradients(self, batch):
         """One replica's micro-batch -> (gradients of loss_sum / nominal_tokens, loss_sum, target tokens)."""
         with tf.GradientTape() as tape:
-            logits = self.model(batch, training=True)  # [B, T_tgt, V] float32
-            loss_sum, tokens = smoothed_cross_entropy(logits, batch["targets"], self.label_smoothing)
+            states = self.model.decoder_states(batch, training=True)  # [B, T_tgt, D]
+            # The projection onto the vocabulary happens inside the loss, in slices: no [B, T_tgt, V] logits.
+            loss_sum, tokens = projected_smoothed_cross_entropy(states, self.model.output_kernel(states.dtype),
+                                                                batch["targets"], self.label_smoothing)
             # Multiplied by the loss scale under float16; scale_loss is the identity otherwise.
             scaled = self.optimizer.scale_loss(loss_sum / self.nominal_tokens)
         gradients = tape.gradient(scaled, self.model.trainable_variables)
