@@ -10,6 +10,7 @@ Shape letters used in every docstring and shape comment:
   K      beam size
 """
 import os
+import platform
 
 # Keras 3 picks its backend at import time; t2t-lite is TensorFlow all the way
 # down (tf.data, tf-text, SavedModel), so make that the default.
@@ -25,5 +26,14 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # its first CPU tensor, so importing t2t_lite before TensorFlow allocates
 # anything applies it; set TF_CPU_ALLOCATOR_USE_BFC=false to keep malloc.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
+# TensorFlow's x86 builds run matmuls and convolutions through oneDNN only on
+# CPUs with AVX-512 VNNI/BF16 or AMX; elsewhere (an AVX2 EPYC, say) they fall
+# back to Eigen, which reached 92 GFLOP/s on a 4096^3 matmul where oneDNN
+# reached 179 on the same 2-core AVX2 machine, and transformer_base trained
+# 1.31x faster (benchmarks/RESULTS.md). TensorFlow reads the variable when it
+# is imported; set TF_ENABLE_ONEDNN_OPTS=0 to keep Eigen.
+if platform.machine().lower() in ("x86_64", "amd64"):
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 __version__ = "0.1.0"
