@@ -42,7 +42,8 @@ def read_figures(lines: list[str]):
                 decode[f"t2t-lite\nbeam {beam}\nbatch {batch}\n{precision}"] = float(speed)
         elif match := PEER.match(line):
             tool, kind, precision, value, _ = match.groups()
-            (train if kind == "train" else decode)[f"{tool}\n(same sitting)\n{precision}"] = float(value.replace(",", ""))
+            label = tool.replace(", ", "\n")  # "OpenNMT-tf 2.32, oneDNN on": a setting on its own line
+            (train if kind == "train" else decode)[f"{label}\n(same sitting)\n{precision}"] = float(value.replace(",", ""))
     return train, decode
 
 
