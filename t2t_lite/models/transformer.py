@@ -78,7 +78,7 @@ class Transformer(keras.Model):
             x = self.encoder_norm(x)
         return x, bias
 
-    def decode(self, decoder_inputs, memory, memory_bias, cache=None, decode_index=None, output_kernel=None,
+    def decode(self, decoder_inputs, memory, memory_bias, cache=None, decode_index=None, output_weights=None,
                training=None):
         """Runs the decoder stack and the shared softmax projection.
 
@@ -89,13 +89,13 @@ class Transformer(keras.Model):
           memory_bias: [B, 1, 1, T_src].
           cache: None, or the self-attention caches, `initial_cache` at position 0.
           decode_index: int scalar, the position of decoder_inputs when cached.
-          output_kernel: target_embedding.output_kernel(compute dtype), made once by a
+          output_weights: target_embedding.output_weights(compute dtype), made once by a
             caller that decodes step by step; None makes it here.
         Returns:
           (float32 logits [N, T_tgt, V], the caches grown by one position, or None).
         """
         x, new_cache = self._decoder_stack(decoder_inputs, memory, memory_bias, cache, decode_index, training)
-        return self.target_embedding.logits(x, output_kernel), new_cache
+        return self.target_embedding.logits(x, output_weights), new_cache
 
     def _decoder_stack(self, decoder_inputs, memory, memory_bias, cache, decode_index, training):
         """decode() up to the softmax projection: (states [N, T_tgt, D], grown caches or None)."""
