@@ -49,13 +49,14 @@ def test_cached_decoding_equals_full_forward_pass(overrides):
     full = model({"inputs": inputs, "targets": targets}).numpy()  # [B, T_tgt, V]
     memory, memory_bias = model.encode(inputs)
     decoder_inputs = np.asarray(shift_right(targets))
-    # The encoder output as it is, or its keys/values projected once (what the decoder does).
-    for memory_given in (memory, model.memory_cache(memory)):
+    # The encoder output as it is, or its keys/values projected once and the kernels
+    # transposed once (what the decoder does).
+    for memory_given, kernels in ((memory, None), (model.memory_cache(memory), model.decoding_kernels("float32"))):
         cache = model.initial_cache(inputs.shape[0])
         steps = []
         for i in range(targets.shape[1]):
             logits, cache = model.decode(decoder_inputs[:, i:i + 1], memory_given, memory_bias, cache=cache,
-                                         decode_index=i)
+                                         decode_index=i, kernels=kernels)
             steps.append(logits.numpy()[:, 0])
         np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
 

@@ -41,12 +41,14 @@ class Decoder:
         # reordered); the self-attention caches grow by one position per step and follow the beams.
         memory_kv = model.memory_cache(memory)  # per layer [B, H, T_src, Dk|Dv]
         cache = model.initial_cache(batch, memory.dtype)  # per layer [B, H, 0, Dk|Dv]
-        output_weights = model.target_embedding.output_weights(memory.dtype)  # [V, D] once, not every step
+        # Weights in the layouts a step multiplies fastest, made once, not every step.
+        output_weights = model.target_embedding.output_weights(memory.dtype)  # [V, D]
+        kernels = model.decoding_kernels(memory.dtype)  # every decoder Dense kernel as [out, in]
 
         def symbols_to_logits(ids, step, cache):
             # ids [N, 1] -> logits [N, V]; N = B * beams, beam-major within a sentence.
             logits, cache = model.decode(ids, memory_kv, memory_bias, cache=cache, decode_index=step,
-                                         output_weights=output_weights)
+                                         output_weights=output_weights, kernels=kernels)
             return logits[:, 0], cache
 
         if hp.beam_size == 1:

@@ -2,6 +2,8 @@
 import keras
 from keras import ops
 
+from t2t_lite.layers.projection import project
+
 # Added to the logits of positions that must not be attended to. The logits are
 # float32 whatever the compute dtype (softmax runs in float32), so -1e9 is safe
 # and exp() of it underflows to exactly 0.
@@ -45,6 +47,8 @@ class MultiHeadAttention(keras.layers.Layer):
         The query's keys/values are appended and it attends to all t + T_q
         positions; the grown cache is returned. It holds only decoded
         positions, so no mask is needed and the cost follows the output length.
+      - kernels, a `TransposedKernels`: the projections run through its
+        [out, in] copies (faster at a decoding step's shapes); same values.
 
     Args:
       num_heads: H.
@@ -81,20 +85,20 @@ class MultiHeadAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, length, self.num_heads, head_dim))
         return ops.transpose(x, (0, 2, 1, 3))
 
-    def memory_cache(self, memory):
+    def memory_cache(self, memory, kernels=None):
         """Projects a fixed memory [B, T_src, D] once into {"key", "value"} [B, H, T_src, Dk|Dv]."""
         return {
-            "key": self._split_heads(self.key_proj(memory), self.key_dim),
-            "value": self._split_heads(self.value_proj(memory), self.value_dim),
+            "key": self._split_heads(project(self.key_proj, memory, kernels), self.key_dim),
+            "value": self._split_heads(project(self.value_proj, memory, kernels), self.value_dim),
         }
 
-    def call(self, query, memory=None, bias=None, cache=None, training=None):
+    def call(self, query, memory=None, bias=None, cache=None, training=None, kernels=None):
         """Attends from `query` [N, T_q, D]; returns (output [N, T_q, D], grown cache or None)."""
-        q = self._split_heads(self.query_proj(query), self.key_dim)  # [N, H, T_q, Dk]
+        q = self._split_heads(project(self.query_proj, query, kernels), self.key_dim)  # [N, H, T_q, Dk]
         if isinstance(memory, dict):
             context = self._attend_shared(q, memory["key"], memory["value"], bias, training)
         else:
-            kv = self.memory_cache(query if memory is None else memory)
+            kv = self.memory_cache(query if memory is None else memory, kernels)
             keys, values = kv["key"], kv["value"]  # [N, H, T_k, Dk|Dv]
             if cache is not None:
                 keys = ops.concatenate([cache["key"], keys], axis=2)  # [N, H, t + T_q, Dk]
@@ -104,7 +108,7 @@ class MultiHeadAttention(keras.layers.Layer):
         context = ops.transpose(context, (0, 2, 1, 3))  # [N, T_q, H, Dv]
         rows, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (rows, length, self.num_heads * self.value_dim))
-        return self.output_proj(context), cache
+        return project(self.output_proj, context, kernels), cache
 
     def _attend(self, q, keys, values, bias, training):
         """q [B, H, T_q, Dk], keys/values [B, H, T_k, Dk|Dv], bias broadcastable to [B, H, T_q, T_k] -> [B, H, T_q, Dv]."""

@@ -1,6 +1,8 @@
 """The position-wise feed-forward network (paper 3.3)."""
 import keras
 
+from t2t_lite.layers.projection import project
+
 
 class FeedForward(keras.layers.Layer):
     """max(0, x W1 + b1) W2 + b2, applied at every position.
@@ -22,9 +24,10 @@ class FeedForward(keras.layers.Layer):
         self.hidden.build((None, None, self.d_model))
         self.output_proj.build((None, None, self.d_ff))
 
-    def call(self, x, training=None):
-        """x [B, T, D] -> [B, T, D]."""
-        return self.output_proj(self.hidden_dropout(self.hidden(x), training=training))
+    def call(self, x, training=None, kernels=None):
+        """x [B, T, D] -> [B, T, D]; `kernels`: an optional TransposedKernels (see MultiHeadAttention)."""
+        hidden = self.hidden_dropout(project(self.hidden, x, kernels), training=training)
+        return project(self.output_proj, hidden, kernels)
 
     def get_config(self):
         config = super().get_config()

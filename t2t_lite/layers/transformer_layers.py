@@ -101,7 +101,7 @@ class DecoderLayer(keras.layers.Layer):
     def build(self, input_shape, *args, **kwargs):
         _build_all(self, input_shape)
 
-    def call(self, x, memory, self_bias, memory_bias, cache=None, training=None):
+    def call(self, x, memory, self_bias, memory_bias, cache=None, training=None, kernels=None):
         """Runs one decoder layer.
 
         Args:
@@ -111,14 +111,15 @@ class DecoderLayer(keras.layers.Layer):
           self_bias: [1|N, 1, T_tgt, T_tgt] causal mask; None with a cache (it holds only the past).
           memory_bias: [B, 1, 1, T_src].
           cache: None, or this layer's self-attention {key, value} [N, H, t, Dk|Dv] when decoding.
+          kernels: None, or a TransposedKernels covering this layer (decoding).
         Returns:
           (output [N, T_tgt, D], the cache grown by T_tgt positions, or None).
         """
         h, cache = self.self_attention(self.self_attention_residual.before(x), bias=self_bias, cache=cache,
-                                       training=training)
+                                       training=training, kernels=kernels)
         x = self.self_attention_residual.after(x, h, training)
         h, _ = self.cross_attention(self.cross_attention_residual.before(x), memory=memory, bias=memory_bias,
-                                    training=training)
+                                    training=training, kernels=kernels)
         x = self.cross_attention_residual.after(x, h, training)
-        h = self.ffn(self.ffn_residual.before(x), training=training)
+        h = self.ffn(self.ffn_residual.before(x), training=training, kernels=kernels)
         return self.ffn_residual.after(x, h, training), cache

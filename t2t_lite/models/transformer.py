@@ -6,6 +6,7 @@ from t2t_lite import registry
 from t2t_lite.config import ModelHParams
 from t2t_lite.layers.attention import causal_bias, padding_bias
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition
+from t2t_lite.layers.projection import TransposedKernels
 from t2t_lite.layers.transformer_layers import DecoderLayer, EncoderLayer
 
 
@@ -79,7 +80,7 @@ class Transformer(keras.Model):
         return x, bias
 
     def decode(self, decoder_inputs, memory, memory_bias, cache=None, decode_index=None, output_weights=None,
-               training=None):
+               kernels=None, training=None):
         """Runs the decoder stack and the shared softmax projection.
 
         Args:
@@ -91,13 +92,23 @@ class Transformer(keras.Model):
           decode_index: int scalar, the position of decoder_inputs when cached.
           output_weights: target_embedding.output_weights(compute dtype), made once by a
             caller that decodes step by step; None makes it here.
+          kernels: `decoding_kernels(compute dtype)`, made once by such a caller, or None.
         Returns:
           (float32 logits [N, T_tgt, V], the caches grown by one position, or None).
         """
-        x, new_cache = self._decoder_stack(decoder_inputs, memory, memory_bias, cache, decode_index, training)
+        x, new_cache = self._decoder_stack(decoder_inputs, memory, memory_bias, cache, decode_index, training,
+                                           kernels)
         return self.target_embedding.logits(x, output_weights), new_cache
 
-    def _decoder_stack(self, decoder_inputs, memory, memory_bias, cache, decode_index, training):
+    def decoding_kernels(self, dtype):
+        """The decoder's Dense kernels transposed to [out, in] in dtype, for `decode`'s kernels.
+
+        A caller that decodes step by step makes them once: each step's small
+        matmuls then run with transpose_b, faster on oneDNN (layers/projection.py).
+        """
+        return TransposedKernels(self.decoder_layers, dtype)
+
+    def _decoder_stack(self, decoder_inputs, memory, memory_bias, cache, decode_index, training, kernels=None):
         """decode() up to the softmax projection: (states [N, T_tgt, D], grown caches or None)."""
         x = self._embed(self.target_embedding, decoder_inputs, decode_index, training)
         # A cache holds only the positions before this one: nothing to mask.
@@ -107,7 +118,8 @@ class Transformer(keras.Model):
             name = f"layer_{i}"
             layer_memory = memory[name] if isinstance(memory, dict) else memory
             x, layer_cache = layer(x, layer_memory, self_bias, memory_bias,
-                                   cache=None if cache is None else cache[name], training=training)
+                                   cache=None if cache is None else cache[name], training=training,
+                                   kernels=kernels)
             if cache is not None:
                 new_cache[name] = layer_cache
         if self.decoder_norm is not None:
