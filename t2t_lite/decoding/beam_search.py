@@ -30,6 +30,8 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from t2t_lite.decoding.top_k import top_k
+
 SymbolsToLogitsFn = Callable[[tf.Tensor, tf.Tensor, Any], tuple[tf.Tensor, Any]]
 
 # Log-prob / score of an impossible hypothesis: an empty beam or finished slot,
@@ -215,7 +217,7 @@ class _BeamSearch:
         logits, state = self.fn(prev_ids, step, beams.state)  # [N, V]
         logits = allowed_logits(logits, step, self.min_lengths, self.eos_id)  # [N, V]
         per_row = min(2 * beam, self.vocab_size)  # R: a whole row when V < 2K
-        row_top_logits, row_top_ids = tf.nn.top_k(logits, k=per_row)  # [N, R]
+        row_top_logits, row_top_ids = top_k(logits, k=per_row)  # [N, R] exact, via block maxima
         row_log_probs = row_top_logits - tf.reduce_logsumexp(logits, axis=1, keepdims=True)  # [N, R]
         log_probs = tf.reshape(row_log_probs, [batch, beam, per_row]) + beams.alive_log_probs[:, :, None]
         top_log_probs, top_index = tf.nn.top_k(tf.reshape(log_probs, [batch, beam * per_row]), k=2 * beam)  # [B, 2K]
