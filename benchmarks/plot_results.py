@@ -7,6 +7,7 @@ from bench_train.py, "decode: ..." lines from bench_decode.py, and "peer ..."
 lines written by hand from the peers' logs of the same sitting, in the form
 "peer <tool> train|decode <precision>: <value> target tokens/s|sentences/s".
 A line "# ... sitting ... started ..." begins a sitting; only the chosen one is plotted.
+When a sitting has a later run of the same configuration, the later figure is the one shown.
 """
 import argparse
 import re
@@ -59,8 +60,13 @@ def main():
     parser.add_argument("--sitting", type=int, default=1)
     args = parser.parse_args()
     train, decode = read_figures(sitting_lines(args.log, args.sitting))
-    figure, (left, right) = plt.subplots(1, 2, figsize=(15, 5.5))
-    for axis, figures, unit in ((left, train, "target tokens/s (training)"), (right, decode, "sentences/s (decoding)")):
+    # A sitting may have measured only training or only decoding: one panel per kind measured.
+    panels = [(figures, unit) for figures, unit in ((train, "target tokens/s (training)"),
+                                                    (decode, "sentences/s (decoding)")) if figures]
+    if not panels:
+        raise SystemExit(f"{args.log}: sitting {args.sitting} has no train, decode or peer lines to plot")
+    figure, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 5.5), squeeze=False)
+    for axis, (figures, unit) in zip(axes[0], panels):
         colours = ["tab:blue" if label.startswith("t2t-lite") else "tab:gray" for label in figures]
         bars = axis.bar(range(len(figures)), list(figures.values()), color=colours)
         axis.bar_label(bars, fmt="%.1f" if unit.startswith("sentences") else "%.0f")
