@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.decoding.beam_search import NEG_INF, _Beams, _BeamSearch, beam_search
+from t2t_lite.decoding.beam_search import NEG_INF, SplitState, _Beams, _BeamSearch, beam_search
 from t2t_lite.decoding.sampling import greedy_decode
 
 VOCAB = ["<pad>", "</s>", "a", "b"]
@@ -250,6 +250,26 @@ def test_state_is_gathered_with_the_beams():
         length = hypothesis.index(1) + 1 if 1 in hypothesis else max_lengths[b]
         expected = teacher_forced_log_prob(fn, b, hypothesis[:length], 6) / ((5 + length) / 6) ** alpha
         np.testing.assert_allclose(scores[b, k], expected, rtol=1e-5)
+
+
+def test_split_state_reorders_only_its_per_beam_part():
+    # The per-beam history follows the beams as a plain state does, so the search is the same.
+    # The per-sentence part comes back to the function as it left it: not repeated to N rows,
+    # not reordered (a step counter per sentence, checked at every step).
+    max_lengths, fn = tf.constant([4, 6]), history_fn(seed=3, max_length=6)
+    plain_ids, plain_scores = beam_search(fn, {"sentence": tf.range(2), "history": tf.zeros([2, 6], tf.int32)},
+                                          2, 3, 5, max_lengths, 0.6)
+    start = tf.constant([[10, 20]])  # [1, B]
+
+    def split_fn(ids, step, state):
+        tf.debugging.assert_equal(state.per_sentence, start + step)
+        logits, per_beam = fn(ids, step, state.per_beam)
+        return logits, SplitState(per_beam, state.per_sentence + 1)
+
+    per_beam = {"sentence": tf.repeat(tf.range(2), 3), "history": tf.zeros([6, 6], tf.int32)}  # [N, ...]
+    ids, scores = beam_search(split_fn, SplitState(per_beam, start), 2, 3, 5, max_lengths, 0.6)
+    np.testing.assert_array_equal(ids, plain_ids)
+    np.testing.assert_array_equal(scores, plain_scores)
 
 
 def test_xla_compiled_search_matches_eager():

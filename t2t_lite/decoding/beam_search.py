@@ -22,7 +22,8 @@ N = B*K model rows, beam-major within a sentence (row b*K + k).
   state  nest of [N, ...] tensors (caches); returned updated, every dimension
          but the last free to change. Per-sentence constants such as the
          encoder output are better captured by the function than carried here:
-         the state is repeated K times and reordered every step.
+         the state is repeated K times and reordered every step. Or a
+         `SplitState`, whose per-sentence part is never repeated or reordered.
   logits [N, V], any float dtype; log-softmax runs in float32.
 """
 from collections.abc import Callable
@@ -38,6 +39,24 @@ SymbolsToLogitsFn = Callable[[tf.Tensor, tf.Tensor, Any], tuple[tf.Tensor, Any]]
 # a suppressed EOS. t2t uses -1e7; a true -inf can never be mistaken for a real
 # (if unlikely) hypothesis, and every op below keeps it NaN-free (no inf - inf).
 NEG_INF = float("-inf")
+
+
+class SplitState(NamedTuple):
+    """A decoding state in two parts, for a function that keeps a sentence's K beams together.
+
+    Reordering a large state (key/value caches) copies all of it every step.
+    A function can instead keep its caches per sentence, with a slot for each
+    beam, and record per beam which slot holds each position of its history:
+    then only that small record follows the beams.
+
+    per_beam: nest of [N, ...] tensors, already one row per beam (not repeated);
+      reordered with the beams every step, like a plain state.
+    per_sentence: nest of tensors carried from step to step as the function
+      returns them, never repeated or reordered.
+    """
+
+    per_beam: Any
+    per_sentence: Any
 
 
 def length_penalty(length, alpha):
@@ -144,7 +163,7 @@ class _Beams(NamedTuple):
     alive_log_probs: tf.Tensor  # float32 [B, K] summed log-probs, -inf for an empty beam
     finished_seq: tf.Tensor  # int32 [B, K, T] best-first, each ending in EOS
     finished_scores: tf.Tensor  # float32 [B, K] length-penalised, -inf for an empty slot
-    state: Any  # nest of [N, ...]; row b*K + k belongs to alive_seq[b, k]
+    state: Any  # nest of [N, ...] (row b*K + k belongs to alive_seq[b, k]), or a SplitState
 
 
 class _Candidates(NamedTuple):
@@ -175,7 +194,10 @@ class _BeamSearch:
         # would fill the beam with K copies of one extension (t2t's initial_log_probs).
         alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (beam - 1)]), [batch, 1])  # [B, K]
         finished_scores = tf.fill([batch, beam], NEG_INF)  # [B, K]
-        state = tf.nest.map_structure(lambda t: tf.repeat(t, beam, axis=0), initial_state)  # [N, ...]
+        if isinstance(initial_state, SplitState):
+            state = initial_state  # per_beam already [N, ...]
+        else:
+            state = tf.nest.map_structure(lambda t: tf.repeat(t, beam, axis=0), initial_state)  # [N, ...]
         return _Beams(seq, alive_log_probs, seq, finished_scores, state)
 
     def is_active(self, step, beams):
@@ -258,6 +280,8 @@ class _BeamSearch:
         """
         beam = self.beam_size
         rows = tf.reshape(source_beam + beam * tf.range(self.batch_size)[:, None], [-1])  # [N] b*K + source
+        if isinstance(state, SplitState):
+            return state._replace(per_beam=tf.nest.map_structure(lambda t: tf.gather(t, rows), state.per_beam))
         return tf.nest.map_structure(lambda t: tf.gather(t, rows), state)  # [N, ...]
 
     def results(self, beams):
@@ -281,6 +305,7 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
       symbols_to_logits_fn: (ids [N, 1], step, state) -> (logits [N, V], state); see the module doc.
       initial_state: nest of [B, ...] tensors (caches); each is repeated K times
         (tf.repeat, so row b*K + k) and gathered along the beams every step.
+        Or a SplitState: its per_beam part is [N, ...] and only it is gathered.
       batch_size: B.
       beam_size: K >= 1.
       vocab_size: V >= 2.
