@@ -14,6 +14,7 @@ from t2t_lite import config
 from t2t_lite.decoding.decode_lines import decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.decoding.restore import find_checkpoint, load_run_spec, restore_model
+from t2t_lite.layers import attention
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.training import run_dir
@@ -51,6 +52,39 @@ def test_every_sentence_decodes_the_same_alone_and_in_a_batch_of_32():
         alone = decode_lines(problem, decoder, [line], batch_size=1)[0]
         assert [h.text for h in alone] == [h.text for h in together]
         np.testing.assert_allclose([h.score for h in alone], [h.score for h in together], atol=1e-5)
+
+
+@pytest.mark.parametrize("settle_every", [3, 16])
+def test_every_beam_score_equals_rescoring_its_hypothesis_with_the_full_pass(settle_every, monkeypatch):
+    # The cached search keeps a sentence's beams side by side in cache slots and follows the
+    # beams through the per-row ancestry alone. A row that read another beam's history would
+    # give its hypothesis a score the teacher-forced full pass does not.
+    monkeypatch.setattr(attention, "SETTLE_EVERY", settle_every)
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size=12")
+    model = build_model(hparams)
+    alpha, extra = 0.6, 7
+    decoder = Decoder(model, dataclasses.replace(hparams.decode, beam_size=4, alpha=alpha, extra_length=extra))
+    inputs = np.array([[5, 7, 3, 9, 1], [4, 4, 8, 1, 0], [11, 2, 6, 10, 1]], np.int32)
+    ids, scores = (t.numpy() for t in decoder.decode(inputs))
+    max_lengths = (inputs != 0).sum(axis=1) + extra
+    rescored = 0
+    for b, k in np.ndindex(*scores.shape):
+        if scores[b, k] == -np.inf:  # an empty finished slot: fewer than K hypotheses finished
+            assert not ids[b, k].any()
+            continue
+        tokens = list(ids[b, k, :max_lengths[b]])
+        length = tokens.index(1) + 1 if 1 in tokens else max_lengths[b]
+        targets = np.array([tokens[:length]], np.int32)
+        logits = model({"inputs": inputs[b:b + 1], "targets": targets}).numpy()[0]  # [length, V]
+        log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+            - logits.max(-1, keepdims=True)
+        expected = log_probs[np.arange(length), targets[0]].sum() / ((5 + length) / 6) ** alpha
+        np.testing.assert_allclose(scores[b, k], expected, rtol=1e-4, atol=1e-4)
+        rescored += 1
+    assert rescored >= 9
+    # The rescored beams of a sentence differ: each went its own way through the slots.
+    assert all(len({tuple(h) for h, s in zip(ids[b], scores[b]) if s > -np.inf}) == (scores[b] > -np.inf).sum()
+               for b in range(3))
 
 
 def test_decoder_cli_keeps_input_order_and_empty_lines(run, tmp_path):

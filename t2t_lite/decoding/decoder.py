@@ -2,7 +2,7 @@
 import tensorflow as tf
 
 from t2t_lite.config import DecodeHParams
-from t2t_lite.decoding.beam_search import beam_search
+from t2t_lite.decoding.beam_search import SplitState, beam_search
 from t2t_lite.decoding.sampling import greedy_decode
 
 INPUTS_SIGNATURE = [tf.TensorSpec([None, None], tf.int32)]
@@ -38,9 +38,10 @@ class Decoder:
         if self.forced_length is not None:
             max_lengths = min_lengths = tf.fill([batch], self.forced_length)  # [B]
         # Encoder keys/values are projected once and shared by a sentence's beams (never repeated or
-        # reordered); the self-attention caches grow by one position per step and follow the beams.
+        # reordered). The self-attention caches grow by one position per step; they keep a slot per
+        # beam, and only the small per-beam ancestry that says which slot holds what follows the beams.
         memory_kv = model.memory_cache(memory)  # per layer [B, H, T_src, Dk|Dv]
-        cache = model.initial_cache(batch, memory.dtype)  # per layer [B, H, 0, Dk|Dv]
+        cache = model.initial_cache(batch, hp.beam_size, memory.dtype)  # per layer [B, H, 0, K, Dk|Dv]
         # Weights in the layouts a step multiplies fastest, made once, not every step.
         output_weights = model.target_embedding.output_weights(memory.dtype)  # [V, D]
         kernels = model.decoding_kernels(memory.dtype)  # every decoder Dense kernel as [out, in]
@@ -54,5 +55,14 @@ class Decoder:
         if hp.beam_size == 1:
             ids, scores = greedy_decode(symbols_to_logits, cache, batch, max_lengths, min_decode_lengths=min_lengths)
             return ids[:, None], scores[:, None]  # [B, 1, T], [B, 1]
-        return beam_search(symbols_to_logits, cache, batch, hp.beam_size, model.hp.vocab_size,
+
+        def split(cache):
+            per_sentence = dict(cache)
+            return SplitState(per_beam=per_sentence.pop("ancestry"), per_sentence=per_sentence)
+
+        def beam_symbols_to_logits(ids, step, state):
+            logits, cache = symbols_to_logits(ids, step, {"ancestry": state.per_beam, **state.per_sentence})
+            return logits, split(cache)
+
+        return beam_search(beam_symbols_to_logits, split(cache), batch, hp.beam_size, model.hp.vocab_size,
                            max_lengths, hp.alpha, min_decode_lengths=min_lengths)

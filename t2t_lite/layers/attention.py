@@ -33,6 +33,23 @@ def causal_bias(length):
     return ops.cast(cols > rows, "float32")[None, None] * NEG_INF
 
 
+# A decoding cache appends each position to a small recent part and folds that into
+# the settled part every SETTLE_EVERY positions. Appending copies the part it grows
+# (TensorFlow has no in-place append): the recent part every step, the settled part
+# only at a fold, so a step copies ~t / SETTLE_EVERY + SETTLE_EVERY / 2 positions instead of t.
+SETTLE_EVERY = 16
+
+
+def _settle(cache):
+    """The cache with its recent part folded into the settled part once it holds SETTLE_EVERY positions."""
+    def fold():
+        return {"key": ops.concatenate([cache["key"], cache["recent_key"]], axis=2),
+                "value": ops.concatenate([cache["value"], cache["recent_value"]], axis=2),
+                "recent_key": cache["recent_key"][:, :, :0], "recent_value": cache["recent_value"][:, :, :0]}
+
+    return ops.cond(ops.shape(cache["recent_key"])[2] >= SETTLE_EVERY, fold, lambda: dict(cache))
+
+
 class MultiHeadAttention(keras.layers.Layer):
     """softmax(Q K^T / sqrt(Dk) + bias) V over H heads, then W^O.
 
@@ -43,10 +60,19 @@ class MultiHeadAttention(keras.layers.Layer):
         values projected once. Its rows may be fewer than the query's: query
         rows n*R .. n*R + R - 1 all attend to memory row n, so the K beams of a
         sentence share one copy of its encoder keys/values instead of K.
-      - cache {"key", "value"} [N, H, t, Dk|Dv]: incremental self-attention.
-        The query's keys/values are appended and it attends to all t + T_q
-        positions; the grown cache is returned. It holds only decoded
-        positions, so no mask is needed and the cost follows the output length.
+      - cache {"key", "value", "recent_key", "recent_value"} [B, H, t0|t1, K,
+        Dk|Dv] and "ancestry" [N, t + 1, K]: incremental self-attention of
+        one position (T_q = 1) for N = B*K rows, K beams per sentence, row
+        b*K + k in beam slot k of sentence b. The caches hold a sentence's K
+        slots side by side: position j of slot k is what the row then in
+        slot k computed at step j (positions 0..t0-1 settled, t0..t-1 recent).
+        ancestry[n, j] is one-hot over the slots: where position j of row
+        n's history is (the last position, this one, is the row's own slot,
+        where its new key and value are appended). The rows attend to every
+        slot's keys and keep their own history's through the one-hot, so a
+        beam search reorders only the small ancestry, never the caches (t2t
+        gathers them every step, a copy of all of them). The grown caches are
+        returned. No mask is needed: they hold only decoded positions.
       - kernels, a `TransposedKernels`: the projections run through its
         [out, in] copies (faster at a decoding step's shapes); same values.
 
@@ -101,10 +127,9 @@ class MultiHeadAttention(keras.layers.Layer):
             kv = self.memory_cache(query if memory is None else memory, kernels)
             keys, values = kv["key"], kv["value"]  # [N, H, T_k, Dk|Dv]
             if cache is not None:
-                keys = ops.concatenate([cache["key"], keys], axis=2)  # [N, H, t + T_q, Dk]
-                values = ops.concatenate([cache["value"], values], axis=2)
-                cache = {"key": keys, "value": values}
-            context = self._attend(q, keys, values, bias, training)  # [N, H, T_q, Dv]
+                context, cache = self._attend_cached(q, keys, values, cache, training)
+            else:
+                context = self._attend(q, keys, values, bias, training)  # [N, H, T_q, Dv]
         context = ops.transpose(context, (0, 2, 1, 3))  # [N, T_q, H, Dv]
         rows, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (rows, length, self.num_heads * self.value_dim))
@@ -121,6 +146,54 @@ class MultiHeadAttention(keras.layers.Layer):
             self.last_weights = weights
         weights = self.weights_dropout(weights, training=training)
         return ops.einsum("bhqk,bhkd->bhqd", weights, values)  # [B, H, T_q, Dv]
+
+    def _attend_cached(self, q, key, value, cache, training):
+        """One position's self-attention over beam-slotted caches (see the class doc).
+
+        Args:
+          q, key, value: this position's [N, H, 1, Dk|Dv], N = B*K.
+          cache: {"key", "value"} [B, H, t0, K, Dk|Dv] (settled), {"recent_key",
+            "recent_value"} [B, H, t1, K, Dk|Dv] (recent, t0 + t1 = t), "ancestry" [N, t + 1, K].
+        Returns:
+          (context [N, H, 1, Dv], the caches with this position appended to the recent part).
+        """
+        ancestry = cache["ancestry"]
+        beams = ancestry.shape[-1]  # K, static
+        rows, length = ops.shape(ancestry)[0], ops.shape(ancestry)[1]
+        sentences, heads = rows // beams, self.num_heads
+
+        def by_sentence(x, depth):  # [N, H, 1, d] -> [B, H, K, d]
+            return ops.transpose(ops.reshape(x, (sentences, beams, heads, depth)), (0, 2, 1, 3))
+
+        def flat(x):  # [B, H, t, K, d] -> [B, H, t*K, d], position-major
+            return ops.reshape(x, (sentences, heads, -1, x.shape[-1]))
+
+        settled_keys, settled_values = cache["key"], cache["value"]
+        recent_keys = ops.concatenate([cache["recent_key"], by_sentence(key, self.key_dim)[:, :, None]], axis=2)
+        recent_values = ops.concatenate([cache["recent_value"], by_sentence(value, self.value_dim)[:, :, None]], axis=2)
+        # Each of a sentence's K rows against every slot's keys: [B, H, (t+1)*K, K_q], one read of them.
+        q = by_sentence(q, self.key_dim)  # [B, H, K_q, Dk]
+        every = ops.concatenate([ops.einsum("bhkd,bhqd->bhkq", flat(settled_keys), q),
+                                 ops.einsum("bhkd,bhqd->bhkq", flat(recent_keys), q)], axis=2)
+        # Each row keeps the logits of its own history's slots: [B, H, K_q, t+1].
+        own = ops.reshape(ops.cast(ancestry, every.dtype), (sentences, 1, beams, length, beams))  # [B, 1, K_q, t+1, K]
+        every = ops.reshape(every, (sentences, heads, length, beams, beams))  # [B, H, t+1, K, K_q]
+        logits = ops.sum(every * ops.transpose(own, (0, 1, 3, 4, 2)), axis=3)  # [B, H, t+1, K_q]
+        logits = ops.cast(ops.transpose(logits, (0, 1, 3, 2)), "float32") * (self.key_dim**-0.5)
+        weights = ops.cast(ops.softmax(logits, axis=-1), settled_values.dtype)  # [B, H, K_q, t+1]
+        if self.keep_weights:
+            self.last_weights = ops.reshape(ops.transpose(weights, (0, 2, 1, 3)), (rows, heads, 1, length))
+        weights = self.weights_dropout(weights, training=training)
+        # The weights on the row's own slots (zero on the others), against every slot's values.
+        slotted = weights[..., None] * ops.cast(own, weights.dtype)  # [B, H, K_q, t+1, K]
+        settled = ops.shape(settled_keys)[2]
+        context = (ops.matmul(ops.reshape(slotted[:, :, :, :settled], (sentences, heads, beams, -1)),
+                              flat(settled_values))
+                   + ops.matmul(ops.reshape(slotted[:, :, :, settled:], (sentences, heads, beams, -1)),
+                                flat(recent_values)))  # [B, H, K_q, Dv]
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (rows, heads, 1, self.value_dim))  # [N, H, 1, Dv]
+        return context, _settle({"key": settled_keys, "value": settled_values,
+                                 "recent_key": recent_keys, "recent_value": recent_values})
 
     def _attend_shared(self, q, keys, values, bias, training):
         """Like _attend, with R = N / B query rows per memory row: q [N, H, T_q, Dk], keys [B, ...] -> [N, H, T_q, Dv].

@@ -113,12 +113,12 @@ class Transformer(keras.Model):
         x = self._embed(self.target_embedding, decoder_inputs, decode_index, training)
         # A cache holds only the positions before this one: nothing to mask.
         self_bias = causal_bias(ops.shape(decoder_inputs)[1]) if cache is None else None  # [1, 1, T_tgt, T_tgt]
-        new_cache = None if cache is None else {}
+        new_cache = None if cache is None else {"ancestry": _grown_ancestry(cache["ancestry"])}  # [N, t+1, K]
         for i, layer in enumerate(self.decoder_layers):
             name = f"layer_{i}"
             layer_memory = memory[name] if isinstance(memory, dict) else memory
-            x, layer_cache = layer(x, layer_memory, self_bias, memory_bias,
-                                   cache=None if cache is None else cache[name], training=training,
+            layer_cache = None if cache is None else {**cache[name], "ancestry": new_cache["ancestry"]}
+            x, layer_cache = layer(x, layer_memory, self_bias, memory_bias, cache=layer_cache, training=training,
                                    kernels=kernels)
             if cache is not None:
                 new_cache[name] = layer_cache
@@ -136,19 +136,33 @@ class Transformer(keras.Model):
         """
         return {f"layer_{i}": layer.cross_attention.memory_cache(memory) for i, layer in enumerate(self.decoder_layers)}
 
-    def initial_cache(self, batch_size, dtype="float32"):
+    def initial_cache(self, batch_size, beams=1, dtype="float32"):
         """Empty self-attention caches, grown by one position per decoding step.
 
+        Each sentence's K beams share caches with a slot per beam, and
+        "ancestry" records per row which slot holds each position of its
+        history (MultiHeadAttention's class doc). A search that reorders the
+        rows reorders only the ancestry (beam_search.SplitState), never the
+        per-sentence "layer_i" caches.
+
         Args:
-          batch_size: N rows.
+          batch_size: B sentences; the decoder runs N = B*K rows, row b*K + k in slot k.
+          beams: K.
           dtype: the compute dtype (the memory's).
         Returns:
-          {"layer_i": {"key" [N, H, 0, Dk], "value" [N, H, 0, Dv]}}.
+          {"ancestry" [N, 0, K], "layer_i": {"key", "recent_key" [B, H, 0, K, Dk], "value", "recent_value"
+          [B, H, 0, K, Dv]}}: the settled and recent parts of MultiHeadAttention's cache.
         """
         hp = self.hp
-        return {f"layer_{i}": {"key": ops.zeros((batch_size, hp.num_heads, 0, hp.head_key_dim), dtype),
-                               "value": ops.zeros((batch_size, hp.num_heads, 0, hp.head_value_dim), dtype)}
-                for i in range(len(self.decoder_layers))}
+
+        def empty(depth):
+            return ops.zeros((batch_size, hp.num_heads, 0, beams, depth), dtype)
+
+        cache = {f"layer_{i}": {"key": empty(hp.head_key_dim), "value": empty(hp.head_value_dim),
+                                "recent_key": empty(hp.head_key_dim), "recent_value": empty(hp.head_value_dim)}
+                 for i in range(len(self.decoder_layers))}
+        cache["ancestry"] = ops.zeros((batch_size * beams, 0, beams), dtype)
+        return cache
 
     def _embed(self, embedding, ids, position, training):
         # Paper 5.4: dropout on the sum of the embeddings and the positional encodings.
@@ -157,6 +171,13 @@ class Transformer(keras.Model):
 
     def get_config(self):
         return {"hp": self.hp.__dict__, **super().get_config()}
+
+
+def _grown_ancestry(ancestry):
+    """ancestry [N, t, K] with this step's position appended: each row's own slot (row n is in slot n % K)."""
+    rows, beams = ops.shape(ancestry)[0], ancestry.shape[-1]
+    own_slot = ops.one_hot(ops.arange(rows) % beams, beams, dtype=ancestry.dtype)  # [N, K]
+    return ops.concatenate([ancestry, own_slot[:, None, :]], axis=1)  # [N, t+1, K]
 
 
 def _position_layer(hp):
