@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 
@@ -61,6 +62,7 @@ def test_every_beam_score_equals_rescoring_its_hypothesis_with_the_full_pass(set
     # give its hypothesis a score the teacher-forced full pass does not.
     monkeypatch.setattr(attention, "SETTLE_EVERY", settle_every)
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size=12")
+    keras.utils.set_random_seed(4)  # weights under which 3 sentences x 4 beams leave few empty finished slots
     model = build_model(hparams)
     alpha, extra = 0.6, 7
     decoder = Decoder(model, dataclasses.replace(hparams.decode, beam_size=4, alpha=alpha, extra_length=extra))
@@ -81,7 +83,7 @@ def test_every_beam_score_equals_rescoring_its_hypothesis_with_the_full_pass(set
         expected = log_probs[np.arange(length), targets[0]].sum() / ((5 + length) / 6) ** alpha
         np.testing.assert_allclose(scores[b, k], expected, rtol=1e-4, atol=1e-4)
         rescored += 1
-    assert rescored >= 9
+    assert rescored >= 10
     # The rescored beams of a sentence differ: each went its own way through the slots.
     assert all(len({tuple(h) for h, s in zip(ids[b], scores[b]) if s > -np.inf}) == (scores[b] > -np.inf).sum()
                for b in range(3))

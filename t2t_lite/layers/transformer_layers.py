@@ -110,8 +110,9 @@ class DecoderLayer(keras.layers.Layer):
             of it, which N = B * R rows may share (R beams per sentence).
           self_bias: [1|N, 1, T_tgt, T_tgt] causal mask; None with a cache (it holds only the past).
           memory_bias: [B, 1, 1, T_src].
-          cache: None, or when decoding this layer's self-attention cache {key, value}
-            [B, H, t, K, Dk|Dv] with the step's ancestry [N, t + 1, K] (MultiHeadAttention).
+          cache: None, or when decoding this layer's self-attention cache {key, value,
+            recent_key, recent_value} [B, H, t0|t1, K, Dk|Dv] with the step's ancestry
+            [N, t + 1, K] (MultiHeadAttention's class doc).
           kernels: None, or a TransposedKernels covering this layer (decoding).
         Returns:
           (output [N, T_tgt, D], the cache grown by T_tgt positions, or None).
