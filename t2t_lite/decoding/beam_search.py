@@ -280,9 +280,13 @@ class _BeamSearch:
         """
         beam = self.beam_size
         rows = tf.reshape(source_beam + beam * tf.range(self.batch_size)[:, None], [-1])  # [N] b*K + source
+
+        def reorder(nest):
+            return tf.nest.map_structure(lambda t: tf.gather(t, rows), nest)  # [N, ...]
+
         if isinstance(state, SplitState):
-            return state._replace(per_beam=tf.nest.map_structure(lambda t: tf.gather(t, rows), state.per_beam))
-        return tf.nest.map_structure(lambda t: tf.gather(t, rows), state)  # [N, ...]
+            return state._replace(per_beam=reorder(state.per_beam))
+        return reorder(state)
 
     def results(self, beams):
         """Finished hypotheses, or the alive ones for a sentence where none finished (as t2t)."""
