@@ -5,12 +5,14 @@
   python benchmarks/bench_decode.py --beam_size=1   # greedy
   python benchmarks/bench_decode.py --batch_size=1 --sentences=50
   python benchmarks/bench_decode.py --length_sweep  # steps/s at 32, 64, 128, 256 output tokens
+  python benchmarks/bench_decode.py --parallel_batches=2  # two batches in flight (CTranslate2's inter_threads=2)
   python benchmarks/bench_decode.py --quick         # 64 sentences, a smoke run
 
 Weights are random (transformer_base, shared vocabulary 32,768): speed does not depend on them
 when every output has the same forced length.
 """
 import argparse
+import concurrent.futures
 import dataclasses
 import time
 
@@ -35,14 +37,18 @@ def build_decoder(args, forced_length):
     return Decoder(build_model(hp), decode, forced_length=forced_length)
 
 
-def time_decoding(decoder, sentences, batch_size):
-    """Seconds to decode all sentences in batches, after one warm-up batch (tracing)."""
+def time_decoding(decoder, sentences, batch_size, parallel_batches=1):
+    """Seconds to decode all sentences in batches, after one warm-up batch (tracing).
+
+    parallel_batches > 1 decodes that many batches at once from threads, as
+    t2t-lite-decoder's --parallel_batches does.
+    """
     batches = [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
     padded = [np.array([s + [0] * (max(map(len, b)) - len(s)) for s in b], np.int32) for b in batches]
     decoder.decode(padded[0])[0].numpy()
     start = time.perf_counter()
-    for batch in padded:
-        decoder.decode(batch)[0].numpy()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=parallel_batches) as pool:
+        list(pool.map(lambda batch: decoder.decode(batch)[0].numpy(), padded))
     return time.perf_counter() - start
 
 
@@ -54,14 +60,16 @@ def main():
     parser.add_argument("--output_length", type=int, default=60)
     parser.add_argument("--mixed_precision", default="none", choices=["none", "mixed_bfloat16", "bfloat16"],
                         help="bfloat16: weights stored in bfloat16 too (inference only), no per-step casts")
+    parser.add_argument("--parallel_batches", type=int, default=1, help="batches decoded at once, from threads")
     parser.add_argument("--length_sweep", action="store_true")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     sentences = decode_inputs()[: 64 if args.quick else args.sentences]
     lengths = [32, 64, 128, 256] if args.length_sweep else [args.output_length]
     for length in lengths:
-        seconds = time_decoding(build_decoder(args, length), sentences, args.batch_size)
+        seconds = time_decoding(build_decoder(args, length), sentences, args.batch_size, args.parallel_batches)
         print(f"decode: {len(sentences)} sentences, beam {args.beam_size}, batch {args.batch_size}, "
+              f"{args.parallel_batches} in flight, "
               f"{length} output tokens, {args.mixed_precision}: "
               f"{seconds:.1f} s, {len(sentences) / seconds:.2f} sentences/s, "
               f"{len(sentences) * length / seconds:.0f} target tokens/s, "

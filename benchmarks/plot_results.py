@@ -13,7 +13,8 @@ import argparse
 import re
 
 TRAIN = re.compile(r"^train (\S+) \(.*\), (\S+): .*?([\d,]+) target tokens/s")
-DECODE = re.compile(r"^decode: (\d+) sentences, beam (\d+), batch (\d+), (\d+) output tokens, (\S+): .*?([\d.]+) sentences/s")
+DECODE = re.compile(r"^decode: (\d+) sentences, beam (\d+), batch (\d+), (?:(\d+) in flight, )?(\d+) output tokens, "
+                    r"(\S+): .*?([\d.]+) sentences/s")
 PEER = re.compile(r"^peer (.+) (train|decode) (\S+): ([\d.,]+) (target tokens/s|sentences/s)")
 
 
@@ -38,9 +39,10 @@ def read_figures(lines: list[str]):
         if match := TRAIN.match(line):
             train[f"t2t-lite\n{match[1]}\n{match[2]}"] = float(match[3].replace(",", ""))
         elif match := DECODE.match(line):
-            sentences, beam, batch, length, precision, speed = match.groups()
+            sentences, beam, batch, in_flight, length, precision, speed = match.groups()
             if length == "60":  # the protocol's forced length; the length sweep is reported as a table
-                decode[f"t2t-lite\nbeam {beam}\nbatch {batch}\n{precision}"] = float(speed)
+                parallel = f" x{in_flight}" if in_flight and in_flight != "1" else ""  # logs before it say nothing
+                decode[f"t2t-lite\nbeam {beam}\nbatch {batch}{parallel}\n{precision}"] = float(speed)
         elif match := PEER.match(line):
             tool, kind, precision, value, _ = match.groups()
             label = tool.replace(", ", "\n")  # "OpenNMT-tf 2.32, oneDNN on": a setting on its own line

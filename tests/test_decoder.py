@@ -15,6 +15,7 @@ from t2t_lite import config
 from t2t_lite.decoding.decode_lines import decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.decoding.restore import find_checkpoint, load_run_spec, restore_model
+from t2t_lite.errors import UserError
 from t2t_lite.layers import attention
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
@@ -55,6 +56,23 @@ def test_every_sentence_decodes_the_same_alone_and_in_a_batch_of_32():
         np.testing.assert_allclose([h.score for h in alone], [h.score for h in together], atol=1e-5)
 
 
+def test_batches_decoded_in_parallel_give_the_one_at_a_time_results_in_input_order():
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size=12")
+    keras.utils.set_random_seed(1)
+    decoder = Decoder(build_model(hparams), dataclasses.replace(hparams.decode, extra_length=6))
+    problem = problems.get("algorithmic_reverse")()
+    rng = np.random.default_rng(3)
+    lines = ["".join(map(str, rng.integers(0, 10, rng.integers(1, 15)))) for _ in range(23)] + ["", "7"]
+    one_at_a_time = decode_lines(problem, decoder, lines, batch_size=3)
+    in_parallel = decode_lines(problem, decoder, lines, batch_size=3, parallel_batches=3)
+    assert len({round(h[0].score, 3) for h in one_at_a_time}) > 15  # distinct scores, so a swap would show
+    assert [[h.text for h in hyps] for hyps in in_parallel] == [[h.text for h in hyps] for hyps in one_at_a_time]
+    for parallel_hyps, serial_hyps in zip(in_parallel, one_at_a_time):
+        np.testing.assert_allclose([h.score for h in parallel_hyps], [h.score for h in serial_hyps], atol=1e-5)
+    with pytest.raises(UserError, match="parallel_batches must be at least 1"):
+        decode_lines(problem, decoder, lines, batch_size=3, parallel_batches=0)
+
+
 @pytest.mark.parametrize("settle_every", [3, 16])
 def test_every_beam_score_equals_rescoring_its_hypothesis_with_the_full_pass(settle_every, monkeypatch):
     # The cached search keeps a sentence's beams side by side in cache slots and follows the
@@ -93,7 +111,7 @@ def test_decoder_cli_keeps_input_order_and_empty_lines(run, tmp_path):
     source, output = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("0123456\n\n98\n5550011\n   \n1\n")
     code, _, err = decoder_cli(f"--output_dir={run}", f"--decode_from_file={source}", f"--decode_to_file={output}",
-                               "--batch_size=2")
+                               "--batch_size=2", "--parallel_batches=2")
     assert code == 0, err
     outputs = output.read_text().split("\n")[:-1]
     assert len(outputs) == 6 and outputs[1] == "" and outputs[4] == ""
@@ -129,6 +147,7 @@ def _bad_utf8(tmp_path):
     ("unreadable_input", "cannot read"),
     ("invalid_utf8", "line 2 is not valid UTF-8"),
     ("bad_symbol", "input line 1"),
+    ("zero_parallel_batches", "--parallel_batches"),
 ])
 def test_bad_input_fails_with_one_line_and_no_output_file(run, tmp_path, case, message):
     good = tmp_path / "in.txt"
@@ -138,7 +157,8 @@ def test_bad_input_fails_with_one_line_and_no_output_file(run, tmp_path, case, m
              "other_hparams_set": [f"--output_dir={run}", "--hparams_set=transformer_base", f"--decode_from_file={good}"],
              "unreadable_input": [f"--output_dir={run}", f"--decode_from_file={tmp_path / 'nope.txt'}"],
              "invalid_utf8": [f"--output_dir={run}", f"--decode_from_file={_bad_utf8(tmp_path)}"],
-             "bad_symbol": [f"--output_dir={run}", f"--decode_from_file={tmp_path / 'sym.txt'}"]}[case]
+             "bad_symbol": [f"--output_dir={run}", f"--decode_from_file={tmp_path / 'sym.txt'}"],
+             "zero_parallel_batches": [f"--output_dir={run}", f"--decode_from_file={good}", "--parallel_batches=0"]}[case]
     (tmp_path / "sym.txt").write_text("01x3\n")
     code, _, err = decoder_cli(*flags, f"--decode_to_file={output}")
     errors = [line for line in err.splitlines() if line.startswith("t2t-lite-decoder: error:")]
