@@ -26,7 +26,8 @@ flags.DEFINE_float("alpha", None, "Length penalty exponent; default the set's (p
 flags.DEFINE_integer("extra_length", None, "Max output length = input length + this; default the set's (50).")
 flags.DEFINE_integer("batch_size", None, "Sentences per batch; default the set's decode.batch_size.")
 flags.DEFINE_integer("parallel_batches", 1, "Batches decoded at once, each on its own thread; 2 uses a "
-                     "2-core CPU's idle cycles (about 1.1x the sentences/s in benchmarks/RESULTS.md).", lower_bound=1)
+                     "2-core CPU's idle cycles (1.24-1.27x the sentences/s in benchmarks/RESULTS.md, sitting 5).",
+                     lower_bound=1)
 flags.DEFINE_bool("return_beams", False, "Write all beams: text<TAB>score for each, tab-separated, per line.")
 
 

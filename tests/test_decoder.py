@@ -147,7 +147,7 @@ def _bad_utf8(tmp_path):
     ("unreadable_input", "cannot read"),
     ("invalid_utf8", "line 2 is not valid UTF-8"),
     ("bad_symbol", "input line 1"),
-    ("zero_parallel_batches", "--parallel_batches"),
+    ("zero_parallel_batches", "--parallel_batches=0: 0 is not a positive integer"),
 ])
 def test_bad_input_fails_with_one_line_and_no_output_file(run, tmp_path, case, message):
     good = tmp_path / "in.txt"
