@@ -8,6 +8,11 @@ same batches; the two runs differ only in the compute dtype. The curve is the
 mean training loss over each window of --every steps (one step's loss is one
 batch's, and two trajectories that differ by rounding soon see different
 noise); the stated tolerance is 0.05 between window means.
+
+A third run, float32 again but started from the initial weights rounded to
+bfloat16, measures how far this task's trajectory moves under a change of
+bfloat16's size alone (the steep drop where the model learns to reverse
+makes a few steps' shift look large); --no_rounded_start skips it.
 """
 import argparse
 import re
@@ -17,7 +22,13 @@ TOLERANCE = 0.05
 PROGRESS = re.compile(r"^step (\d+)/\d+ +loss ([\d.]+)")
 
 
-def loss_curve(mixed_precision: str, steps: int, every: int) -> dict[int, float]:
+def loss_curve(mixed_precision: str, steps: int, every: int, rounded_start: bool = False) -> dict[int, float]:
+    """Mean training loss per window of `every` steps, keyed by the window's last step.
+
+    rounded_start: round every initial weight to bfloat16 (and back) before training.
+    """
+    import tensorflow as tf
+
     import t2t_lite.hparams  # noqa: F401
     import t2t_lite.problems  # noqa: F401
     from t2t_lite import config
@@ -36,7 +47,11 @@ def loss_curve(mixed_precision: str, steps: int, every: int) -> dict[int, float]
 
     run = RunConfig(output_dir=tempfile.mkdtemp(prefix="bench_bf16_"), train_steps=steps, eval_steps=1,
                     save_checkpoints_steps=10**9, log_every_steps=1, mixed_precision=mixed_precision)
-    Trainer(problem, hparams, run, log=on_log).train()
+    trainer = Trainer(problem, hparams, run, log=on_log)
+    if rounded_start:
+        for weight in trainer.model.weights:
+            weight.assign(tf.cast(tf.cast(weight, tf.bfloat16), weight.dtype))
+    trainer.train()
     return {end: sum(losses[s] for s in range(end - every + 1, end + 1)) / every
             for end in range(every, steps + 1, every)}
 
@@ -46,19 +61,29 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--every", type=int, default=20)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no_rounded_start", action="store_true", help="skip the float32 run from bf16-rounded weights")
     args = parser.parse_args()
     steps = 60 if args.quick else args.steps
     # The trainer sets the dtype policy only while it builds its model, so both runs can share a process.
     float32 = loss_curve("none", steps, args.every)
     bfloat16 = loss_curve("mixed_bfloat16", steps, args.every)
-    print(f"steps      float32  bfloat16  difference   (mean training loss per {args.every}-step window)")
+    rounded = None if args.no_rounded_start else loss_curve("none", steps, args.every, rounded_start=True)
+    print(f"steps      float32  bfloat16  difference" + ("  fp32 from bf16-rounded start  difference"
+                                                          if rounded else "")
+          + f"   (mean training loss per {args.every}-step window)")
     for step in sorted(float32):
-        print(f"{step - args.every + 1:4d}-{step:<4d}  {float32[step]:8.4f}  {bfloat16[step]:8.4f}  "
-              f"{bfloat16[step] - float32[step]:+9.4f}")
+        line = (f"{step - args.every + 1:4d}-{step:<4d}  {float32[step]:8.4f}  {bfloat16[step]:8.4f}  "
+                f"{bfloat16[step] - float32[step]:+9.4f}")
+        if rounded:
+            line += f"  {rounded[step]:28.4f}  {rounded[step] - float32[step]:+9.4f}"
+        print(line)
     worst = max(abs(bfloat16[s] - float32[s]) for s in float32)
     verdict = "within" if worst <= TOLERANCE else "OUTSIDE"
     print(f"bf16 vs fp32 over {steps} steps: largest difference of {args.every}-step mean losses {worst:.4f}, "
           f"{verdict} the tolerance {TOLERANCE}")
+    if rounded:
+        print(f"fp32 from bf16-rounded initial weights vs fp32: largest difference "
+              f"{max(abs(rounded[s] - float32[s]) for s in float32):.4f} (the trajectory's own sensitivity)")
 
 
 if __name__ == "__main__":

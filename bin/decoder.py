@@ -28,6 +28,9 @@ flags.DEFINE_integer("batch_size", None, "Sentences per batch; default the set's
 flags.DEFINE_integer("parallel_batches", 1, "Batches decoded at once, each on its own thread; 2 uses a "
                      "2-core CPU's idle cycles (1.24-1.27x the sentences/s in benchmarks/RESULTS.md, sitting 5).",
                      lower_bound=1)
+flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_bfloat16", "mixed_float16"],
+                  "Compute dtype of decoding, whatever the run trained in: mixed_bfloat16 runs the matmuls "
+                  "in bfloat16 (fast on CPUs with AMX or AVX512_BF16; outputs can differ slightly, see README).")
 flags.DEFINE_bool("return_beams", False, "Write all beams: text<TAB>score for each, tab-separated, per line.")
 
 
@@ -85,8 +88,9 @@ def main(argv) -> None:
     problem = registry.problems.get(FLAGS.problem or spec.problem)(FLAGS.data_dir)
     check_vocab_size(problem, spec.hparams.model.vocab_size)
     hp = decode_hparams(spec.hparams.decode)
-    decoder = Decoder(restore_model(spec, checkpoint), hp)
-    print(f"decoding {len(lines)} lines from {checkpoint} (beam {hp.beam_size}, alpha {hp.alpha})", file=sys.stderr)
+    decoder = Decoder(restore_model(spec, checkpoint, FLAGS.mixed_precision), hp)
+    print(f"decoding {len(lines)} lines from {checkpoint} (beam {hp.beam_size}, alpha {hp.alpha}, "
+          f"{FLAGS.mixed_precision if FLAGS.mixed_precision != 'none' else 'float32'})", file=sys.stderr)
     results = decode_lines(problem, decoder, lines, hp.batch_size,
                            progress=lambda line: print(line, file=sys.stderr),
                            parallel_batches=FLAGS.parallel_batches)

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
+from t2t_lite.training import precision as precisions
 from t2t_lite.training import run_dir
 from t2t_lite.training.averaging import DEFAULT_SUBDIR
 
@@ -41,9 +42,17 @@ def load_run_spec(checkpoint: str, hparams_set: str | None) -> run_dir.RunSpec:
     return spec
 
 
-def restore_model(spec: run_dir.RunSpec, checkpoint: str):
-    """Builds the model of `spec` and loads its weights from `checkpoint` (optimizer state ignored)."""
-    model = build_model(spec.hparams)
+def restore_model(spec: run_dir.RunSpec, checkpoint: str, precision: str = "none"):
+    """Builds the model of `spec` and loads its weights from `checkpoint` (optimizer state ignored).
+
+    Args:
+      precision: the compute dtype policy of training's --mixed_precision.
+        The variables stay float32 whatever it is, so any run's checkpoint
+        loads; under "mixed_bfloat16" the matmuls run in bfloat16 (decoding
+        makes its bfloat16 kernel copies once per batch, not every step).
+    """
+    with precisions.layers_compute_in(precision):
+        model = build_model(spec.hparams)
     try:
         status = tf.train.Checkpoint(model=model).restore(checkpoint)
         status.expect_partial().assert_existing_objects_matched()
