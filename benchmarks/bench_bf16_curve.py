@@ -10,9 +10,10 @@ batch's, and two trajectories that differ by rounding soon see different
 noise); the stated tolerance is 0.05 between window means.
 
 A third run, float32 again but started from the initial weights rounded to
-bfloat16, measures how far this task's trajectory moves under a change of
-bfloat16's size alone (the steep drop where the model learns to reverse
-makes a few steps' shift look large); --no_rounded_start skips it.
+bfloat16, measures how far this task's trajectory moves under one change of
+bfloat16's size, at the start only: if it moved as far as the bfloat16 run,
+the difference would be the trajectory's sensitivity, not bfloat16's
+arithmetic during training. --no_rounded_start skips it.
 """
 import argparse
 import re
