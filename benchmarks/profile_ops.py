@@ -72,7 +72,7 @@ def main():
     parser.add_argument("what", choices=["decode", "train"])
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--beam_size", type=int, default=4)
-    parser.add_argument("--mixed_precision", default="none", choices=["none", "mixed_bfloat16"])
+    parser.add_argument("--mixed_precision", default="none", choices=["none", "mixed_bfloat16", "bfloat16"])
     args = parser.parse_args()
     work = decode_work(args) if args.what == "decode" else train_work(args)
     with tempfile.TemporaryDirectory() as logdir:

@@ -40,3 +40,24 @@ def test_shared_embedding_scales_by_sqrt_d_and_projects_with_same_matrix():
     np.testing.assert_allclose(vectors[0], table[[3, 0, 6]] * 2.0, atol=1e-6)
     x = np.random.default_rng(0).normal(size=(1, 2, 4)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(layer.logits(x)), x @ table.T, atol=1e-5)
+
+
+def test_under_mixed_precision_the_lookup_casts_the_rows_not_the_table():
+    import keras
+    import tensorflow as tf
+
+    from t2t_lite.training import precision
+
+    with precision.layers_compute_in("mixed_bfloat16"):
+        embedding = SharedEmbedding(1000, 16)
+        embedding.build()
+    ids = tf.constant([[3, 7, 0]])
+    vectors = embedding(ids)
+    table = embedding.embeddings.numpy()
+    expected = tf.cast(tf.cast(table[[3, 7, 0]], tf.bfloat16), tf.float32).numpy() * 4.0
+    np.testing.assert_array_equal(tf.cast(vectors, tf.float32).numpy()[0], expected)
+    assert vectors.dtype == "bfloat16"
+    graph = tf.function(embedding).get_concrete_function(tf.TensorSpec([None, None], tf.int32)).graph
+    cast_inputs = [op.inputs[0].shape.as_list() for op in graph.get_operations() if op.type == "Cast"]
+    assert cast_inputs and [1000, 16] not in cast_inputs, cast_inputs
+    del keras

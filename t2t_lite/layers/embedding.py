@@ -66,7 +66,11 @@ class LearnedPosition(keras.layers.Layer):
     def build(self, input_shape):
         self.table = self.add_weight(
             name="table", shape=(self.max_position, self.d_model),
-            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5))
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
+            # Under mixed precision Keras would cast the whole [V, D] table to the compute
+            # dtype wherever a layer's call reads it: every decoding step, for a gather of
+            # 128 rows (16.8M values at transformer_base). Every reader here casts what it uses.
+            autocast=False)
 
     def call(self, x, position=None):
         if position is None:
@@ -99,7 +103,11 @@ class SharedEmbedding(keras.layers.Layer):
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(
             name="embeddings", shape=(self.vocab_size, self.d_model),
-            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5))
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
+            # Under mixed precision Keras would cast the whole [V, D] table to the compute
+            # dtype wherever a layer's call reads it: every decoding step, for a gather of
+            # 128 rows (16.8M values at transformer_base). Every reader here casts what it uses.
+            autocast=False)
 
     def call(self, ids):
         """ids int [B, T] -> [B, T, D], times sqrt(D)."""
