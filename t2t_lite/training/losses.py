@@ -97,16 +97,35 @@ def _chunked_projection_loss(states, kernel, labels, smoothing: float, chunks: i
             # runtime cannot hold several slices' logits at once.
             with tf.control_dependencies([loss_sum, kernel_gradient]):
                 chunk_states = padded_states[i * rows:(i + 1) * rows]
-            chunk_labels = padded_labels[i * rows:(i + 1) * rows]
-            log_probs = tf.nn.log_softmax(tf.cast(tf.matmul(chunk_states, kernel), tf.float32))  # [rows, V]
-            soft_targets = tf.one_hot(chunk_labels, vocab_size, on_value=confidence, off_value=low)
-            weights = tf.cast(tf.not_equal(chunk_labels, 0), tf.float32)
-            per_token = -tf.reduce_sum(soft_targets * log_probs, axis=-1) - entropy
+            chunk_labels = padded_labels[i * rows:(i + 1) * rows][:, None]  # [rows, 1]
+            weights = tf.cast(tf.not_equal(chunk_labels, 0), tf.float32)  # [rows, 1]
+            logits = tf.cast(tf.matmul(chunk_states, kernel), tf.float32)  # [rows, V]
+            # Every pass over [rows, V] costs about as much as the matmuls' share of
+            # this loss, so the loss is written to need few: one fused softmax, one
+            # argmax, one sum, one subtraction, and no one-hot targets. With
+            # log p = z - lse, the smoothed targets' cross-entropy is
+            #   -(low * (sum_v z_v - V lse) + (confidence - low) * (z_label - lse)),
+            # and lse = z_best - log p_best, exact where p_best >= 1 / V.
+            probs = tf.nn.softmax(logits)  # [rows, V]
+            best = tf.argmax(logits, axis=1, output_type=tf.int32)[:, None]  # [rows, 1]
+            log_normaliser = (tf.gather(logits, best, axis=1, batch_dims=1)
+                              - tf.math.log(tf.gather(probs, best, axis=1, batch_dims=1)))  # [rows, 1]
+            label_log_probs = tf.gather(logits, chunk_labels, axis=1, batch_dims=1) - log_normaliser  # [rows, 1]
+            sum_log_probs = (tf.reduce_sum(logits, axis=1, keepdims=True)
+                             - tf.cast(vocab_size, tf.float32) * log_normaliser)  # [rows, 1]
+            per_token = -(low * sum_log_probs + (confidence - low) * label_log_probs) - entropy  # [rows, 1]
             loss_sum += tf.reduce_sum(per_token * weights)
-            # d loss_sum / d logits = (softmax - smoothed targets) on real positions.
-            logit_gradient = tf.cast((tf.exp(log_probs) - soft_targets) * weights[:, None], kernel.dtype)
-            state_gradients.append(tf.matmul(logit_gradient, kernel, transpose_b=True))  # [rows, D]
-            kernel_gradient += tf.cast(tf.matmul(chunk_states, logit_gradient, transpose_a=True), tf.float32)
+            # d loss_sum / d logits = softmax - smoothed targets, on real positions: the
+            # targets are low everywhere but the label; padded rows are zeroed on the
+            # [rows, D] sides of the two matmuls, not on [rows, V].
+            label_cells = tf.concat([tf.range(rows)[:, None], chunk_labels], axis=1)  # [rows, 2]
+            logit_gradient = tf.tensor_scatter_nd_sub(probs - low, label_cells,
+                                                      tf.fill([rows], confidence - low))  # [rows, V]
+            logit_gradient = tf.cast(logit_gradient, kernel.dtype)
+            state_gradients.append(tf.matmul(logit_gradient, kernel, transpose_b=True)
+                                   * tf.cast(weights, kernel.dtype))  # [rows, D]
+            kernel_gradient += tf.cast(tf.matmul(chunk_states * tf.cast(weights, chunk_states.dtype), logit_gradient,
+                                                 transpose_a=True), tf.float32)
         state_gradient = tf.concat(state_gradients, axis=0)[:positions]
 
         def gradient(upstream):
