@@ -89,8 +89,9 @@ def main(argv) -> None:
     check_vocab_size(problem, spec.hparams.model.vocab_size)
     hp = decode_hparams(spec.hparams.decode)
     decoder = Decoder(restore_model(spec, checkpoint, FLAGS.mixed_precision), hp)
-    print(f"decoding {len(lines)} lines from {checkpoint} (beam {hp.beam_size}, alpha {hp.alpha}, "
-          f"{FLAGS.mixed_precision if FLAGS.mixed_precision != 'none' else 'float32'})", file=sys.stderr)
+    compute = "float32" if FLAGS.mixed_precision == "none" else FLAGS.mixed_precision
+    print(f"decoding {len(lines)} lines from {checkpoint} (beam {hp.beam_size}, alpha {hp.alpha}) in {compute}",
+          file=sys.stderr)
     results = decode_lines(problem, decoder, lines, hp.batch_size,
                            progress=lambda line: print(line, file=sys.stderr),
                            parallel_batches=FLAGS.parallel_batches)
