@@ -61,3 +61,24 @@ def test_under_mixed_precision_the_lookup_casts_the_rows_not_the_table():
     cast_inputs = [op.inputs[0].shape.as_list() for op in graph.get_operations() if op.type == "Cast"]
     assert cast_inputs and [1000, 16] not in cast_inputs, cast_inputs
     del keras
+
+
+def test_under_mixed_precision_learned_positions_cast_the_rows_not_the_table():
+    import tensorflow as tf
+
+    from t2t_lite.layers.embedding import LearnedPosition
+    from t2t_lite.training import precision
+
+    with precision.layers_compute_in("mixed_bfloat16"):
+        positions = LearnedPosition(50, 8)
+        positions.build(None)
+    x = tf.zeros([2, 3, 8], tf.bfloat16)
+    expected = tf.cast(tf.cast(positions.table.numpy()[:3], tf.bfloat16), tf.float32).numpy()
+    np.testing.assert_array_equal(tf.cast(positions(x), tf.float32).numpy()[1], expected)
+    step = positions(x[:, :1], position=tf.constant(7))
+    np.testing.assert_array_equal(tf.cast(step, tf.float32).numpy()[0, 0],
+                                  tf.cast(tf.cast(positions.table.numpy()[7], tf.bfloat16), tf.float32).numpy())
+    graph = tf.function(lambda x: positions(x[:, :1], position=tf.constant(7))).get_concrete_function(
+        tf.TensorSpec([None, None, 8], tf.bfloat16)).graph
+    cast_inputs = [op.inputs[0].shape.as_list() for op in graph.get_operations() if op.type == "Cast"]
+    assert [50, 8] not in cast_inputs, cast_inputs

@@ -67,9 +67,8 @@ class LearnedPosition(keras.layers.Layer):
         self.table = self.add_weight(
             name="table", shape=(self.max_position, self.d_model),
             initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
-            # Under mixed precision Keras would cast the whole [V, D] table to the compute
-            # dtype wherever a layer's call reads it: every decoding step, for a gather of
-            # 128 rows (16.8M values at transformer_base). Every reader here casts what it uses.
+            # `call` casts the rows it reads; as for SharedEmbedding's table, Keras
+            # need not cast the whole table first under mixed precision.
             autocast=False)
 
     def call(self, x, position=None):
