@@ -2,8 +2,10 @@
 import math
 
 import numpy as np
+import tensorflow as tf
 
-from t2t_lite.layers.embedding import SharedEmbedding, SinusoidalPosition, timing_signal
+from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition, timing_signal
+from t2t_lite.training import precision
 
 
 def numpy_timing_signal(length, channels):
@@ -43,11 +45,6 @@ def test_shared_embedding_scales_by_sqrt_d_and_projects_with_same_matrix():
 
 
 def test_under_mixed_precision_the_lookup_casts_the_rows_not_the_table():
-    import keras
-    import tensorflow as tf
-
-    from t2t_lite.training import precision
-
     with precision.layers_compute_in("mixed_bfloat16"):
         embedding = SharedEmbedding(1000, 16)
         embedding.build()
@@ -60,15 +57,9 @@ def test_under_mixed_precision_the_lookup_casts_the_rows_not_the_table():
     graph = tf.function(embedding).get_concrete_function(tf.TensorSpec([None, None], tf.int32)).graph
     cast_inputs = [op.inputs[0].shape.as_list() for op in graph.get_operations() if op.type == "Cast"]
     assert cast_inputs and [1000, 16] not in cast_inputs, cast_inputs
-    del keras
 
 
 def test_under_mixed_precision_learned_positions_cast_the_rows_not_the_table():
-    import tensorflow as tf
-
-    from t2t_lite.layers.embedding import LearnedPosition
-    from t2t_lite.training import precision
-
     with precision.layers_compute_in("mixed_bfloat16"):
         positions = LearnedPosition(50, 8)
         positions.build(None)

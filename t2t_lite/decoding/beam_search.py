@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from t2t_lite.decoding.top_k import top_k
+from t2t_lite.normaliser import log_normaliser
 
 SymbolsToLogitsFn = Callable[[tf.Tensor, tf.Tensor, Any], tuple[tf.Tensor, Any]]
 
@@ -90,33 +91,15 @@ def allowed_logits(logits, step, min_decode_lengths, eos_id):
     return tf.where(too_short[:, None] & is_eos[None, :], NEG_INF, logits)  # [N, V]
 
 
-def log_normaliser(logits, best_logits, best_ids):
-    """logsumexp of each row of float32 logits [N, V], as best_logit - log(softmax(logits)[best_id]); [N, 1].
-
-    One fused softmax kernel instead of reduce_logsumexp's max, subtract, exp,
-    sum and log over [N, V]: 2.0 against 4.7 ms at a decoding step's [128,
-    32768] on a 2-core AVX-512 CPU (benchmarks/RESULTS.md, sitting 6). The
-    best id's softmax is at least 1/V, so its log loses nothing.
-
-    Args:
-      logits: float32 [N, V].
-      best_logits: float32 [N, 1], each row's largest logit.
-      best_ids: int32 [N, 1], where it is.
-    """
-    best_prob = tf.gather(tf.nn.softmax(logits), best_ids, axis=1, batch_dims=1)  # [N, 1]
-    return best_logits - tf.math.log(best_prob)
-
-
 def next_token_log_probs(logits, step, min_decode_lengths, eos_id):
     """Float32 log-softmax of `allowed_logits`: renormalised over the allowed tokens; [N, V].
 
-    Computed as logits - log_normaliser(logits), the arithmetic beam search
+    Computed as logits - log_normaliser(...), the arithmetic beam search
     applies to its top tokens, so greedy and beam 1 give bit-identical scores.
     """
     logits = allowed_logits(logits, step, min_decode_lengths, eos_id)
     best_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)[:, None]  # [N, 1]
-    best_logits = tf.gather(logits, best_ids, axis=1, batch_dims=1)  # [N, 1]
-    return logits - log_normaliser(logits, best_logits, best_ids)
+    return logits - log_normaliser(logits, tf.nn.softmax(logits), best_ids)
 
 
 def read_position(ids, position):
@@ -259,7 +242,7 @@ class _BeamSearch:
         logits = allowed_logits(logits, step, self.min_lengths, self.eos_id)  # [N, V]
         per_row = min(2 * beam, self.vocab_size)  # R: a whole row when V < 2K
         row_top_logits, row_top_ids = top_k(logits, k=per_row)  # [N, R] exact, via block maxima
-        row_log_probs = row_top_logits - log_normaliser(logits, row_top_logits[:, :1], row_top_ids[:, :1])  # [N, R]
+        row_log_probs = row_top_logits - log_normaliser(logits, tf.nn.softmax(logits), row_top_ids[:, :1])  # [N, R]
         log_probs = tf.reshape(row_log_probs, [batch, beam, per_row]) + beams.alive_log_probs[:, :, None]
         top_log_probs, top_index = tf.nn.top_k(tf.reshape(log_probs, [batch, beam * per_row]), k=2 * beam)  # [B, 2K]
         # t2t ranks log_probs / penalty(step + 1); one positive penalty for the whole

@@ -3,6 +3,8 @@ import math
 
 import tensorflow as tf
 
+from t2t_lite.normaliser import log_normaliser
+
 
 def smoothing_constant(vocab_size: int, smoothing: float) -> float:
     """The entropy of the smoothed target distribution.
@@ -105,14 +107,12 @@ def _chunked_projection_loss(states, kernel, labels, smoothing: float, chunks: i
             # argmax, one sum, one subtraction, and no one-hot targets. With
             # log p = z - lse, the smoothed targets' cross-entropy is
             #   -(low * (sum_v z_v - V lse) + (confidence - low) * (z_label - lse)),
-            # and lse = z_best - log p_best, exact where p_best >= 1 / V.
+            # with lse read off the softmax (normaliser.py).
             probs = tf.nn.softmax(logits)  # [rows, V]
             best = tf.argmax(logits, axis=1, output_type=tf.int32)[:, None]  # [rows, 1]
-            log_normaliser = (tf.gather(logits, best, axis=1, batch_dims=1)
-                              - tf.math.log(tf.gather(probs, best, axis=1, batch_dims=1)))  # [rows, 1]
-            label_log_probs = tf.gather(logits, chunk_labels, axis=1, batch_dims=1) - log_normaliser  # [rows, 1]
-            sum_log_probs = (tf.reduce_sum(logits, axis=1, keepdims=True)
-                             - tf.cast(vocab_size, tf.float32) * log_normaliser)  # [rows, 1]
+            lse = log_normaliser(logits, probs, best)  # [rows, 1]
+            label_log_probs = tf.gather(logits, chunk_labels, axis=1, batch_dims=1) - lse  # [rows, 1]
+            sum_log_probs = tf.reduce_sum(logits, axis=1, keepdims=True) - tf.cast(vocab_size, tf.float32) * lse
             per_token = -(low * sum_log_probs + (confidence - low) * label_log_probs) - entropy  # [rows, 1]
             loss_sum += tf.reduce_sum(per_token * weights)
             # d loss_sum / d logits = softmax - smoothed targets, on real positions: the
