@@ -5,6 +5,7 @@ import pytest
 import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config
 from t2t_lite.layers import attention
+from t2t_lite.layers.kernel_layout import IN_OUT, OUT_IN
 from t2t_lite.models import build_model
 from t2t_lite.models.transformer import shift_right
 from t2t_lite.registry import hparams_sets
@@ -52,13 +53,17 @@ def test_cached_decoding_equals_full_forward_pass(overrides, monkeypatch):
     memory, memory_bias = model.encode(inputs)
     decoder_inputs = np.asarray(shift_right(targets))
     # The encoder output as it is, or its keys/values projected once and the kernels
-    # transposed once (what the decoder does).
-    for memory_given, kernels in ((memory, None), (model.memory_cache(memory), model.decoding_kernels("float32"))):
+    # laid out once in either layout (what the decoder does).
+    embedding = model.target_embedding
+    for memory_given, kernels, output_weights in (
+            (memory, None, None),
+            *((model.memory_cache(memory), model.decoding_kernels("float32", layout),
+               embedding.output_weights("float32", layout)) for layout in (IN_OUT, OUT_IN))):
         cache = model.initial_cache(inputs.shape[0])
         steps = []
         for i in range(targets.shape[1]):
             logits, cache = model.decode(decoder_inputs[:, i:i + 1], memory_given, memory_bias, cache=cache,
-                                         decode_index=i, kernels=kernels)
+                                         decode_index=i, output_weights=output_weights, kernels=kernels)
             steps.append(logits.numpy()[:, 0])
         np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
 

@@ -42,9 +42,11 @@ class Decoder:
         # beam, and only the small per-beam ancestry that says which slot holds what follows the beams.
         memory_kv = model.memory_cache(memory)  # per layer [B, H, T_src, Dk|Dv]
         cache = model.initial_cache(batch, hp.beam_size, memory.dtype)  # per layer [B, H, 0, K, Dk|Dv]
-        # Weights in the layouts a step multiplies fastest, made once, not every step.
-        output_weights = model.target_embedding.output_weights(memory.dtype)  # [V, D]
-        kernels = model.decoding_kernels(memory.dtype)  # every decoder Dense kernel as [out, in]
+        # The weights in the layout a step multiplies fastest on this CPU (measured once per
+        # process), made once, not every step.
+        layout = model.decoding_layout(memory.dtype)
+        output_weights = model.target_embedding.output_weights(memory.dtype, layout)  # [V, D] or [D, V]
+        kernels = model.decoding_kernels(memory.dtype, layout)  # every decoder Dense kernel
 
         def symbols_to_logits(ids, step, cache):
             # ids [N, 1] -> logits [N, V]; N = B * beams, beam-major within a sentence.

@@ -73,8 +73,8 @@ class MultiHeadAttention(keras.layers.Layer):
         beam search reorders only the small ancestry, never the caches (t2t
         gathers them every step, a copy of all of them). The grown caches are
         returned. No mask is needed: they hold only decoded positions.
-      - kernels, a `TransposedKernels`: the projections run through its
-        [out, in] copies (faster at a decoding step's shapes); same values.
+      - kernels, a `DecodingKernels`: the projections run through its
+        copies, laid out for a decoding step's shapes; same values.
 
     Args:
       num_heads: H.

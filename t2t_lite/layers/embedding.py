@@ -6,6 +6,9 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from t2t_lite.layers.kernel_layout import OUT_IN
+from t2t_lite.layers.projection import StepKernel
+
 
 def _inverse_timescales(channels, min_timescale=1.0, max_timescale=1.0e4):
     """[D // 2] float32 frequencies of t2t's `get_timing_signal_1d`."""
@@ -121,22 +124,23 @@ class SharedEmbedding(keras.layers.Layer):
         """
         return ops.transpose(ops.cast(self.embeddings, dtype))
 
-    def output_weights(self, dtype):
-        """The embedding [V, D] in dtype, for `logits`; a decoder makes it once, not once per step."""
-        return ops.cast(self.embeddings, dtype)
+    def output_weights(self, dtype, layout):
+        """The output projection for `logits` as a StepKernel in dtype and layout ([V, D] as
+        the embedding is, or a [D, V] copy; layers/kernel_layout.py). A decoder makes it once, not once per step.
+        """
+        return StepKernel(ops.cast(self.embeddings, dtype), layout, stored_as=OUT_IN)
 
     def logits(self, x, weights=None):
         """x [..., D] -> float32 logits [..., V] = x E^T (float32 for a stable softmax and loss).
 
-        One GEMM over the [V, D] embedding with transpose_b: at decoding's
-        shapes ([128, 512] x 32768 rows) oneDNN ran it at 133 GFLOP/s on a
-        2-core AVX2 CPU, and at 57 GFLOP/s on the [D, V] transposed copy.
-
-        weights: output_weights(x.dtype), if the caller made it already.
+        weights: output_weights(x.dtype), if the caller made it; else one
+        GEMM over the [V, D] embedding with transpose_b.
         """
-        weights = self.output_weights(x.dtype) if weights is None else weights
         rows = tf.reshape(x, [-1, self.d_model])
-        logits = tf.matmul(rows, weights, transpose_b=True)  # [rows, V]
+        if weights is None:
+            logits = tf.matmul(rows, ops.cast(self.embeddings, x.dtype), transpose_b=True)  # [rows, V]
+        else:
+            logits = weights(rows)
         logits = tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], axis=0))
         return tf.cast(logits, "float32")
 

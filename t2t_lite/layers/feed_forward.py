@@ -25,7 +25,7 @@ class FeedForward(keras.layers.Layer):
         self.output_proj.build((None, None, self.d_ff))
 
     def call(self, x, training=None, kernels=None):
-        """x [B, T, D] -> [B, T, D]; `kernels`: an optional TransposedKernels (see MultiHeadAttention)."""
+        """x [B, T, D] -> [B, T, D]; `kernels`: an optional DecodingKernels (see MultiHeadAttention)."""
         hidden = self.hidden_dropout(project(self.hidden, x, kernels), training=training)
         return project(self.output_proj, hidden, kernels)
 

@@ -113,7 +113,7 @@ class DecoderLayer(keras.layers.Layer):
           cache: None, or when decoding this layer's self-attention cache {key, value,
             recent_key, recent_value} [B, H, t0|t1, K, Dk|Dv] with the step's ancestry
             [N, t + 1, K] (MultiHeadAttention's class doc).
-          kernels: None, or a TransposedKernels covering this layer (decoding).
+          kernels: None, or a DecodingKernels covering this layer (decoding).
         Returns:
           (output [N, T_tgt, D], the cache grown by T_tgt positions, or None).
         """

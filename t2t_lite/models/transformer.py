@@ -6,7 +6,8 @@ from t2t_lite import registry
 from t2t_lite.config import ModelHParams
 from t2t_lite.layers.attention import causal_bias, padding_bias
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition
-from t2t_lite.layers.projection import TransposedKernels
+from t2t_lite.layers.kernel_layout import STEP_ROWS, faster_layout
+from t2t_lite.layers.projection import DecodingKernels
 from t2t_lite.layers.transformer_layers import DecoderLayer, EncoderLayer
 
 
@@ -90,9 +91,9 @@ class Transformer(keras.Model):
           memory_bias: [B, 1, 1, T_src].
           cache: None, or the self-attention caches, `initial_cache` at position 0.
           decode_index: int scalar, the position of decoder_inputs when cached.
-          output_weights: target_embedding.output_weights(compute dtype), made once by a
-            caller that decodes step by step; None makes it here.
-          kernels: `decoding_kernels(compute dtype)`, made once by such a caller, or None.
+          output_weights: target_embedding.output_weights(compute dtype, layout), made once by a
+            caller that decodes step by step; None multiplies by the embedding itself.
+          kernels: `decoding_kernels(compute dtype, layout)`, made once by such a caller, or None.
         Returns:
           (float32 logits [N, T_tgt, V], the caches grown by one position, or None).
         """
@@ -100,13 +101,18 @@ class Transformer(keras.Model):
                                            kernels)
         return self.target_embedding.logits(x, output_weights), new_cache
 
-    def decoding_kernels(self, dtype):
-        """The decoder's Dense kernels transposed to [out, in] in dtype, for `decode`'s kernels.
-
-        A caller that decodes step by step makes them once: each step's small
-        matmuls then run with transpose_b, faster on oneDNN (layers/projection.py).
+    def decoding_layout(self, dtype):
+        """The weight layout decoding steps multiply fastest in on this CPU, for `decoding_kernels`
+        and `output_weights`: measured at the output projection's shape once per process (layers/kernel_layout.py).
         """
-        return TransposedKernels(self.decoder_layers, dtype)
+        return faster_layout(STEP_ROWS, self.hp.d_model, self.hp.vocab_size, keras.backend.standardize_dtype(dtype))
+
+    def decoding_kernels(self, dtype, layout):
+        """The decoder's Dense kernels in dtype and layout, for `decode`'s kernels (layers/projection.py).
+
+        A caller that decodes step by step makes them once, outside its loop.
+        """
+        return DecodingKernels(self.decoder_layers, dtype, layout)
 
     def _decoder_stack(self, decoder_inputs, memory, memory_bias, cache, decode_index, training, kernels=None):
         """decode() up to the softmax projection: (states [N, T_tgt, D], grown caches or None)."""

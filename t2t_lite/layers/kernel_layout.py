@@ -1,0 +1,89 @@
+"""Which weight layout a decoding step's small matmuls run fastest in on this CPU, measured once per process.
+
+A decoding step multiplies few rows (batch x beams: 128 on the benchmark
+protocol) by each weight. Whether oneDNN runs that faster as `x W` on
+Keras's [in, out] kernel or as `x W_t^T` (transpose_b) on an [out, in] copy
+depends on the CPU and the dtype (benchmarks/RESULTS.md, whole decoding
+steps and single matmuls):
+  - a 2-core AVX2 Zen 3, float32: [out, in], 1.2-1.5x for the Dense layers
+    and 2.3x for the [512] x 32768 output projection;
+  - a 2-core AVX-512/AMX Xeon, float32: [in, out] (the output projection
+    20.5 against 27.6 ms; whole steps 1.16x);
+  - the same Xeon, bfloat16: [out, in] (the output projection 6.8 against
+    8.2 ms; whole steps 1.05x over [in, out]).
+Each time, the output projection's preference was the whole step's, and
+choosing per shape from single-matmul timings lost to one layout for all
+(on the Xeon in bfloat16, 4.23 against 4.01 s a batch). So one layout per
+dtype is measured at the output projection's shape, the step's largest
+matmul, and used for every decoder weight. T2T_LITE_KERNEL_LAYOUT=in_out or
+out_in fixes it instead.
+"""
+import functools
+import os
+import time
+
+import tensorflow as tf
+
+from t2t_lite.errors import UserError
+
+IN_OUT, OUT_IN = "in_out", "out_in"
+LAYOUT_VARIABLE = "T2T_LITE_KERNEL_LAYOUT"
+
+# Rows a decoding step multiplies at the default decode batch (32 sentences x beam 4).
+STEP_ROWS = 128
+# The [out, in] copy must be this much faster to be chosen: Keras's own layout
+# needs no copy, and a near tie would otherwise flip between runs.
+COPY_MUST_SAVE = 0.05
+ROUNDS = 7
+
+
+def fixed_layout() -> str | None:
+    """The layout T2T_LITE_KERNEL_LAYOUT fixes, or None to measure."""
+    value = os.environ.get(LAYOUT_VARIABLE, "").strip().lower()
+    if value in ("", "measure"):
+        return None
+    if value not in (IN_OUT, OUT_IN):
+        raise UserError(f"{LAYOUT_VARIABLE}={value!r} is not a kernel layout: use {IN_OUT}, {OUT_IN} or measure")
+    return value
+
+
+@functools.lru_cache(maxsize=None)
+def faster_layout(rows: int, depth: int, width: int, dtype: str) -> str:
+    """IN_OUT or OUT_IN: the faster way to multiply [rows, depth] by a [depth, width] weight in dtype here.
+
+    Times both in alternating rounds (medians of ROUNDS) the first time a
+    shape is asked for in this process; later calls return the same answer,
+    so one process always traces the same graph for a shape.
+    """
+    fixed = fixed_layout()
+    if fixed is not None:
+        return fixed
+    with tf.init_scope():  # eager even when called while a tf.function traces
+        generator = tf.random.Generator.from_seed(0)
+        x = tf.cast(generator.normal([rows, depth]), dtype)
+        kernel = tf.cast(generator.normal([depth, width]), dtype)
+        copy = tf.transpose(kernel)
+        multiply = tf.function(lambda x, w, transpose: tf.matmul(x, w, transpose_b=transpose))
+        # Enough repetitions for ~2e8 FLOP a timing (a few ms): a small model's matmul is too short to time.
+        repeats = max(1, min(50, round(2e8 / (2 * rows * depth * width))))
+
+        def seconds(weight, transpose):
+            start = time.perf_counter()
+            for _ in range(repeats):
+                result = multiply(x, weight, transpose)
+            result.numpy()
+            return time.perf_counter() - start
+
+        for weight, transpose in ((kernel, False), (copy, True)):
+            seconds(weight, transpose)  # trace and warm up
+        in_out, out_in = [], []
+        for _ in range(ROUNDS):
+            in_out.append(seconds(kernel, False))
+            out_in.append(seconds(copy, True))
+    return choose(in_out, out_in)
+
+
+def choose(in_out_seconds, out_in_seconds) -> str:
+    """OUT_IN if the copy's median time is at least COPY_MUST_SAVE below Keras's layout's, else IN_OUT."""
+    in_out, out_in = sorted(in_out_seconds)[len(in_out_seconds) // 2], sorted(out_in_seconds)[len(out_in_seconds) // 2]
+    return OUT_IN if out_in < (1.0 - COPY_MUST_SAVE) * in_out else IN_OUT
