@@ -26,6 +26,9 @@ flags.DEFINE_float("alpha", None, "Length penalty exponent, fixed in the export;
 flags.DEFINE_integer("extra_length", None, "Max output length = input length + this; default the run's (50).")
 flags.DEFINE_integer("max_input_length", 256, "Longer inputs are truncated to this many tokens, EOS included, "
                      "so a request's memory and time are bounded.")
+flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_bfloat16", "mixed_float16"],
+                  "Compute dtype of the export, whatever the run trained in: mixed_bfloat16 runs the matmuls "
+                  "in bfloat16 (fast on CPUs with AMX or AVX512_BF16; outputs can differ slightly, see README).")
 
 
 def main(argv) -> None:
@@ -36,7 +39,8 @@ def main(argv) -> None:
         export_dir=FLAGS.export_dir, output_dir=FLAGS.output_dir, checkpoint_path=FLAGS.checkpoint_path,
         problem=FLAGS.problem, hparams_set=FLAGS.hparams_set, data_dir=FLAGS.data_dir,
         model_name=FLAGS.model_name, beam_size=FLAGS.beam_size, alpha=FLAGS.alpha,
-        extra_length=FLAGS.extra_length, max_input_length=FLAGS.max_input_length)
+        extra_length=FLAGS.extra_length, max_input_length=FLAGS.max_input_length,
+        mixed_precision=FLAGS.mixed_precision)
     path = export_run(request, log=lambda line: print(line, file=sys.stderr))
     print(path)
 

@@ -5,6 +5,7 @@ loadable by the session-based loader TF Serving uses, robust to odd text and to
 concurrent calls; the exporter refuses bad input without writing anything.
 """
 import concurrent.futures
+import dataclasses
 import json
 import os
 import subprocess
@@ -17,8 +18,10 @@ import tensorflow as tf
 import t2t_lite.hparams  # noqa: F401
 import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
+from t2t_lite.decoding.restore import find_checkpoint, load_run_spec, restore_model
 from t2t_lite.errors import UserError
 from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, problem_vocabulary
+from t2t_lite.export.serving import ServingModule
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.training import run_dir
 from t2t_lite.training.trainer import RunConfig, Trainer
@@ -282,6 +285,43 @@ def test_second_export_is_version_2_with_the_decode_settings_asked_for(run, expo
     assert decode_ids(inputs=tf.constant([[5, 6, 7]], tf.int32))["scores"].shape == (1, 1)
 
 
+def matmul_dtypes(saved_model_dir: str) -> set[str]:
+    """The dtypes (T) of every matmul node in the export's graph and functions."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        saved_model = saved_model_pb2.SavedModel.FromString(f.read())
+    nodes = [node for meta_graph in saved_model.meta_graphs for function in meta_graph.graph_def.library.function
+             for node in function.node_def]
+    return {tf.dtypes.as_dtype(node.attr["T"].type).name for node in nodes
+            if node.op in ("MatMul", "BatchMatMulV2", "BatchMatMulV3")}
+
+
+def test_a_mixed_bfloat16_export_computes_in_bfloat16_and_serves_what_the_library_decodes(run, exported, serve):
+    export_dir = os.path.dirname(os.path.dirname(exported["path"]))
+    path = export_run(ExportRequest(export_dir=export_dir, output_dir=run["output_dir"], data_dir=run["data_dir"],
+                                    model_name="multi30k_bf16", extra_length=10, mixed_precision="mixed_bfloat16"))
+    with open(os.path.join(path, "assets", "hparams.json"), encoding="utf-8") as f:
+        assert json.load(f)["export"]["mixed_precision"] == "mixed_bfloat16"
+    assert "bfloat16" in matmul_dtypes(path) and matmul_dtypes(exported["path"]) == {"float32"}
+    lines = multi30k_lines("test_2016_flickr", "en", 24).splitlines()
+    result = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(lines, tf.string))
+    # The same search in this process, from the checkpoint restored in bfloat16: the reloaded export equals it.
+    checkpoint = find_checkpoint(run["output_dir"], None)
+    spec = load_run_spec(checkpoint, None)
+    decode = dataclasses.replace(spec.hparams.decode, extra_length=10)
+    vocabulary = problems.get("translate_files")(run["data_dir"]).vocabulary
+    module = ServingModule(restore_model(spec, checkpoint, "mixed_bfloat16"), vocabulary, decode, 256)
+    in_memory = module.serve_text(tf.constant(lines, tf.string))
+    np.testing.assert_array_equal(result["outputs"].numpy(), in_memory["outputs"].numpy())
+    np.testing.assert_allclose(result["scores"].numpy(), in_memory["scores"].numpy(), rtol=1e-5)
+    # And it stays close to the float32 export (the decoder's bfloat16 tests bound this on a trained model).
+    float32_texts, float32_scores = serve(lines)
+    bfloat16_texts = [t.decode("utf-8") for t in result["outputs"].numpy()]
+    assert sum(a == b for a, b in zip(bfloat16_texts, float32_texts)) >= 18
+    np.testing.assert_allclose(result["scores"].numpy(), float32_scores, atol=0.1)
+
+
 @pytest.fixture(scope="module")
 def refused(run, tmp_path_factory):
     """The exporter CLI on each bad input, run in parallel (each pays TensorFlow's start-up)."""
@@ -293,6 +333,9 @@ def refused(run, tmp_path_factory):
         "unwritable export_dir": ([f"--output_dir={run['output_dir']}", f"--data_dir={run['data_dir']}",
                                    f"--export_dir={tmp / 'a_file' / 'exports'}"],
                                   "cannot write to --export_dir"),
+        "unknown precision": ([f"--output_dir={run['output_dir']}", f"--data_dir={run['data_dir']}",
+                               f"--export_dir={tmp / 'exports'}", "--mixed_precision=float8"],
+                              "--mixed_precision=float8: value should be one of <none|mixed_bfloat16|mixed_float16>"),
     }
     running = {name: subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.exporter", *flags], stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, env=ENV)
@@ -304,7 +347,7 @@ def refused(run, tmp_path_factory):
     return tmp, results
 
 
-@pytest.mark.parametrize("case", ["missing checkpoint", "unwritable export_dir"])
+@pytest.mark.parametrize("case", ["missing checkpoint", "unwritable export_dir", "unknown precision"])
 def test_exporter_refuses_bad_input_with_one_line_and_writes_nothing(refused, case):
     tmp, results = refused
     code, stdout, stderr, message = results[case]
@@ -325,6 +368,9 @@ def test_library_refusals_are_user_errors(run):
         problem_vocabulary("algorithmic_reverse", None, 12)
     with pytest.raises(UserError, match="has 600 ids but the model was trained with 8000"):
         problem_vocabulary("translate_files", run["data_dir"], 8000)
+    with pytest.raises(UserError, match="--mixed_precision must be one of none, mixed_float16, mixed_bfloat16"):
+        export_run(ExportRequest(export_dir=str(run["tmp"] / "x"), output_dir=run["output_dir"],
+                                 data_dir=run["data_dir"], mixed_precision="bfloat16"))
     with pytest.raises(UserError, match="--model_name must be"):
         export_run(ExportRequest(export_dir=str(run["tmp"] / "x"), output_dir=run["output_dir"],
                                  data_dir=run["data_dir"], model_name="../escape"))

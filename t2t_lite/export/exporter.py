@@ -20,7 +20,7 @@ from t2t_lite.decoding.restore import find_checkpoint, load_run_spec, restore_mo
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
 from t2t_lite.export.serving import ServingModule
-from t2t_lite.training import run_dir
+from t2t_lite.training import precision, run_dir
 
 HPARAMS_ASSET = run_dir.HPARAMS_FILE
 VOCAB_ASSET = "vocab.model"
@@ -47,6 +47,9 @@ class ExportRequest:
     extra_length: int | None = None
     # Longer sources are truncated to this many ids, EOS included (t2t's default max_length).
     max_input_length: int = 256
+    # The export's compute dtype, whatever the run trained in (training/precision.py): "mixed_bfloat16"
+    # runs its matmuls in bfloat16, faster where the CPU has AMX or AVX512_BF16.
+    mixed_precision: str = "none"
 
 
 def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line: None) -> str:
@@ -58,6 +61,9 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
     """
     if not request.export_dir:
         raise UserError("--export_dir is required (TF Serving's model base directory)")
+    if request.mixed_precision not in precision.PRECISIONS:
+        raise UserError(f"--mixed_precision must be one of {', '.join(precision.PRECISIONS)}; "
+                        f"got {request.mixed_precision!r}")
     checkpoint = find_checkpoint(request.output_dir, request.checkpoint_path)
     spec = load_run_spec(checkpoint, request.hparams_set)
     problem_name = request.problem or spec.problem
@@ -67,14 +73,16 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
     check_lengths(spec.hparams.model, decode, request.max_input_length)
     vocabulary = problem_vocabulary(problem_name, request.data_dir, spec.hparams.model.vocab_size)
     log(f"restoring {checkpoint}")
-    module = ServingModule(restore_model(spec, checkpoint), vocabulary, decode, request.max_input_length)
+    module = ServingModule(restore_model(spec, checkpoint, request.mixed_precision), vocabulary, decode,
+                           request.max_input_length)
     model_dir = layout.make_model_dir(request.export_dir, model_name)
     exported = dataclasses.replace(spec, problem=problem_name,
                                    hparams=dataclasses.replace(spec.hparams, decode=decode))
     export_info = {"checkpoint": os.path.abspath(checkpoint), "model_name": model_name,
-                   "max_input_length": request.max_input_length}
+                   "max_input_length": request.max_input_length, "mixed_precision": request.mixed_precision}
+    compute = "float32" if request.mixed_precision == "none" else request.mixed_precision
     log(f"tracing beam search (beam {decode.beam_size}, alpha {decode.alpha}, extra length "
-        f"{decode.extra_length}) and saving into {model_dir}")
+        f"{decode.extra_length}) in {compute} and saving into {model_dir}")
     return layout.publish(model_dir, lambda path: save_module(module, path, exported, vocabulary, export_info))
 
 
@@ -117,7 +125,7 @@ def save_module(module: ServingModule, path: str, spec: run_dir.RunSpec, vocabul
     """Saves module with both signatures into path, hparams.json and vocab.model in its assets/.
 
     hparams.json is run_dir's format (run_dir.load reads it) with the exported
-    decode hparams, plus an "export" entry (checkpoint, model_name, max_input_length).
+    decode hparams, plus an "export" entry (checkpoint, model_name, max_input_length, mixed_precision).
     """
     hparams = {"problem": spec.problem, "hparams_set": spec.hparams_set,
                "hparams_overrides": spec.hparams_overrides, "hparams": config.to_dict(spec.hparams),
