@@ -2,6 +2,7 @@
 
   python benchmarks/bench_bf16_curve.py            # 200 steps, the loss every 20
   python benchmarks/bench_bf16_curve.py --quick    # 60 steps
+  python benchmarks/bench_bf16_curve.py --seed=7 --no_rounded_start   # another seed's pair
 
 transformer_tiny on algorithmic_reverse (the README's main job), same seed,
 same batches; the two runs differ only in the compute dtype. The curve is the
@@ -14,6 +15,10 @@ bfloat16, measures how far this task's trajectory moves under one change of
 bfloat16's size, at the start only: if it moved as far as the bfloat16 run,
 the difference would be the trajectory's sensitivity, not bfloat16's
 arithmetic during training. --no_rounded_start skips it.
+
+--seed (default the trainer's 1234) changes the initial weights and the
+batches' order for all runs: the steep drop of this task moves by a few
+steps from seed to seed, so one seed's difference there is one sample.
 """
 import argparse
 import re
@@ -23,7 +28,8 @@ TOLERANCE = 0.05
 PROGRESS = re.compile(r"^step (\d+)/\d+ +loss ([\d.]+)")
 
 
-def loss_curve(mixed_precision: str, steps: int, every: int, rounded_start: bool = False) -> dict[int, float]:
+def loss_curve(mixed_precision: str, steps: int, every: int, rounded_start: bool = False,
+               seed: int = 1234) -> dict[int, float]:
     """Mean training loss per window of `every` steps, keyed by the window's last step.
 
     rounded_start: round every initial weight to bfloat16 (and back) before training.
@@ -47,7 +53,8 @@ def loss_curve(mixed_precision: str, steps: int, every: int, rounded_start: bool
             losses[int(match.group(1))] = float(match.group(2))
 
     run = RunConfig(output_dir=tempfile.mkdtemp(prefix="bench_bf16_"), train_steps=steps, eval_steps=1,
-                    save_checkpoints_steps=10**9, log_every_steps=1, mixed_precision=mixed_precision)
+                    save_checkpoints_steps=10**9, log_every_steps=1, mixed_precision=mixed_precision,
+                    random_seed=seed)
     trainer = Trainer(problem, hparams, run, log=on_log)
     if rounded_start:
         for weight in trainer.model.weights:
@@ -63,12 +70,14 @@ def main():
     parser.add_argument("--every", type=int, default=20)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no_rounded_start", action="store_true", help="skip the float32 run from bf16-rounded weights")
+    parser.add_argument("--seed", type=int, default=1234, help="the runs' random seed (weights, batch order)")
     args = parser.parse_args()
     steps = 60 if args.quick else args.steps
     # The trainer sets the dtype policy only while it builds its model, so both runs can share a process.
-    float32 = loss_curve("none", steps, args.every)
-    bfloat16 = loss_curve("mixed_bfloat16", steps, args.every)
-    rounded = None if args.no_rounded_start else loss_curve("none", steps, args.every, rounded_start=True)
+    float32 = loss_curve("none", steps, args.every, seed=args.seed)
+    bfloat16 = loss_curve("mixed_bfloat16", steps, args.every, seed=args.seed)
+    rounded = None if args.no_rounded_start else loss_curve("none", steps, args.every, rounded_start=True,
+                                                            seed=args.seed)
     print(f"steps      float32  bfloat16  difference" + ("  fp32 from bf16-rounded start  difference"
                                                           if rounded else "")
           + f"   (mean training loss per {args.every}-step window)")
@@ -80,7 +89,7 @@ def main():
         print(line)
     worst = max(abs(bfloat16[s] - float32[s]) for s in float32)
     verdict = "within" if worst <= TOLERANCE else "OUTSIDE"
-    print(f"bf16 vs fp32 over {steps} steps: largest difference of {args.every}-step mean losses {worst:.4f}, "
+    print(f"seed {args.seed}, bf16 vs fp32 over {steps} steps: largest difference of {args.every}-step mean losses {worst:.4f}, "
           f"{verdict} the tolerance {TOLERANCE}")
     if rounded:
         print(f"fp32 from bf16-rounded initial weights vs fp32: largest difference "
