@@ -101,6 +101,26 @@ def test_the_measured_layout_is_one_of_the_two_and_stays_the_same_in_a_process(m
     kernel_layout.faster_layout.cache_clear()
 
 
+@pytest.mark.parametrize("slow", LAYOUTS)
+def test_the_measurement_picks_the_layout_that_runs_faster(slow, monkeypatch):
+    monkeypatch.delenv(kernel_layout.LAYOUT_VARIABLE, raising=False)
+    matmul = tf.matmul
+
+    def slowed_matmul(a, b, transpose_b=False):  # one layout does 20 matmuls' work for one
+        result = matmul(a, b, transpose_b=transpose_b)
+        if transpose_b == (slow == OUT_IN):
+            for _ in range(19):
+                result = matmul(a, b, transpose_b=transpose_b) + 0.5 * result
+        return result
+
+    monkeypatch.setattr(tf, "matmul", slowed_matmul)
+    kernel_layout.faster_layout.cache_clear()
+    try:
+        assert kernel_layout.faster_layout(64, 256, 512, "float32") == (IN_OUT if slow == OUT_IN else OUT_IN)
+    finally:
+        kernel_layout.faster_layout.cache_clear()
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_the_environment_can_fix_the_layout(layout, monkeypatch):
     monkeypatch.setenv(kernel_layout.LAYOUT_VARIABLE, layout.upper())

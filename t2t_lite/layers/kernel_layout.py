@@ -10,7 +10,7 @@ steps and single matmuls):
   - a 2-core AVX-512/AMX Xeon, float32: [in, out] (the output projection
     20.5 against 27.6 ms; whole steps 1.16x);
   - the same Xeon, bfloat16: [out, in] (the output projection 6.8 against
-    8.2 ms; whole steps 1.05x over [in, out]).
+    8.2 ms; whole batches 4.01 against 4.37 s).
 Each time, the output projection's preference was the whole step's, and
 choosing per shape from single-matmul timings lost to one layout for all
 (on the Xeon in bfloat16, 4.23 against 4.01 s a batch). So one layout per
