@@ -74,6 +74,7 @@ def main(argv) -> None:
     from t2t_lite.decoding.decoder import Decoder
     from t2t_lite.decoding.restore import find_checkpoint, load_run_spec, restore_model
     from t2t_lite.files import atomic_write_text, read_lines
+    from t2t_lite.training.precision import compute_dtype
 
     if not FLAGS.decode_from_file:
         raise UserError("--decode_from_file is required")
@@ -89,9 +90,8 @@ def main(argv) -> None:
     check_vocab_size(problem, spec.hparams.model.vocab_size)
     hp = decode_hparams(spec.hparams.decode)
     decoder = Decoder(restore_model(spec, checkpoint, FLAGS.mixed_precision), hp)
-    compute = "float32" if FLAGS.mixed_precision == "none" else FLAGS.mixed_precision
-    print(f"decoding {len(lines)} lines from {checkpoint} (beam {hp.beam_size}, alpha {hp.alpha}) in {compute}",
-          file=sys.stderr)
+    print(f"decoding {len(lines)} lines from {checkpoint} (beam {hp.beam_size}, alpha {hp.alpha}) in "
+          f"{compute_dtype(FLAGS.mixed_precision)}", file=sys.stderr)
     results = decode_lines(problem, decoder, lines, hp.batch_size,
                            progress=lambda line: print(line, file=sys.stderr),
                            parallel_batches=FLAGS.parallel_batches)

@@ -326,4 +326,3 @@ def test_two_stage_top_k_picks_what_one_top_k_over_all_extensions_picks():
         np.testing.assert_array_equal(candidates.beam[b], order // vocab)
         np.testing.assert_array_equal(candidates.seq[b, :, 0], order % vocab)
         np.testing.assert_allclose(candidates.log_probs[b], extensions[b, order], rtol=1e-6)
-

@@ -167,20 +167,26 @@ def test_saved_model_cli_shows_both_signatures_and_runs_the_export(exported, ser
     np.testing.assert_allclose(np.load(tmp_path / "scores.npy"), scores, rtol=1e-5)
 
 
-def graph_ops(saved_model_dir: str) -> tuple[set[str], set[str]]:
-    """(every op type in the graph and in every function of its library, the library's function names)."""
+def graph_nodes(saved_model_dir: str) -> tuple[list, set[str]]:
+    """(every node of the graph and of every function in its library, the library's function names)."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
         saved_model = saved_model_pb2.SavedModel.FromString(f.read())
-    ops, functions = set(), set()
+    nodes, functions = [], set()
     for meta_graph in saved_model.meta_graphs:
         graph = meta_graph.graph_def
-        ops |= {node.op for node in graph.node}
+        nodes.extend(graph.node)
         for function in graph.library.function:
             functions.add(function.signature.name)
-            ops |= {node.op for node in function.node_def}
-    return ops, functions
+            nodes.extend(function.node_def)
+    return nodes, functions
+
+
+def graph_ops(saved_model_dir: str) -> tuple[set[str], set[str]]:
+    """(every op type in the graph and in every function of its library, the library's function names)."""
+    nodes, functions = graph_nodes(saved_model_dir)
+    return {node.op for node in nodes}, functions
 
 
 def test_every_op_in_the_export_is_core_tensorflow_or_tensorflow_text(exported):
@@ -287,13 +293,7 @@ def test_second_export_is_version_2_with_the_decode_settings_asked_for(run, expo
 
 def matmul_dtypes(saved_model_dir: str) -> set[str]:
     """The dtypes (T) of every matmul node in the export's graph and functions."""
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
-        saved_model = saved_model_pb2.SavedModel.FromString(f.read())
-    nodes = [node for meta_graph in saved_model.meta_graphs for function in meta_graph.graph_def.library.function
-             for node in function.node_def]
-    return {tf.dtypes.as_dtype(node.attr["T"].type).name for node in nodes
+    return {tf.dtypes.as_dtype(node.attr["T"].type).name for node in graph_nodes(saved_model_dir)[0]
             if node.op in ("MatMul", "BatchMatMulV2", "BatchMatMulV3")}
 
 

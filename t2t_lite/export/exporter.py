@@ -80,9 +80,8 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
                                    hparams=dataclasses.replace(spec.hparams, decode=decode))
     export_info = {"checkpoint": os.path.abspath(checkpoint), "model_name": model_name,
                    "max_input_length": request.max_input_length, "mixed_precision": request.mixed_precision}
-    compute = "float32" if request.mixed_precision == "none" else request.mixed_precision
     log(f"tracing beam search (beam {decode.beam_size}, alpha {decode.alpha}, extra length "
-        f"{decode.extra_length}) in {compute} and saving into {model_dir}")
+        f"{decode.extra_length}) in {precision.compute_dtype(request.mixed_precision)} and saving into {model_dir}")
     return layout.publish(model_dir, lambda path: save_module(module, path, exported, vocabulary, export_info))
 
 

@@ -19,6 +19,11 @@ def check(precision: str) -> str:
     return precision
 
 
+def compute_dtype(precision: str) -> str:
+    """The dtype the matmuls run in under precision: "float32" for "none", else the policy's name."""
+    return "float32" if check(precision) == "none" else precision
+
+
 @contextlib.contextmanager
 def layers_compute_in(precision: str):
     """Layers constructed inside the block compute in precision's dtype; their variables stay float32.
@@ -31,7 +36,7 @@ def layers_compute_in(precision: str):
       precision: one of PRECISIONS; "none" is float32.
     """
     previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32" if check(precision) == "none" else precision)
+    keras.config.set_dtype_policy(compute_dtype(precision))
     try:
         yield
     finally:
