@@ -5,12 +5,14 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite.errors import UserError
-from t2t_lite.layers import kernel_layout
+from t2t_lite.layers import kernel_layout, matmul_threads, projection
 from t2t_lite.layers.feed_forward import FeedForward
-from t2t_lite.layers.kernel_layout import IN_OUT, OUT_IN
+from t2t_lite.layers.kernel_layout import IN_OUT, OUT_IN, STEP_ROWS
+from t2t_lite.layers.matmul_threads import BATCH_MATMUL, MATMUL
 from t2t_lite.layers.projection import DecodingKernels, StepKernel, project
 
 LAYOUTS = [IN_OUT, OUT_IN]
+OPS = [MATMUL, BATCH_MATMUL]
 
 
 def _dense(units, activation=None, use_bias=True, input_width=6, seed=0):
@@ -23,16 +25,25 @@ def _dense(units, activation=None, use_bias=True, input_width=6, seed=0):
     return layer
 
 
+@pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("stored_as", LAYOUTS)
-def test_step_kernel_multiplies_like_numpy_whatever_the_layouts(layout, stored_as):
+def test_step_kernel_multiplies_like_numpy_whatever_the_layouts_and_op(layout, stored_as, op):
     rng = np.random.default_rng(0)
     kernel = rng.normal(size=(6, 5)).astype(np.float32)  # [in, out]
     rows = rng.normal(size=(4, 6)).astype(np.float32)
-    step = StepKernel(tf.constant(kernel if stored_as == IN_OUT else kernel.T), layout, stored_as=stored_as)
+    step = StepKernel(tf.constant(kernel if stored_as == IN_OUT else kernel.T), layout, stored_as=stored_as, op=op)
     assert step.width == 5
     assert step.matrix.shape == ((6, 5) if layout == IN_OUT else (5, 6))
     np.testing.assert_allclose(step(rows).numpy(), rows @ kernel, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op, graph_op", [(MATMUL, "MatMul"), (BATCH_MATMUL, "BatchMatMulV2")])
+def test_step_kernel_multiplies_with_the_op_it_was_given(op, graph_op):
+    step = StepKernel(tf.ones([6, 5]), IN_OUT, op=op)
+    graph = tf.function(step).get_concrete_function(tf.TensorSpec([None, 6])).graph
+    multiplies = {node.op for node in graph.as_graph_def().node} & {"MatMul", "BatchMatMulV2"}
+    assert multiplies == {graph_op}
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -81,9 +92,68 @@ def test_kernels_are_cast_to_the_compute_dtype(layout):
     np.testing.assert_allclose(out.numpy().astype(np.float32), expected, rtol=0.05, atol=0.1)
 
 
-def test_an_unknown_layout_is_refused():
+def test_an_unknown_layout_or_op_is_refused():
     with pytest.raises(ValueError, match="layout must be"):
         StepKernel(tf.ones([6, 5]), "sideways")
+    with pytest.raises(ValueError, match="op must be"):
+        StepKernel(tf.ones([6, 5]), IN_OUT, op="einsum")
+
+
+def test_kernels_ask_for_their_op_at_a_decoding_steps_rows_in_their_dtype(monkeypatch):
+    asked = []
+    monkeypatch.setattr(projection, "step_matmul_op", lambda *shape: asked.append(shape) or BATCH_MATMUL)
+    ffn = FeedForward(d_model=6, d_ff=8)
+    ffn.build((None, None, 6))
+    for layout in LAYOUTS:
+        asked.clear()
+        DecodingKernels([ffn], "bfloat16", layout)
+        assert sorted(asked) == [(STEP_ROWS, 6, 8, tf.bfloat16), (STEP_ROWS, 8, 6, tf.bfloat16)]  # [in, out] shapes
+
+
+def test_tensorflows_one_thread_rule_at_a_decoding_steps_shapes():
+    two_mib = 2 * 1024 * 1024
+    # float32, 128 rows: 4 * (128*512 + 512*(128+512)) = 1.5 MiB fits; with 2048 columns 5.3 MiB does not.
+    assert matmul_threads.matmul_keeps_to_one_thread(128, 512, 512, 4, two_mib)
+    assert not matmul_threads.matmul_keeps_to_one_thread(128, 512, 2048, 4, two_mib)
+    assert not matmul_threads.matmul_keeps_to_one_thread(128, 2048, 512, 4, two_mib)
+    assert not matmul_threads.matmul_keeps_to_one_thread(128, 512, 512, 4, 1024 * 1024)  # a smaller L2
+    # Exactly 2 MiB is still under TensorFlow's 1.01 x L2; bfloat16 halves the bytes.
+    assert matmul_threads.matmul_keeps_to_one_thread(256, 512, 512, 4, two_mib)
+    assert not matmul_threads.matmul_keeps_to_one_thread(300, 512, 512, 4, two_mib)
+    assert matmul_threads.matmul_keeps_to_one_thread(300, 512, 512, 2, two_mib)
+
+
+def test_cache_sizes_are_read_as_sysfs_writes_them():
+    assert matmul_threads.parse_cache_size("2048K\n") == 2 * 1024 * 1024
+    assert matmul_threads.parse_cache_size("1M") == 1024 * 1024
+    assert matmul_threads.parse_cache_size("512") == 512
+
+
+def test_batch_matmul_only_where_matmul_would_leave_cores_idle(monkeypatch):
+    monkeypatch.delenv(matmul_threads.OP_VARIABLE, raising=False)
+    monkeypatch.setattr(matmul_threads, "l2_cache_bytes", lambda: 2 * 1024 * 1024)
+    monkeypatch.setattr(matmul_threads, "intra_op_threads", lambda: 2)
+    assert matmul_threads.step_matmul_op(128, 512, 512, "float32") == BATCH_MATMUL
+    assert matmul_threads.step_matmul_op(128, 512, 2048, "float32") == MATMUL
+    assert matmul_threads.step_matmul_op(128, 512, 32768, tf.bfloat16) == MATMUL
+    monkeypatch.setattr(matmul_threads, "intra_op_threads", lambda: 1)  # nothing to spread over
+    assert matmul_threads.step_matmul_op(128, 512, 512, "float32") == MATMUL
+    monkeypatch.setattr(matmul_threads, "intra_op_threads", lambda: 2)
+    monkeypatch.setattr(matmul_threads, "l2_cache_bytes", lambda: None)  # no sysfs: TensorFlow's MatMul
+    assert matmul_threads.step_matmul_op(128, 512, 512, "float32") == MATMUL
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_the_environment_can_fix_the_op(op, monkeypatch):
+    monkeypatch.setenv(matmul_threads.OP_VARIABLE, f" {op.upper()} ")
+    assert matmul_threads.step_matmul_op(128, 512, 512, "float32") == op
+    assert matmul_threads.step_matmul_op(128, 512, 32768, "float32") == op
+
+
+def test_a_bad_op_in_the_environment_is_a_user_error(monkeypatch):
+    monkeypatch.setenv(matmul_threads.OP_VARIABLE, "einsum")
+    with pytest.raises(UserError, match="T2T_LITE_STEP_MATMUL='einsum'.*matmul, batch_matmul or auto"):
+        matmul_threads.step_matmul_op(128, 512, 512, "float32")
 
 
 def test_the_faster_layout_is_chosen_only_with_a_clear_margin():

@@ -5,6 +5,7 @@ import pytest
 import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config
 from t2t_lite.layers import attention
+from t2t_lite.layers import matmul_threads
 from t2t_lite.layers.kernel_layout import IN_OUT, OUT_IN
 from t2t_lite.models import build_model
 from t2t_lite.models.transformer import shift_right
@@ -53,12 +54,15 @@ def test_cached_decoding_equals_full_forward_pass(overrides, monkeypatch):
     memory, memory_bias = model.encode(inputs)
     decoder_inputs = np.asarray(shift_right(targets))
     # The encoder output as it is, or its keys/values projected once and the kernels
-    # laid out once in either layout (what the decoder does).
+    # laid out once in either layout and multiplied with either op (what the decoder does).
     embedding = model.target_embedding
-    for memory_given, kernels, output_weights in (
-            (memory, None, None),
-            *((model.memory_cache(memory), model.decoding_kernels("float32", layout),
-               embedding.output_weights("float32", layout)) for layout in (IN_OUT, OUT_IN))):
+    prepared = [(memory, None, None)]
+    for layout in (IN_OUT, OUT_IN):
+        for op in (matmul_threads.MATMUL, matmul_threads.BATCH_MATMUL):
+            monkeypatch.setenv(matmul_threads.OP_VARIABLE, op)
+            prepared.append((model.memory_cache(memory), model.decoding_kernels("float32", layout),
+                             embedding.output_weights("float32", layout)))
+    for memory_given, kernels, output_weights in prepared:
         cache = model.initial_cache(inputs.shape[0])
         steps = []
         for i in range(targets.shape[1]):

@@ -3,13 +3,15 @@
 A decoding step multiplies 128 rows (32 sentences x 4 beams) by each
 [512, 512]-to-[2048, 512] kernel, and at those shapes the faster layout,
 Keras's [in, out] kernel or an [out, in] copy multiplied with transpose_b,
-depends on the CPU and the dtype (layers/kernel_layout.py). The kernels are
-made once per decoded batch, outside the decoding loop.
+depends on the CPU and the dtype (layers/kernel_layout.py), and so does the
+op that spreads a small product over every core (layers/matmul_threads.py).
+The kernels are made once per decoded batch, outside the decoding loop.
 """
 import keras
 import tensorflow as tf
 
-from t2t_lite.layers.kernel_layout import IN_OUT, OUT_IN
+from t2t_lite.layers.kernel_layout import IN_OUT, OUT_IN, STEP_ROWS
+from t2t_lite.layers.matmul_threads import BATCH_MATMUL, MATMUL, step_matmul_op
 
 
 class StepKernel:
@@ -19,17 +21,24 @@ class StepKernel:
       kernel: the weight, [in, out] (or [out, in] when stored_as is OUT_IN), already in the compute dtype.
       layout: IN_OUT or OUT_IN, the layout to multiply in.
       stored_as: the layout `kernel` comes in.
+      op: MATMUL or BATCH_MATMUL, the TensorFlow op to multiply with; None
+        takes the one that uses every core at a decoding step's STEP_ROWS rows.
     """
 
-    def __init__(self, kernel, layout, stored_as=IN_OUT):
+    def __init__(self, kernel, layout, stored_as=IN_OUT, op=None):
         if layout not in (IN_OUT, OUT_IN):
             raise ValueError(f"layout must be {IN_OUT!r} or {OUT_IN!r}, not {layout!r}")
         self.layout = layout
         self.matrix = kernel if layout == stored_as else tf.transpose(kernel)
-        self.width = int(self.matrix.shape[1 if layout == IN_OUT else 0])
+        depth, self.width = (int(size) for size in (self.matrix.shape if layout == IN_OUT else self.matrix.shape[::-1]))
+        self.op = op or step_matmul_op(STEP_ROWS, depth, self.width, self.matrix.dtype)
+        if self.op not in (MATMUL, BATCH_MATMUL):
+            raise ValueError(f"op must be {MATMUL!r} or {BATCH_MATMUL!r}, not {self.op!r}")
 
     def __call__(self, rows):
         """rows [R, in] -> [R, out]."""
+        if self.op == BATCH_MATMUL:  # the same product, on every intra-op thread
+            return tf.raw_ops.BatchMatMulV2(x=rows, y=self.matrix, adj_y=self.layout == OUT_IN)
         return tf.matmul(rows, self.matrix, transpose_b=self.layout == OUT_IN)
 
 
