@@ -2,6 +2,7 @@
 import keras
 from keras import ops
 
+from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.projection import project
 
 # Added to the logits of positions that must not be attended to. The logits are
@@ -92,7 +93,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_proj = keras.layers.Dense(num_heads * key_dim, name="key")
         self.value_proj = keras.layers.Dense(num_heads * value_dim, name="value")
         self.output_proj = keras.layers.Dense(d_model, name="output")
-        self.weights_dropout = keras.layers.Dropout(dropout)
+        self.weights_dropout = Dropout(dropout)
         # When True, eager calls keep their attention weights [B, H, T_q, T_k] in
         # `last_weights` for t2t-lite-visualize; off, it costs nothing.
         self.keep_weights = False

@@ -1,6 +1,7 @@
 """The position-wise feed-forward network (paper 3.3)."""
 import keras
 
+from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.projection import project
 
 
@@ -17,7 +18,7 @@ class FeedForward(keras.layers.Layer):
         super().__init__(**kwargs)
         self.d_model, self.d_ff, self.dropout_rate = d_model, d_ff, dropout
         self.hidden = keras.layers.Dense(d_ff, activation="relu", name="hidden")
-        self.hidden_dropout = keras.layers.Dropout(dropout)
+        self.hidden_dropout = Dropout(dropout)
         self.output_proj = keras.layers.Dense(d_model, name="output")
 
     def build(self, input_shape):

@@ -2,6 +2,7 @@
 import keras
 
 from t2t_lite.layers.attention import MultiHeadAttention
+from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.feed_forward import FeedForward
 
 
@@ -21,7 +22,7 @@ class Residual(keras.layers.Layer):
         super().__init__(**kwargs)
         self.norm_position, self.dropout_rate, self.epsilon = norm_position, dropout, epsilon
         self.norm = keras.layers.LayerNormalization(epsilon=epsilon, name="norm")
-        self.dropout = keras.layers.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def build(self, input_shape):
         self.norm.build(input_shape)

@@ -5,6 +5,7 @@ from keras import ops
 from t2t_lite import registry
 from t2t_lite.config import ModelHParams
 from t2t_lite.layers.attention import causal_bias, padding_bias
+from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition
 from t2t_lite.layers.kernel_layout import STEP_ROWS, faster_layout
 from t2t_lite.layers.projection import DecodingKernels
@@ -39,7 +40,7 @@ class Transformer(keras.Model):
         self.source_embedding = (self.target_embedding if hp.share_embeddings
                                  else SharedEmbedding(hp.vocab_size, hp.d_model, name="source_embedding"))
         self.position = _position_layer(hp)
-        self.embedding_dropout = keras.layers.Dropout(hp.dropout)
+        self.embedding_dropout = Dropout(hp.dropout)
         self.encoder_layers = [EncoderLayer(hp, name=f"encoder_{i}") for i in range(hp.num_encoder_layers)]
         self.decoder_layers = [DecoderLayer(hp, name=f"decoder_{i}") for i in range(hp.num_decoder_layers)]
         # Keras 3 does not hand layers held in a list to tf.train.Checkpoint's
