@@ -10,12 +10,12 @@ projections mostly run one after another. TensorFlow's BatchMatMulV2 kernel
 takes 2-D operands too, has no such rule and spreads the same product over
 every intra-op thread. On a 2-core Xeon (benchmarks/RESULTS.md, sitting 8): a
 chain of [128, 512] x [512, 512] products 0.47 -> 0.37 ms each, whole
-float32 decoding batches 5.50 -> 5.08 s (1.08x).
+float32 decoding batches 5.54 -> 5.12 s (1.08x).
 
 So a step kernel uses BatchMatMulV2 exactly where MatMul would keep to one
 thread and more than one is available. Where MatMul already spreads its
 work, it stays: there BatchMatMulV2 was 4-15 % slower (float32
-[512] x 2048 and [2048] x 512; all of them BatchMatMulV2 gave 5.23 s).
+[512] x 2048 and [2048] x 512; all of them BatchMatMulV2 gave 5.21 s).
 T2T_LITE_STEP_MATMUL=matmul or batch_matmul fixes the op for every step kernel.
 """
 import functools
