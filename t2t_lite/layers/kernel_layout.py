@@ -19,12 +19,11 @@ matmul, and used for every decoder weight. T2T_LITE_KERNEL_LAYOUT=in_out or
 out_in fixes it instead.
 """
 import functools
-import os
 import time
 
 import tensorflow as tf
 
-from t2t_lite.errors import UserError
+from t2t_lite import environment
 
 IN_OUT, OUT_IN = "in_out", "out_in"
 LAYOUT_VARIABLE = "T2T_LITE_KERNEL_LAYOUT"
@@ -39,12 +38,7 @@ ROUNDS = 7
 
 def fixed_layout() -> str | None:
     """The layout T2T_LITE_KERNEL_LAYOUT fixes, or None to measure."""
-    value = os.environ.get(LAYOUT_VARIABLE, "").strip().lower()
-    if value in ("", "measure"):
-        return None
-    if value not in (IN_OUT, OUT_IN):
-        raise UserError(f"{LAYOUT_VARIABLE}={value!r} is not a kernel layout: use {IN_OUT}, {OUT_IN} or measure")
-    return value
+    return environment.choice(LAYOUT_VARIABLE, (IN_OUT, OUT_IN), "measure", "a kernel layout")
 
 
 @functools.lru_cache(maxsize=None)

@@ -24,7 +24,7 @@ import os
 
 import tensorflow as tf
 
-from t2t_lite.errors import UserError
+from t2t_lite import environment
 
 MATMUL, BATCH_MATMUL = "matmul", "batch_matmul"
 OP_VARIABLE = "T2T_LITE_STEP_MATMUL"
@@ -34,12 +34,7 @@ L2_MARGIN = 1.01
 
 def fixed_op() -> str | None:
     """The op T2T_LITE_STEP_MATMUL fixes, or None to follow TensorFlow's threading rule."""
-    value = os.environ.get(OP_VARIABLE, "").strip().lower()
-    if value in ("", "auto"):
-        return None
-    if value not in (MATMUL, BATCH_MATMUL):
-        raise UserError(f"{OP_VARIABLE}={value!r} is not a step matmul op: use {MATMUL}, {BATCH_MATMUL} or auto")
-    return value
+    return environment.choice(OP_VARIABLE, (MATMUL, BATCH_MATMUL), "auto", "a step matmul op")
 
 
 def parse_cache_size(text: str) -> int:
