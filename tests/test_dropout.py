@@ -27,10 +27,19 @@ def test_one_seed_gives_one_mask_in_float32_and_bfloat16():
     assert ((keras_bfloat16 == 0) != (float32 == 0)).any()
 
 
-def test_float32_masks_are_keras_masks_so_float32_training_is_unchanged():
+def test_bfloat16_keeps_float32s_mask_and_scales_its_input_once_in_float32():
+    # Float32 is Keras's own layer (float32 training unchanged): checked against numpy here.
     x = np.random.default_rng(1).normal(size=(32, 64)).astype(np.float32)
-    np.testing.assert_allclose(_dropped(Dropout, 0.3, 11, x, "float32"),
-                               _dropped(keras.layers.Dropout, 0.3, 11, x, "float32"), rtol=1e-6)
+    float32 = _dropped(keras.layers.Dropout, 0.3, 11, x, "float32")
+    kept = float32 != 0
+    np.testing.assert_allclose(float32[kept], (x / 0.7)[kept], rtol=1e-6)
+
+    def to_bfloat16(values):  # rounded to bfloat16, back in float32
+        return keras.ops.convert_to_numpy(keras.ops.cast(keras.ops.cast(values, "bfloat16"), "float32"))
+
+    # The layer gets x in bfloat16 (the policy casts it), scales it in float32 and rounds once.
+    expected = np.where(kept, to_bfloat16(to_bfloat16(x) * np.float32(1 / 0.7)), 0.0)
+    np.testing.assert_array_equal(_dropped(Dropout, 0.3, 11, x, "bfloat16"), expected)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
