@@ -179,8 +179,10 @@ def test_the_measurement_picks_the_layout_that_runs_faster(slow, monkeypatch):
     def slowed_matmul(a, b, transpose_b=False):  # one layout does 20 matmuls' work for one
         result = matmul(a, b, transpose_b=transpose_b)
         if transpose_b == (slow == OUT_IN):
-            for _ in range(19):
-                result = matmul(a, b, transpose_b=transpose_b) + 0.5 * result
+            # Each extra product gets its own operand: Grappler merges identical
+            # matmuls into one, which left the slowdown to the CPU's own preference.
+            for i in range(1, 20):
+                result = matmul(a * (1.0 + i), b, transpose_b=transpose_b) + 0.5 * result
         return result
 
     monkeypatch.setattr(tf, "matmul", slowed_matmul)
