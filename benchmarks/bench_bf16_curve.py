@@ -3,6 +3,7 @@
   python benchmarks/bench_bf16_curve.py            # 200 steps, the loss every 20
   python benchmarks/bench_bf16_curve.py --quick    # 60 steps
   python benchmarks/bench_bf16_curve.py --seed=7 --no_rounded_start   # another seed's pair
+  python benchmarks/bench_bf16_curve.py --float32_output_projection    # bfloat16 with the loss's projection in float32
 
 transformer_tiny on algorithmic_reverse (the README's main job), same seed,
 same batches; the two runs differ only in the compute dtype. The curve is the
@@ -29,10 +30,11 @@ PROGRESS = re.compile(r"^step (\d+)/\d+ +loss ([\d.]+)")
 
 
 def loss_curve(mixed_precision: str, steps: int, every: int, rounded_start: bool = False,
-               seed: int = 1234) -> dict[int, float]:
+               seed: int = 1234, float32_output_projection: bool = False) -> dict[int, float]:
     """Mean training loss per window of `every` steps, keyed by the window's last step.
 
     rounded_start: round every initial weight to bfloat16 (and back) before training.
+    float32_output_projection: the trainer's option of that name (mixed precision only).
     """
     import tensorflow as tf
 
@@ -54,7 +56,7 @@ def loss_curve(mixed_precision: str, steps: int, every: int, rounded_start: bool
 
     run = RunConfig(output_dir=tempfile.mkdtemp(prefix="bench_bf16_"), train_steps=steps, eval_steps=1,
                     save_checkpoints_steps=10**9, log_every_steps=1, mixed_precision=mixed_precision,
-                    random_seed=seed)
+                    random_seed=seed, float32_output_projection=float32_output_projection)
     trainer = Trainer(problem, hparams, run, log=on_log)
     if rounded_start:
         for weight in trainer.model.weights:
@@ -71,11 +73,14 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no_rounded_start", action="store_true", help="skip the float32 run from bf16-rounded weights")
     parser.add_argument("--seed", type=int, default=1234, help="the runs' random seed (weights, batch order)")
+    parser.add_argument("--float32_output_projection", action="store_true",
+                        help="the bfloat16 run projects onto the vocabulary for its loss in float32")
     args = parser.parse_args()
     steps = 60 if args.quick else args.steps
     # The trainer sets the dtype policy only while it builds its model, so both runs can share a process.
     float32 = loss_curve("none", steps, args.every, seed=args.seed)
-    bfloat16 = loss_curve("mixed_bfloat16", steps, args.every, seed=args.seed)
+    bfloat16 = loss_curve("mixed_bfloat16", steps, args.every, seed=args.seed,
+                          float32_output_projection=args.float32_output_projection)
     rounded = None if args.no_rounded_start else loss_curve("none", steps, args.every, rounded_start=True,
                                                             seed=args.seed)
     print(f"steps      float32  bfloat16  difference" + ("  fp32 from bf16-rounded start  difference"
@@ -89,7 +94,8 @@ def main():
         print(line)
     worst = max(abs(bfloat16[s] - float32[s]) for s in float32)
     verdict = "within" if worst <= TOLERANCE else "OUTSIDE"
-    print(f"seed {args.seed}, bf16 vs fp32 over {steps} steps: largest difference of {args.every}-step mean losses {worst:.4f}, "
+    projection = ", float32 output projection" if args.float32_output_projection else ""
+    print(f"seed {args.seed}{projection}, bf16 vs fp32 over {steps} steps: largest difference of {args.every}-step mean losses {worst:.4f}, "
           f"{verdict} the tolerance {TOLERANCE}")
     if rounded:
         print(f"fp32 from bf16-rounded initial weights vs fp32: largest difference "

@@ -2,6 +2,7 @@
 
   python benchmarks/bench_train.py                                   # fp32, transformer_base, 40 steps
   python benchmarks/bench_train.py --mixed_precision=mixed_bfloat16
+  python benchmarks/bench_train.py --mixed_precision=mixed_bfloat16 --float32_output_projection
   python benchmarks/bench_train.py --jit_compile
   python benchmarks/bench_train.py --quick                           # transformer_small, 12 steps
   python benchmarks/bench_train.py --longer_side                     # t2t's bucketing by max(source, target)
@@ -30,6 +31,8 @@ def main():
     parser.add_argument("--discard", type=int, default=10)
     parser.add_argument("--hparams_set", default="transformer_base")
     parser.add_argument("--mixed_precision", default="none", choices=["none", "mixed_bfloat16"])
+    parser.add_argument("--float32_output_projection", action="store_true",
+                        help="with --mixed_precision: the loss's projection onto the vocabulary in float32")
     parser.add_argument("--jit_compile", action="store_true")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--longer_side", action="store_true",
@@ -46,6 +49,7 @@ def main():
     tokens_per_step = float(np.mean(kept_tokens))
     mfu = 6 * parameters * tokens_per_step / median_time / (ceiling * 1e9)
     print(f"train {args.hparams_set} ({parameters:,} parameters), {args.mixed_precision}"
+          f"{', float32 output projection' if args.float32_output_projection else ''}"
           f"{', XLA' if args.jit_compile else ''}{', longer-side buckets' if args.longer_side else ''}: steps {args.discard + 1}-{args.steps}, "
           f"median step {median_time:.2f} s, {tokens_per_step / median_time:,.0f} target tokens/s "
           f"({tokens_per_step:.0f} target tokens/step), MFU {mfu:.2f}, peak RSS {peak_rss_gib():.2f} GiB")
@@ -97,7 +101,9 @@ def run_training(args):
             print(f"  step {match.group(1)}: {times[-1]:.2f} s", flush=True)
 
     trainer = protocol_trainer(args.hparams_set, dict(train_steps=args.steps, jit_compile=args.jit_compile,
-                                                      mixed_precision=args.mixed_precision), log=on_log,
+                                                      mixed_precision=args.mixed_precision,
+                                                      float32_output_projection=args.float32_output_projection),
+                               log=on_log,
                                overrides=",train.bucket_both_sides=False" if args.longer_side else "")
     trainer.train()
     return times, tokens, trainer.model.count_params()

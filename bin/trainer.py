@@ -33,6 +33,9 @@ flags.DEFINE_integer("cpu_devices", 0, "Split the CPU into this many logical dev
 flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_float16", "mixed_bfloat16"],
                   "Compute dtype: float16 with loss scaling (GPUs) or bfloat16 (CPUs, TPUs, Ampere+ GPUs); "
                   "variables, softmax and loss stay float32.")
+flags.DEFINE_bool("float32_output_projection", False, "With --mixed_precision, project onto the vocabulary for "
+                  "the training loss (and take its gradients) in float32: the loss curve follows float32's more "
+                  "closely, at about a fifth less speed with bfloat16 on CPUs.")
 flags.DEFINE_integer("max_nonfinite_steps", 20, "Stop when this many updates in a row were skipped because the "
                      "loss or a gradient was not finite (a skipped update changes nothing).")
 flags.DEFINE_bool("memory_probe", True, "Before training, run one forward and backward pass on the largest batch "
@@ -101,8 +104,9 @@ def prepare_output_dir(chief: bool):
     return problem, requested
 
 
-def check_step_flags() -> None:
-    """Step counts that must be positive, checked before anything is written."""
+def check_run_flags() -> None:
+    """Flags that cannot work (step counts below 1, a precision option without its precision),
+    checked before anything is written."""
     for name in ("train_steps", "save_checkpoints_steps", "keep_checkpoint_max", "log_every_steps",
                  "max_nonfinite_steps"):
         value = getattr(FLAGS, name)
@@ -110,6 +114,9 @@ def check_step_flags() -> None:
             raise UserError(f"--{name} must be at least 1, got {value}")
     if FLAGS.eval_steps < 0:
         raise UserError(f"--eval_steps must be 0 (the whole dev split) or more, got {FLAGS.eval_steps}")
+    if FLAGS.float32_output_projection and FLAGS.mixed_precision == "none":
+        raise UserError("--float32_output_projection changes nothing without --mixed_precision: "
+                        "add --mixed_precision=mixed_bfloat16 (or mixed_float16), or drop the flag")
 
 
 def main(argv) -> None:
@@ -125,7 +132,7 @@ def main(argv) -> None:
 
     if not FLAGS.output_dir:
         raise UserError("--output_dir is required")
-    check_step_flags()
+    check_run_flags()
     # Devices and strategy come first: TensorFlow fixes both when it runs its first op.
     if FLAGS.cpu_devices:
         distribution.split_cpu(FLAGS.cpu_devices)
@@ -136,7 +143,8 @@ def main(argv) -> None:
                     eval_steps=FLAGS.eval_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
                     keep_checkpoint_max=FLAGS.keep_checkpoint_max, random_seed=FLAGS.random_seed,
                     log_every_steps=FLAGS.log_every_steps, jit_compile=FLAGS.jit_compile,
-                    mixed_precision=FLAGS.mixed_precision, max_nonfinite_steps=FLAGS.max_nonfinite_steps,
+                    mixed_precision=FLAGS.mixed_precision, float32_output_projection=FLAGS.float32_output_projection,
+                    max_nonfinite_steps=FLAGS.max_nonfinite_steps,
                     memory_probe=FLAGS.memory_probe)
     trainer = Trainer(problem, spec.hparams, run, strategy=strategy)
     trainer.train()

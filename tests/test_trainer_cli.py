@@ -39,6 +39,7 @@ def test_registry_help_lists_models_sets_and_problems():
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--save_checkpoints_steps=0"], "--save_checkpoints_steps must be at least 1, got 0"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--max_nonfinite_steps=0"], "--max_nonfinite_steps must be at least 1, got 0"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--distribution=mirored"], "flag --distribution=mirored: value should be one of"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--float32_output_projection"], "--float32_output_projection changes nothing without --mixed_precision"),
 ])
 def test_bad_names_and_overrides_fail_with_one_line(tmp_path, flags, message):
     code, _, err = trainer(*flags, f"--output_dir={tmp_path / 'run'}")

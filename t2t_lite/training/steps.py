@@ -61,6 +61,13 @@ class TrainStep:
       nominal_tokens: tokens per replica micro-batch (hparams.train.batch_size).
       accumulation_steps: micro-batches per update.
       jit_compile: compile each replica's forward and backward pass with XLA.
+      float32_output_projection: under mixed precision, project the decoder's
+        states onto the vocabulary, and take that product's gradients, in
+        float32 rather than the compute dtype. The [tokens, D] x [D, V]
+        product is the one place where bfloat16 moved the loss curve off
+        float32's (benchmarks/RESULTS.md); in float32 it runs without the
+        CPU's bfloat16 matmul units, which costs about a fifth of
+        mixed_bfloat16's training speed at transformer_base.
 
     Attributes:
       gradients: the compiled pass of one replica, batch -> (gradients, loss_sum,
@@ -68,8 +75,9 @@ class TrainStep:
     """
 
     def __init__(self, model, optimizer, strategy, label_smoothing: float, nominal_tokens: int,
-                 accumulation_steps: int = 1, jit_compile: bool = False):
+                 accumulation_steps: int = 1, jit_compile: bool = False, float32_output_projection: bool = False):
         self.model, self.optimizer, self.strategy = model, optimizer, strategy
+        self.float32_output_projection = float32_output_projection
         self.label_smoothing, self.nominal_tokens = label_smoothing, float(nominal_tokens)
         self.accumulation_steps = accumulation_steps
         self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
@@ -98,6 +106,8 @@ class TrainStep:
         """One replica's micro-batch -> (gradients of loss_sum / nominal_tokens, loss_sum, target tokens)."""
         with tf.GradientTape() as tape:
             states = self.model.decoder_states(batch, training=True)  # [B, T_tgt, D]
+            if self.float32_output_projection:
+                states = tf.cast(states, tf.float32)  # the states' gradient is cast back on the way down
             # The projection onto the vocabulary happens inside the loss, in slices: no [B, T_tgt, V] logits.
             loss_sum, tokens = projected_smoothed_cross_entropy(states, self.model.output_kernel(states.dtype),
                                                                 batch["targets"], self.label_smoothing)

@@ -41,6 +41,9 @@ class RunConfig:
     # "none", "mixed_float16" (GPUs, with loss scaling) or "mixed_bfloat16" (CPUs, TPUs, Ampere+ GPUs).
     # A property of the hardware, not the model: checkpoints hold float32 variables either way.
     mixed_precision: str = "none"
+    # Under mixed precision, the loss's projection onto the vocabulary (and its gradients) in float32:
+    # a loss curve closer to float32's, for about a fifth less speed (TrainStep).
+    float32_output_projection: bool = False
     # Stop after this many updates in a row were skipped for a non-finite loss or gradient.
     # Float16 loss scaling skips a few on its own while it finds its scale.
     max_nonfinite_steps: int = 20
@@ -137,7 +140,8 @@ class Trainer:
             # A Keras 3 optimizer under MirroredStrategy needs its variables before the first strategy.run.
             self._update_optimizer.build(self.model.trainable_variables)
             self._train_step = TrainStep(self.model, self._update_optimizer, self.strategy, t.label_smoothing,
-                                         t.batch_size, t.accumulation_steps, self.run.jit_compile)
+                                         t.batch_size, t.accumulation_steps, self.run.jit_compile,
+                                         self.run.float32_output_projection)
         self._eval_step = make_eval_step(self.model, t.label_smoothing)
 
     def _checkpointed_state(self) -> dict:
