@@ -35,7 +35,7 @@ flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_float16", "mixed_bf
                   "variables, softmax and loss stay float32.")
 flags.DEFINE_bool("float32_output_projection", False, "With --mixed_precision, project onto the vocabulary for "
                   "the training loss (and take its gradients) in float32: the loss curve follows float32's more "
-                  "closely, at about a fifth less speed with bfloat16 on CPUs.")
+                  "closely, at a fifth to a third less speed with bfloat16 on CPUs.")
 flags.DEFINE_integer("max_nonfinite_steps", 20, "Stop when this many updates in a row were skipped because the "
                      "loss or a gradient was not finite (a skipped update changes nothing).")
 flags.DEFINE_bool("memory_probe", True, "Before training, run one forward and backward pass on the largest batch "

@@ -65,9 +65,9 @@ class TrainStep:
         states onto the vocabulary, and take that product's gradients, in
         float32 rather than the compute dtype. The [tokens, D] x [D, V]
         product is the one place where bfloat16 moved the loss curve off
-        float32's (benchmarks/RESULTS.md); in float32 it runs without the
-        CPU's bfloat16 matmul units, which costs about a fifth of
-        mixed_bfloat16's training speed at transformer_base.
+        float32's (benchmarks/RESULTS.md). In float32 it runs without the
+        CPU's bfloat16 matmul units: measured at transformer_base, a fifth
+        to a third less mixed_bfloat16 training speed.
 
     Attributes:
       gradients: the compiled pass of one replica, batch -> (gradients, loss_sum,

@@ -42,7 +42,7 @@ class RunConfig:
     # A property of the hardware, not the model: checkpoints hold float32 variables either way.
     mixed_precision: str = "none"
     # Under mixed precision, the loss's projection onto the vocabulary (and its gradients) in float32:
-    # a loss curve closer to float32's, for about a fifth less speed (TrainStep).
+    # a loss curve closer to float32's, for a fifth to a third less speed (TrainStep).
     float32_output_projection: bool = False
     # Stop after this many updates in a row were skipped for a non-finite loss or gradient.
     # Float16 loss scaling skips a few on its own while it finds its scale.
