@@ -12,7 +12,7 @@ When a sitting has a later run of the same configuration, the later figure is th
 import argparse
 import re
 
-TRAIN = re.compile(r"^train (\S+) \(.*\), (\S+): .*?([\d,]+) target tokens/s")
+TRAIN = re.compile(r"^train (\S+) \(.*?\), ([^:]+): .*?([\d,]+) target tokens/s")
 DECODE = re.compile(r"^decode: (\d+) sentences, beam (\d+), batch (\d+), (?:(\d+) in flight, )?(\d+) output tokens, "
                     r"(\S+): .*?([\d.]+) sentences/s")
 PEER = re.compile(r"^peer (.+) (train|decode) (\S+): ([\d.,]+) (target tokens/s|sentences/s)")
@@ -37,7 +37,8 @@ def read_figures(lines: list[str]):
     train, decode = {}, {}
     for line in lines:
         if match := TRAIN.match(line):
-            train[f"t2t-lite\n{match[1]}\n{match[2]}"] = float(match[3].replace(",", ""))
+            configuration = match[2].replace(", ", "\n")  # "mixed_bfloat16, float32 output projection"
+            train[f"t2t-lite\n{match[1]}\n{configuration}"] = float(match[3].replace(",", ""))
         elif match := DECODE.match(line):
             sentences, beam, batch, in_flight, length, precision, speed = match.groups()
             if length == "60":  # the protocol's forced length; the length sweep is reported as a table
