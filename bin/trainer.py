@@ -33,9 +33,10 @@ flags.DEFINE_integer("cpu_devices", 0, "Split the CPU into this many logical dev
 flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_float16", "mixed_bfloat16"],
                   "Compute dtype: float16 with loss scaling (GPUs) or bfloat16 (CPUs, TPUs, Ampere+ GPUs); "
                   "variables, softmax and loss stay float32.")
-flags.DEFINE_bool("float32_output_projection", False, "With --mixed_precision, project onto the vocabulary for "
-                  "the training loss (and take its gradients) in float32: the loss curve follows float32's more "
-                  "closely, at a fifth to a third less speed with bfloat16 on CPUs.")
+flags.DEFINE_bool("float32_output_projection", False, "With --mixed_precision, multiply the training loss's "
+                  "projection onto the vocabulary, and its gradients, with float32 operands (its logits are summed "
+                  "in float32 either way): the loss curve follows float32's more closely, at a fifth to a third "
+                  "less speed with bfloat16 on CPUs.")
 flags.DEFINE_integer("max_nonfinite_steps", 20, "Stop when this many updates in a row were skipped because the "
                      "loss or a gradient was not finite (a skipped update changes nothing).")
 flags.DEFINE_bool("memory_probe", True, "Before training, run one forward and backward pass on the largest batch "

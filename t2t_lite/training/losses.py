@@ -4,6 +4,7 @@ import math
 import tensorflow as tf
 
 from t2t_lite.normaliser import log_normaliser
+from t2t_lite.training.float32_product import float32_product
 
 
 def smoothing_constant(vocab_size: int, smoothing: float) -> float:
@@ -101,7 +102,9 @@ def _chunked_projection_loss(states, kernel, labels, smoothing: float, chunks: i
                 chunk_states = padded_states[i * rows:(i + 1) * rows]
             chunk_labels = padded_labels[i * rows:(i + 1) * rows][:, None]  # [rows, 1]
             weights = tf.cast(tf.not_equal(chunk_labels, 0), tf.float32)  # [rows, 1]
-            logits = tf.cast(tf.matmul(chunk_states, kernel), tf.float32)  # [rows, V]
+            # In float32 whatever the operands' dtype: bfloat16 logits would carry their
+            # rounding into the loss and into the softmax the gradient starts from.
+            logits = float32_product(chunk_states, kernel)  # [rows, V]
             # Every pass over [rows, V] costs about as much as the matmuls' share of
             # this loss, so the loss is written to need few: one fused softmax, one
             # argmax, one sum, one subtraction, and no one-hot targets. With

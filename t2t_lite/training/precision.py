@@ -3,7 +3,8 @@
 The model already keeps the numerically delicate parts in float32 whatever
 the policy: attention logits and softmax (layers/attention.py), the output
 logits (SharedEmbedding.logits), LayerNorm statistics (Keras computes them in
-float32 and casts back), the loss (losses.py) and beam scores.
+float32 and casts back), the loss (losses.py, whose logits are summed in float32
+from half-precision operands: float32_product.py) and beam scores.
 """
 import contextlib
 

@@ -61,14 +61,16 @@ class TrainStep:
       nominal_tokens: tokens per replica micro-batch (hparams.train.batch_size).
       accumulation_steps: micro-batches per update.
       jit_compile: compile each replica's forward and backward pass with XLA.
-      float32_output_projection: under mixed precision, project the decoder's
-        states onto the vocabulary, and take that product's gradients, in
-        float32 rather than the compute dtype. With this [tokens, D] x [D, V]
-        product in float32, transformer_tiny's bfloat16 loss curve stayed
-        within 0.013 of float32's at four seeds (0.063 at one without it;
-        benchmarks/RESULTS.md, sitting 9). In float32 it runs without the
-        CPU's bfloat16 matmul units: measured at transformer_base, a fifth
-        to a third less mixed_bfloat16 training speed.
+      float32_output_projection: under mixed precision, give the loss's
+        projection onto the vocabulary float32 operands (the kernel not
+        rounded to the compute dtype) and take its two gradient matmuls in
+        float32 too. Without it the logits are still summed in float32, from
+        compute-dtype operands (float32_product.py), and the gradient matmuls
+        run in the compute dtype. transformer_tiny's bfloat16 loss curve over
+        200 steps, largest difference from float32's at eight seeds: 0.042
+        without, 0.023 with it (benchmarks/RESULTS.md, sitting 10). In float32
+        these products run without the CPU's bfloat16 matmul units: a fifth
+        to a third less mixed_bfloat16 training speed at transformer_base.
 
     Attributes:
       gradients: the compiled pass of one replica, batch -> (gradients, loss_sum,

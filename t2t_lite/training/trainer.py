@@ -41,8 +41,9 @@ class RunConfig:
     # "none", "mixed_float16" (GPUs, with loss scaling) or "mixed_bfloat16" (CPUs, TPUs, Ampere+ GPUs).
     # A property of the hardware, not the model: checkpoints hold float32 variables either way.
     mixed_precision: str = "none"
-    # Under mixed precision, the loss's projection onto the vocabulary (and its gradients) in float32:
-    # a loss curve closer to float32's, for a fifth to a third less speed (TrainStep).
+    # Under mixed precision, the loss's projection onto the vocabulary with float32 operands and
+    # gradients (its logits are summed in float32 either way): a loss curve closer to float32's,
+    # for a fifth to a third less speed (TrainStep).
     float32_output_projection: bool = False
     # Stop after this many updates in a row were skipped for a non-finite loss or gradient.
     # Float16 loss scaling skips a few on its own while it finds its scale.
