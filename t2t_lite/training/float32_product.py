@@ -7,14 +7,13 @@ The products of bfloat16 values are exact in float32 and the matmul units
 accumulate in float32 anyway; only the result's dtype forces the rounding.
 
 TensorFlow's CPU kernels offer no bfloat16 x bfloat16 -> float32 matmul
-(BatchMatMulV3 with Tout=float32 is registered for int8 only), but XLA's dot
+(BatchMatMulV3 with Tout=float32 has no CPU kernel for them), but XLA's dot
 takes a result type. Measured on this project's CPU (avx512_bf16, AMX) for a
 [512, 512] x [512, 32768] product: bfloat16 tf.matmul 29.5 ms, this 41.5 ms,
 float32 tf.matmul 99 ms (benchmarks/RESULTS.md, sitting 10).
 """
 import tensorflow as tf
-# Private modules: XLA's dot with a preferred result type has no public Python
-# wrapper; tf2xla's own helper is what jax2tf builds on too.
+# Private modules: XLA's dot with a result type has no public Python wrapper.
 from tensorflow.compiler.tf2xla.python import xla
 from tensorflow.compiler.xla import xla_data_pb2
 
