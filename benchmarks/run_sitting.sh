@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# One benchmark sitting of the performance protocol (benchmarks/RESULTS.md): the peers
+# and t2t-lite one command after another on this machine, so their ratios compare.
+#
+#   bash benchmarks/run_sitting.sh [LOG]            # about 50 minutes on 2 cores
+#   QUICK=1 bash benchmarks/run_sitting.sh [LOG]    # t2t-lite only, each benchmark's --quick mode
+#
+# The peers must be set up as ../shared/peers/README.md says: its scripts copied to
+# /tmp/peers/scripts (their own paths expect /tmp/peers) and the onmt and ct2 venvs
+# made as its RESULTS.md's "Setup" shows. LOG (default benchmarks/logs/sitting-<UTC time>.txt)
+# gets the benchmarks' own lines and "peer ..." lines, which
+# `python benchmarks/plot_results.py LOG PNG` plots; full output goes to LOG.raw.
+# Run it on an otherwise idle machine: anything else running moves the figures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PEERS=/tmp/peers  # the peers' scripts name this directory themselves
+PYTHON=${PYTHON:-python}
+LOG=${1:-benchmarks/logs/sitting-$(date -u +%Y%m%dT%H%M%SZ).txt}
+QUICK=${QUICK:-}
+quick=${QUICK:+--quick}
+
+if [[ -z "$QUICK" ]]; then
+  for venv in onmt ct2; do
+    if [[ ! -x "$PEERS/$venv/bin/python" || ! -d "$PEERS/scripts" ]]; then
+      echo "run_sitting.sh: no peers' $venv venv or scripts under $PEERS: set them up as ../shared/peers/README.md says, or run with QUICK=1 for t2t-lite alone" >&2
+      exit 2
+    fi
+  done
+fi
+
+note() { echo "# $(date -u +%H:%M:%S) $*" | tee -a "$LOG"; }
+# The benchmark's result lines go to LOG (they are the lines that do not look like TensorFlow's logging).
+ours() {
+  note "\$ python $*"
+  "$PYTHON" "$@" 2>&1 | tee -a "$LOG.raw" | grep -E '^(train|decode|pipeline|seed|fp32 matmul)' | tee -a "$LOG"
+}
+onmt_train() {
+  note "TAG=$1 bash $PEERS/scripts/run_onmt_train.sh"
+  (cd "$PEERS" && TAG=$1 bash scripts/run_onmt_train.sh)
+  "$PEERS/onmt/bin/python" - "$PEERS" "$1" <<'PY' | tee -a "$LOG"
+import re, sys
+peers, tag = sys.argv[1], sys.argv[2]
+sys.path.insert(0, f"{peers}/scripts")
+from summarize import stats  # the peers' own figures: steps 11-40, median step
+s = stats(f"{peers}/logs/onmt_steps{tag}.json")
+rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(f"{peers}/logs/onmt_train{tag}.log").read())[1])
+per_second = s["mean_tgt_tokens"] / s["median_step_s"]
+print(f"#   OpenNMT-tf: median step {s['median_step_s']:.2f} s, {per_second:.1f} target tokens/s, "
+      f"{s['achieved_gflops_a']:.1f} GFLOP/s (A), peak RSS {rss / 2**20:.2f} GiB")
+print(f"peer OpenNMT-tf 2.32 train fp32: {per_second:.1f} target tokens/s")
+PY
+}
+ct2_decode() {
+  note "\$ $PEERS/ct2/bin/python $PEERS/scripts/ct2_translate.py $PEERS/run/ct2_model $PEERS/logs/ct2$1.json"
+  (cd "$PEERS" && "$PEERS/ct2/bin/python" scripts/ct2_translate.py run/ct2_model "logs/ct2$1.json" > "logs/ct2$1.log" 2>&1)
+  python3 - "$PEERS/logs/ct2$1.json" <<'PY' | tee -a "$LOG"
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"#   CTranslate2 {d['ctranslate2_version']} passes {[round(t, 2) for t in d['times_s']]} median {d['median_s']:.2f} s")
+print(f"peer CTranslate2 {d['ctranslate2_version']} decode fp32: {d['sent_per_s']:.2f} sentences/s, peak RSS {d['peak_rss_gib']:.2f} GiB")
+PY
+}
+
+mkdir -p "$(dirname "$LOG")"
+note "sitting started $(date -u +%Y-%m-%dT%H:%M:%SZ), HEAD $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), cpu family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)${QUICK:+, quick}"
+if [[ -z "$QUICK" ]]; then
+  mkdir -p "$PEERS/logs" "$PEERS/run"
+  (cd "$PEERS" && "$PEERS/onmt/bin/python" scripts/gen_data.py > logs/gen_data.log 2>&1)
+  onmt_train _sitting
+fi
+ours benchmarks/bench_train.py $quick
+ours benchmarks/bench_train.py $quick --mixed_precision=mixed_bfloat16
+if [[ -z "$QUICK" ]]; then
+  note "CTranslate2: export OpenNMT-tf's 40-step checkpoint"
+  rm -rf "$PEERS/run/ct2_model"
+  (cd "$PEERS" && onmt/bin/onmt-main --model_type TransformerBaseSharedEmbeddings --config scripts/configs/onmt_base.yml \
+     export --output_dir run/ct2_model --format ctranslate2 > logs/onmt_export_ct2.log 2>&1)
+  ct2_decode _sitting
+fi
+ours benchmarks/bench_decode.py $quick
+ours benchmarks/bench_decode.py $quick --mixed_precision=mixed_bfloat16
+ours benchmarks/bench_decode.py $quick --mixed_precision=bfloat16
+ours benchmarks/bench_decode.py $quick --beam_size=1
+ours benchmarks/bench_decode.py --batch_size=1 --sentences=$([[ -n "$QUICK" ]] && echo 8 || echo 50)
+ours benchmarks/bench_decode.py --length_sweep --quick
+if [[ -z "$QUICK" ]]; then
+  note "\$ $PEERS/ct2/bin/python benchmarks/ct2_length_sweep.py"
+  "$PEERS/ct2/bin/python" benchmarks/ct2_length_sweep.py "$PEERS/run/ct2_model" "$PEERS/data/infer_src.txt" 2>&1 | tee -a "$LOG"
+fi
+ours benchmarks/bench_pipeline.py --quick
+for seed in 1234 7 42 99; do
+  ours benchmarks/bench_bf16_curve.py $quick --seed=$seed --no_rounded_start
+done
+note "sitting ended $(date -u +%Y-%m-%dT%H:%M:%SZ)"
