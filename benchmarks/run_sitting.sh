@@ -29,10 +29,14 @@ if [[ -z "$QUICK" ]]; then
 fi
 
 note() { echo "# $(date -u +%H:%M:%S) $*" | tee -a "$LOG"; }
-# The benchmark's result lines go to LOG (they are the lines that do not look like TensorFlow's logging).
+# A benchmark's result lines (those its own prints begin with) go to LOG; everything, TensorFlow's
+# logging included, to LOG.raw, which is where a failure's traceback is.
 ours() {
   note "\$ python $*"
-  "$PYTHON" "$@" 2>&1 | tee -a "$LOG.raw" | grep -E '^(train|decode|pipeline|seed|fp32 matmul)' | tee -a "$LOG"
+  if ! "$PYTHON" "$@" 2>&1 | tee -a "$LOG.raw" | grep -E '^(train|decode|pipeline|seed|fp32 matmul)' | tee -a "$LOG"; then
+    echo "run_sitting.sh: python $* failed or printed no result; its output is in $LOG.raw" >&2
+    exit 1
+  fi
 }
 onmt_train() {
   note "TAG=$1 bash $PEERS/scripts/run_onmt_train.sh"
