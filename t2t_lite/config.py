@@ -7,7 +7,6 @@ A named set is a zero-argument function returning `HParams`, registered in
 set travels as `hparams.json` beside the checkpoints.
 """
 import dataclasses
-import json
 import typing
 from typing import Any
 
@@ -199,14 +198,7 @@ def to_dict(hparams: HParams) -> dict:
 def from_dict(data: dict) -> HParams:
     """Inverse of `to_dict`; unknown or missing keys raise UserError."""
     try:
-        # Runs saved before bucket_both_sides existed bucketed by the longer side; they stay so, or their
-        # saved input-pipeline position would not fit the pipeline on resume.
-        data = {**data, "train": {"bucket_both_sides": False, **data["train"]}}
         groups = {g: type(getattr(HParams(), g))(**data[g]) for g in _GROUPS}
         return validate(HParams(model_name=data.get("model_name", "transformer"), **groups))
     except (KeyError, TypeError) as error:
         raise UserError(f"hparams do not match this version of t2t-lite: {error}") from None
-
-
-def dumps(hparams: HParams) -> str:
-    return json.dumps(to_dict(hparams), indent=2, sort_keys=True)

@@ -61,10 +61,3 @@ def test_registry_rejects_duplicates_and_suggests_close_names():
         registry.register("alpha_beta")(object)
     with pytest.raises(UserError, match="did you mean alpha_beta"):
         registry.get("alpha_betta")
-
-
-def test_runs_saved_before_bucket_both_sides_keep_bucketing_by_the_longer_side():
-    saved = config.to_dict(config.HParams())
-    del saved["train"]["bucket_both_sides"]
-    assert config.from_dict(saved).train.bucket_both_sides is False
-    assert config.HParams().train.bucket_both_sides is True
