@@ -7,10 +7,9 @@ def log_normaliser(logits, probs, best_ids):
 
     Decoding and the training loss both need a softmax's normaliser over a
     32,768-token vocabulary. `tf.reduce_logsumexp` is five passes over [N, V]
-    (max, subtract, exp, sum, log); a fused softmax and two gathers are one:
-    2.0 against 4.7 ms at a decoding step's [128, 32768] on a 2-core AVX-512
-    CPU (benchmarks/RESULTS.md, sitting 6). The best id's softmax is at least
-    1/V, so its log loses nothing.
+    (max, subtract, exp, sum, log); a fused softmax and two gathers are one
+    (over twice as fast at a decoding step's [128, 32768] on a CPU). The best
+    id's softmax is at least 1/V, so its log loses nothing.
 
     Args:
       logits: float32 [N, V].

@@ -1,8 +1,8 @@
 """Exact top-k over long rows (a vocabulary of logits), through block maxima.
 
-tf.nn.top_k over [128, 32768] logits took 10 ms per beam-search step on a
-2-core AVX2 CPU; this took 2 ms for the same result (benchmarks/RESULTS.md).
-One pass takes the maximum of each block of `BLOCK` columns, a small top-k
+tf.nn.top_k over a decoding step's [128, 32768] logits is a full sort-like
+pass per row; this is several times faster for the same result
+(docs/performance.md). One pass takes the maximum of each block of `BLOCK` columns, a small top-k
 picks the k best blocks, and a top-k over their k * BLOCK entries gives the
 answer. Any entry among the row's k best lies in one of the k blocks with the
 best maxima, so nothing is lost.

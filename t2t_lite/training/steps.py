@@ -66,11 +66,9 @@ class TrainStep:
         rounded to the compute dtype) and take its two gradient matmuls in
         float32 too. Without it the logits are still summed in float32, from
         compute-dtype operands (float32_product.py), and the gradient matmuls
-        run in the compute dtype. transformer_tiny's bfloat16 loss curve over
-        200 steps, largest difference from float32's at eight seeds: 0.042
-        without, 0.023 with it (benchmarks/RESULTS.md, sitting 10). In float32
-        these products run without the CPU's bfloat16 matmul units: a fifth
-        to a third less mixed_bfloat16 training speed at transformer_base.
+        run in the compute dtype. It brings the bfloat16 loss curve closer to
+        float32's, at the cost of running these products without the CPU's
+        bfloat16 matmul units (docs/performance.md has both figures).
 
     Attributes:
       gradients: the compiled pass of one replica, batch -> (gradients, loss_sum,
