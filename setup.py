@@ -26,6 +26,8 @@ setup(
         # tf.summary needs it and TensorFlow 2.21 no longer installs it.
         "tensorboard",
         "sacrebleu",
+        # Moses' tokenizer, for the paper's compound-split BLEU convention (sacreBLEU has no Moses tokenizer).
+        "sacremoses",
         "absl-py",
         "sentencepiece",
     ],

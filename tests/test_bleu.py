@@ -11,7 +11,8 @@ from shared_data import require_shared
 
 from t2t_lite.errors import UserError
 from t2t_lite.files import read_lines
-from t2t_lite.metrics.bleu import bleu_scores, corpus_bleu, score_files
+from t2t_lite.metrics.bleu import (bleu_scores, compound_split_bleu, corpus_bleu, paper_tokenize, score_files,
+                                   split_compounds)
 
 
 def drop_every_seventh_word(line: str) -> str:
@@ -79,6 +80,31 @@ def test_intl_splits_unicode_punctuation_that_13a_keeps():
     assert detokenized.score < 50.0
 
 
+def test_compound_splitting_follows_get_ende_bleu_sh():
+    # perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g': matches do not overlap, and a free-standing "-" stays.
+    assert split_compounds("rich-text format") == "rich ##AT##-##AT## text format"
+    assert split_compounds("a-b-c - d") == "a ##AT##-##AT## b-c - d"
+    # tokenizer.perl -l de: punctuation split off, "Mio." a German non-breaking prefix, & escaped.
+    assert paper_tokenize(['Das "rich-text" Format, 3 Mio. Euro & mehr.'], "de") == [
+        "Das &quot; rich ##AT##-##AT## text &quot; Format , 3 Mio. Euro &amp; mehr ."]
+
+
+def test_compound_split_bleu_hand_computed_case():
+    # Tokenized and split, both sides have 8 tokens and differ in one:
+    #   hyp: Das ist ein rich ##AT##-##AT## text Format .
+    #   ref: Das ist ein rich ##AT##-##AT## text Dokument .
+    # 1-grams 7/8, 2-grams 5/7, 3-grams 4/6, 4-grams 3/5 (each n-gram touching "Format" misses);
+    # BP = 1; BLEU = 100 * (7*5*4*3 / (8*7*6*5)) ** (1/4) = 100 * (1/4) ** (1/4) = 70.71.
+    result = compound_split_bleu(["Das ist ein rich-text Format."], ["Das ist ein rich-text Dokument."])
+    assert result.score == pytest.approx(100 * 0.25**0.25, rel=1e-9)
+    assert result.precisions == pytest.approx((100 * 7 / 8, 100 * 5 / 7, 100 * 4 / 6, 100 * 3 / 5))
+    assert result.brevity_penalty == 1.0
+    assert "compound-split" in str(result) and "tok:none|smooth:none" in result.signature
+    # Unsplit, "rich-text" is one token: 5/6, 3/5, 2/4, 1/3 and a lower score; the split is what the paper scored.
+    unsplit = 100 * (5 * 3 * 2 * 1 / (6 * 5 * 4 * 3)) ** 0.25
+    assert result.score > unsplit + 10
+
+
 def test_line_count_mismatch_names_both_counts(tmp_path):
     with pytest.raises(ValueError, match="1 hypotheses but 2 references"):
         corpus_bleu(["a b"], ["a b", "c d"])
@@ -119,6 +145,17 @@ def test_cli_prints_both_scores_with_signatures(tmp_path):
         f"BLEU (sacreBLEU 13a, detokenized) = 54.75  nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{version}",
         f"BLEU (t2t-bleu intl, tokenized) = 54.75  nrefs:1|case:mixed|eff:no|tok:intl|smooth:exp|version:{version}",
     ]
+
+
+def test_cli_prints_the_papers_convention_when_asked(tmp_path):
+    translation, reference = tmp_path / "hyp", tmp_path / "ref"
+    translation.write_text("Das ist ein rich-text Format.\n", encoding="utf-8")
+    reference.write_text("Das ist ein rich-text Dokument.\n", encoding="utf-8")
+    done = run_cli(f"--translation={translation}", f"--reference={reference}", "--paper_bleu_language=de")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3
+    assert lines[2].startswith("BLEU (paper: Moses-tokenized, compound-split, de) = 70.71  nrefs:1|case:mixed|")
 
 
 @pytest.mark.parametrize("problem", ["missing", "invalid_utf8"])

@@ -7,16 +7,23 @@
   which sacreBLEU ports as tokenize="intl"; cased, like t2t-bleu's "BLEU_cased"
   (t2t-bleu also prints an uncased score, which we do not).
 
-On Google's released base checkpoint these are 27.5 and 28.3 on newstest2014
-En-De. The paper's 27.3 is a third convention (Moses tokenisation plus compound
-splitting, `get_ende_bleu.sh`) that neither reproduces; REFERENCE.md has the
-details. Scores are never reported without a signature, so that they are never
-compared across conventions by mistake.
+* The paper's convention (`compound_split_bleu`): t2t's `get_ende_bleu.sh`,
+  i.e. Moses' tokenizer.perl on both sides, hyphenated compounds split as
+  "a ##AT##-##AT## b", then multi-bleu.perl (cased, no smoothing). The
+  paper's 27.3 / 28.4 (En-De) and 38.1 / 41.0 (En-Fr) are in this convention,
+  as are GNMT's and ConvS2S's.
+
+On Google's released base checkpoint the first two are 27.5 and 28.3 on
+newstest2014 En-De; REFERENCE.md has the details. Scores are never reported
+without a label and a signature, so that they are never compared across
+conventions by mistake.
 """
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+
+import re
 
 from t2t_lite.errors import UserError
 from t2t_lite.files import read_lines
@@ -67,17 +74,63 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: 
 
     if tokenize not in TOKENIZERS:
         raise ValueError(f"tokenize must be one of {sorted(TOKENIZERS)}, got {tokenize!r}")
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; "
-                         "BLEU needs one reference line per hypothesis line")
-    if not hypotheses:
-        raise ValueError("no sentences to score")
+    _check_aligned(hypotheses, references)
     # force: tokenized BLEU is meant for any text, so sacreBLEU's
     # "looks tokenized" warning only makes sense for the detokenized score.
     metric = BLEU(tokenize=tokenize, force=tokenize == "intl")
     score = metric.corpus_score(list(hypotheses), [list(references)])
     return BleuResult(label=TOKENIZERS[tokenize], score=score.score, signature=str(metric.get_signature()),
                       precisions=tuple(score.precisions), brevity_penalty=score.bp)
+
+
+COMPOUND_SPLIT_LABEL = "paper: Moses-tokenized, compound-split"
+# get_ende_bleu.sh's `perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'`: non-overlapping, so "a-b-c" -> "a ##AT##-##AT## b-c".
+_COMPOUND = re.compile(r"(\S)-(\S)")
+
+
+def split_compounds(tokenized: str) -> str:
+    """A Moses-tokenized line with each hyphen between two non-spaces split off as ##AT##-##AT##."""
+    return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", tokenized)
+
+
+def paper_tokenize(lines: Sequence[str], language: str) -> list[str]:
+    """Each line through tokenizer.perl -l language (its default escaping of & < > " ' included), then split_compounds.
+
+    sacremoses is the Python port of Moses' tokenizer that fairseq and Hugging Face use.
+    """
+    from sacremoses import MosesTokenizer
+
+    tokenizer = MosesTokenizer(lang=language)
+    return [split_compounds(tokenizer.tokenize(line, return_str=True)) for line in lines]
+
+
+def compound_split_bleu(hypotheses: Sequence[str], references: Sequence[str], language: str = "de") -> BleuResult:
+    """Corpus BLEU in the paper's convention (t2t's get_ende_bleu.sh): both sides Moses-tokenized and
+    compound-split, scored as multi-bleu.perl does (cased, whitespace tokens, no smoothing).
+
+    Args:
+      hypotheses, references: line-aligned detokenized sentences.
+      language: the target language, for the Moses tokenizer's rules (get_ende_bleu.sh uses "de").
+    Raises:
+      ValueError: the sequences are empty or differ in length.
+    """
+    from sacrebleu.metrics import BLEU
+
+    _check_aligned(hypotheses, references)
+    hypotheses, references = paper_tokenize(hypotheses, language), paper_tokenize(references, language)
+    metric = BLEU(tokenize="none", smooth_method="none", force=True)
+    score = metric.corpus_score(hypotheses, [references])
+    return BleuResult(label=f"{COMPOUND_SPLIT_LABEL}, {language}", score=score.score,
+                      signature=f"{metric.get_signature()}|moses:{language}|compound:atat",
+                      precisions=tuple(score.precisions), brevity_penalty=score.bp)
+
+
+def _check_aligned(hypotheses: Sequence[str], references: Sequence[str]) -> None:
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; "
+                         "BLEU needs one reference line per hypothesis line")
+    if not hypotheses:
+        raise ValueError("no sentences to score")
 
 
 def bleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[BleuResult, BleuResult]:
@@ -89,14 +142,16 @@ def bleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[B
     return corpus_bleu(hypotheses, references, "13a"), corpus_bleu(hypotheses, references, "intl")
 
 
-def score_files(translation_path: str, reference_path: str) -> tuple[BleuResult, BleuResult]:
-    """Both BLEU conventions for a translation file against a line-aligned reference file.
+def score_files(translation_path: str, reference_path: str,
+                paper_language: str | None = None) -> tuple[BleuResult, ...]:
+    """The BLEU conventions for a translation file against a line-aligned reference file.
 
     Args:
       translation_path: hypotheses, one sentence per line, UTF-8.
       reference_path: references, one sentence per line, UTF-8.
+      paper_language: if set, also the paper's compound-split BLEU, Moses-tokenized for this target language.
     Returns:
-      (detokenized sacreBLEU 13a, tokenized t2t-bleu intl).
+      (detokenized sacreBLEU 13a, tokenized t2t-bleu intl[, compound-split]).
     Raises:
       UserError: a file is unreadable, empty or not UTF-8, or the line counts differ.
     """
@@ -106,4 +161,7 @@ def score_files(translation_path: str, reference_path: str) -> tuple[BleuResult,
                         f"{reference_path} has {len(references)}; they must be line-aligned")
     if not hypotheses:
         raise UserError(f"translation {translation_path} is empty: no sentences to score")
-    return bleu_scores(hypotheses, references)
+    results = bleu_scores(hypotheses, references)
+    if paper_language:
+        results += (compound_split_bleu(hypotheses, references, paper_language),)
+    return results
