@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 TINY = "vocab_size=12,d_model=16,d_ff=32,num_heads=2,dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=128"
@@ -36,6 +37,7 @@ def run_until_killed(output_dir, kill_after_step):
     return resumed, last
 
 
+@pytest.mark.slow
 def test_random_sigkills_lose_at_most_one_interval_and_every_checkpoint_loads(tmp_path):
     rng = random.Random(0)
     previous_last = 0

@@ -126,6 +126,7 @@ def update_when_one_replica_has_a_nan_loss(strategy, hparams, initial, per_repli
     return {"skipped": result.skipped, "max_update": moved}
 
 
+@pytest.mark.slow
 def test_mirrored_on_8_cpu_devices_gives_the_one_device_update_also_with_uneven_tokens():
     output = subprocess.run([sys.executable, __file__, "mirrored_matches_one_device"], capture_output=True,
                             text=True, timeout=400, check=False, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 TINY = ("vocab_size=12,d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,"
@@ -47,6 +48,7 @@ def outputs(processes, already_read=("", "")):
     return results
 
 
+@pytest.mark.slow
 def test_two_workers_train_the_chief_checkpoints_a_restart_resumes_and_a_signal_stops_both(tmp_path):
     run = tmp_path / "run"
     temp_dirs = [tmp_path / "tmp0", tmp_path / "tmp1"]
