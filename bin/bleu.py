@@ -5,6 +5,8 @@
 prints one line per convention, each with its sacreBLEU signature:
   BLEU (sacreBLEU 13a, detokenized) = 27.31  nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0
   BLEU (t2t-bleu intl, tokenized) = 28.12  nrefs:1|case:mixed|eff:no|tok:intl|smooth:exp|version:2.6.0
+  chrF2 = 57.40  nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0
+  TER = 60.12  nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|version:2.6.0
 
 With --paper_bleu_language=de, also the paper's convention (get_ende_bleu.sh: Moses-tokenized, compound-split).
 """

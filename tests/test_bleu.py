@@ -11,6 +11,7 @@ from shared_data import require_shared
 
 from t2t_lite.errors import UserError
 from t2t_lite.files import read_lines
+from t2t_lite.metrics.chrf_ter import chrf_and_ter
 from t2t_lite.metrics.bleu import (bleu_scores, compound_split_bleu, corpus_bleu, paper_tokenize, score_files,
                                    split_compounds)
 
@@ -50,9 +51,11 @@ def test_equals_sacrebleu_on_real_files(perturbed_files, tokenize):
 
 def test_identical_files_score_100(val_de):
     # sacreBLEU computes exp(mean of log precisions), so 100 comes back as 100.00000000000004.
-    for result in score_files(str(val_de), str(val_de)):
+    sacre, t2t, chrf, ter = score_files(str(val_de), str(val_de))
+    for result in (sacre, t2t):
         assert result.score == pytest.approx(100.0, abs=1e-9)
         assert result.precisions == (100.0, 100.0, 100.0, 100.0)
+    assert chrf.score == pytest.approx(100.0) and ter.score == 0.0
 
 
 def test_hand_computed_case():
@@ -69,6 +72,22 @@ def test_hand_computed_case():
         assert result.precisions == pytest.approx((80.0, 75.0, 200 / 3, 50.0))
         assert result.brevity_penalty == pytest.approx(math.exp(-0.2))
     assert round(expected, 2) == 54.75
+
+
+def test_chrf_and_ter_equal_sacrebleus_own_on_real_files(perturbed_files):
+    translation, reference, hypotheses, references = perturbed_files
+    chrf, ter = score_files(translation, reference)[2:]
+    assert (chrf.name, ter.name) == ("chrF2", "TER")
+    assert chrf.score == sacrebleu.corpus_chrf(hypotheses, [references]).score
+    assert ter.score == sacrebleu.corpus_ter(hypotheses, [references]).score
+    assert 0.0 < ter.score < chrf.score < 100.0
+
+
+def test_ter_hand_computed_case():
+    # "the cat sat on mats" -> "the cat sat on the mat": substitute mats -> the, insert mat; 2 edits / 6 words.
+    _, ter = chrf_and_ter(["the cat sat on mats"], ["the cat sat on the mat"])
+    assert ter.score == pytest.approx(100 * 2 / 6)
+    assert str(ter).startswith("TER = 33.33  nrefs:1|case:lc|tok:tercom|")
 
 
 def test_intl_splits_unicode_punctuation_that_13a_keeps():
@@ -134,7 +153,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           check=False, timeout=60)
 
 
-def test_cli_prints_both_scores_with_signatures(tmp_path):
+def test_cli_prints_every_score_with_its_signature(tmp_path):
     translation, reference = tmp_path / "hyp", tmp_path / "ref"
     translation.write_text("the cat sat on mats\n", encoding="utf-8")
     reference.write_text("the cat sat on the mat\n", encoding="utf-8")
@@ -144,6 +163,8 @@ def test_cli_prints_both_scores_with_signatures(tmp_path):
     assert done.stdout.splitlines() == [
         f"BLEU (sacreBLEU 13a, detokenized) = 54.75  nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{version}",
         f"BLEU (t2t-bleu intl, tokenized) = 54.75  nrefs:1|case:mixed|eff:no|tok:intl|smooth:exp|version:{version}",
+        f"chrF2 = 65.98  nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:{version}",
+        f"TER = 33.33  nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|version:{version}",
     ]
 
 
@@ -154,7 +175,7 @@ def test_cli_prints_the_papers_convention_when_asked(tmp_path):
     done = run_cli(f"--translation={translation}", f"--reference={reference}", "--paper_bleu_language=de")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 5
     assert lines[2].startswith("BLEU (paper: Moses-tokenized, compound-split, de) = 70.71  nrefs:1|case:mixed|")
 
 

@@ -39,7 +39,8 @@ class Problem:
         raise NotImplementedError
 
     def score(self, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
-        """Report lines scoring decoded outputs against references: BLEU in both conventions, with signatures.
+        """Report lines scoring decoded outputs against references: BLEU in both conventions, chrF2 and TER,
+        each with its signature.
 
         Args:
           outputs: decoded texts, one per source line.
@@ -50,8 +51,9 @@ class Problem:
           Lines to print.
         """
         from t2t_lite.metrics.bleu import bleu_scores
+        from t2t_lite.metrics.chrf_ter import chrf_and_ter
 
-        return [str(result) for result in bleu_scores(outputs, references)]
+        return [str(result) for result in bleu_scores(outputs, references) + chrf_and_ter(outputs, references)]
 
     def check_split(self, split: str) -> None:
         if split not in self.splits:

@@ -27,6 +27,7 @@ import re
 
 from t2t_lite.errors import UserError
 from t2t_lite.files import read_lines
+from t2t_lite.metrics.chrf_ter import chrf_and_ter
 
 # sacreBLEU tokenizer -> how a score made with it is labelled.
 TOKENIZERS = {
@@ -142,16 +143,16 @@ def bleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[B
     return corpus_bleu(hypotheses, references, "13a"), corpus_bleu(hypotheses, references, "intl")
 
 
-def score_files(translation_path: str, reference_path: str,
-                paper_language: str | None = None) -> tuple[BleuResult, ...]:
-    """The BLEU conventions for a translation file against a line-aligned reference file.
+def score_files(translation_path: str, reference_path: str, paper_language: str | None = None) -> tuple:
+    """The BLEU conventions, then chrF2 and TER, for a translation file against a line-aligned reference file.
 
     Args:
       translation_path: hypotheses, one sentence per line, UTF-8.
       reference_path: references, one sentence per line, UTF-8.
       paper_language: if set, also the paper's compound-split BLEU, Moses-tokenized for this target language.
     Returns:
-      (detokenized sacreBLEU 13a, tokenized t2t-bleu intl[, compound-split]).
+      (detokenized sacreBLEU 13a, tokenized t2t-bleu intl[, compound-split], chrF2, TER): things that print as
+      one line each, with their signatures.
     Raises:
       UserError: a file is unreadable, empty or not UTF-8, or the line counts differ.
     """
@@ -164,4 +165,4 @@ def score_files(translation_path: str, reference_path: str,
     results = bleu_scores(hypotheses, references)
     if paper_language:
         results += (compound_split_bleu(hypotheses, references, paper_language),)
-    return results
+    return results + chrf_and_ter(hypotheses, references)
