@@ -23,6 +23,10 @@ setup(
         "keras>=3.10",
         "tensorflow-text~=2.21.0",
         "tensorflow-datasets",
+        # tensorflow-datasets' download_and_prepare (WMT14 without --train_files) reads its checksums through
+        # etils.epath, which imports importlib_resources; neither package installs it. The wmt14 builder's
+        # download, .tgz/.gz extraction and SGML parsing need nothing else beyond the standard library.
+        "importlib_resources",
         # tf.summary needs it and TensorFlow 2.21 no longer installs it.
         "tensorboard",
         "sacrebleu",

@@ -14,7 +14,10 @@ The source is always English-side first: inputs English, targets German/French.
 """
 import functools
 import gzip
+import http.client
 import itertools
+import socket
+import urllib.error
 from collections.abc import Iterator
 
 from t2t_lite.data.records import PairSource
@@ -83,6 +86,40 @@ def parse_file_pair(value: str, name: str) -> tuple[str, str]:
     return paths[0], paths[1]
 
 
+def _is_network_error(error: BaseException) -> bool:
+    """Whether `error`, or an exception it was raised from, means a download server could not be reached.
+
+    tensorflow-datasets fetches with requests (http) and urllib (ftp) in worker
+    threads and re-raises their exceptions, or its own DownloadError for an
+    HTTP status other than 200.
+    """
+    import requests
+    from tensorflow_datasets.core.download.util import DownloadError
+
+    network = (requests.exceptions.RequestException, urllib.error.URLError, http.client.HTTPException,
+               ConnectionError, TimeoutError, socket.gaierror, DownloadError)
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, network):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def tfds_failure_message(name: str, error: BaseException) -> str:
+    """One line saying why tensorflow-datasets could not prepare `name`, by what went wrong."""
+    detail = " ".join(f"{type(error).__name__}: {error}".split())  # one line, however the error spells itself
+    if _is_network_error(error):
+        return (f"cannot reach the download servers of {name} ({detail}); "
+                "offline, pass --train_files=SRC,TGT --dev_files=SRC,TGT")
+    if isinstance(error, ImportError):
+        fix = f"pip install {error.name}" if error.name else "reinstall t2t-lite"
+        return (f"tensorflow-datasets cannot prepare {name}: a module it needs is missing ({detail}); "
+                f"{fix}, or pass --train_files=SRC,TGT --dev_files=SRC,TGT")
+    return f"tensorflow-datasets failed to prepare {name}: {detail} (T2T_LITE_DEBUG=1 shows the traceback)"
+
+
 def tfds_wmt14_pairs(language: str, split: str, tmp_dir: str | None) -> Iterator[tuple[str, str]]:
     """(English, `language`) pairs of tensorflow-datasets' wmt14_translate/<language>-en.
 
@@ -97,11 +134,8 @@ def tfds_wmt14_pairs(language: str, split: str, tmp_dir: str | None) -> Iterator
     try:
         builder = tfds.builder(name, data_dir=tmp_dir)
         builder.download_and_prepare()
-    # Network and download failures surface as many exception types; each one
-    # means the same to the user: use local files.
-    except Exception as error:  # noqa: BLE001
-        raise UserError(f"cannot get {name} through tensorflow-datasets ({type(error).__name__}: "
-                        f"{error}); offline, pass --train_files=SRC,TGT --dev_files=SRC,TGT") from None
+    except Exception as error:  # noqa: BLE001 - each kind is named in one line; T2T_LITE_DEBUG=1 shows the chain
+        raise UserError(tfds_failure_message(name, error)) from error
     # The features are keyed by language; the supervised keys would give (xx, en), the wrong way round.
     for example in tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False)):
         yield example["en"].decode("utf-8"), example[language].decode("utf-8")
