@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# One benchmark sitting of the performance protocol (benchmarks/RESULTS.md): the peers
+# The whole performance protocol (docs/performance.md): the peers
 # and t2t-lite one command after another on this machine, so their ratios compare.
 #
-#   bash benchmarks/run_sitting.sh [LOG]            # about 50 minutes on 2 cores
-#   QUICK=1 bash benchmarks/run_sitting.sh [LOG]    # t2t-lite only, each benchmark's --quick mode
+#   bash benchmarks/run_protocol.sh [LOG]            # about 50 minutes on 2 cores
+#   QUICK=1 bash benchmarks/run_protocol.sh [LOG]    # t2t-lite only, each benchmark's --quick mode
 #
 # The peers must be set up as ../shared/peers/README.md says: its scripts copied to
 # /tmp/peers/scripts (their own paths expect /tmp/peers) and the onmt and ct2 venvs
-# made as its RESULTS.md's "Setup" shows. LOG (default benchmarks/logs/sitting-<UTC time>.txt)
+# made as its RESULTS.md's "Setup" shows. LOG (default benchmarks/logs/protocol-<time>.txt)
 # gets the benchmarks' own lines and "peer ..." lines, which
 # `python benchmarks/plot_results.py LOG PNG` plots; full output goes to LOG.raw.
 # Run it on an otherwise idle machine: anything else running moves the figures.
@@ -22,7 +22,7 @@ quick=${QUICK:+--quick}
 if [[ -z "$QUICK" ]]; then
   for venv in onmt ct2; do
     if [[ ! -x "$PEERS/$venv/bin/python" || ! -d "$PEERS/scripts" ]]; then
-      echo "run_sitting.sh: no peers' $venv venv or scripts under $PEERS: set them up as ../shared/peers/README.md says, or run with QUICK=1 for t2t-lite alone" >&2
+      echo "run_protocol.sh: no peers' $venv venv or scripts under $PEERS: set them up as ../shared/peers/README.md says, or run with QUICK=1 for t2t-lite alone" >&2
       exit 2
     fi
   done
@@ -34,7 +34,7 @@ note() { echo "# $(date -u +%H:%M:%S) $*" | tee -a "$LOG"; }
 ours() {
   note "\$ python $*"
   if ! "$PYTHON" "$@" 2>&1 | tee -a "$LOG.raw" | grep -E '^(train|decode|pipeline|seed|fp32 matmul)' | tee -a "$LOG"; then
-    echo "run_sitting.sh: python $* failed or printed no result; its output is in $LOG.raw" >&2
+    echo "run_protocol.sh: python $* failed or printed no result; its output is in $LOG.raw" >&2
     exit 1
   fi
 }
