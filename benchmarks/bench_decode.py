@@ -15,6 +15,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import time
+import types
 
 import numpy as np
 
@@ -22,19 +23,27 @@ from common import PROTOCOL_VOCAB, decode_inputs, peak_rss_gib
 
 
 def build_decoder(args, forced_length):
+    """A transformer_base decoder with random weights whose every output is exactly forced_length tokens."""
     import keras
+    import tensorflow as tf
 
     import t2t_lite.hparams  # noqa: F401
     from t2t_lite import config
-    from t2t_lite.decoding.decoder import Decoder
+    from t2t_lite.decoding.decoder import INPUTS_SIGNATURE, Decoder
     from t2t_lite.models import build_model
     from t2t_lite.registry import hparams_sets
 
     if args.mixed_precision != "none":
         keras.mixed_precision.set_global_policy(args.mixed_precision)
     hp = config.apply_overrides(hparams_sets.get("transformer_base")(), f"vocab_size={PROTOCOL_VOCAB}")
-    decode = dataclasses.replace(hp.decode, beam_size=args.beam_size, alpha=0.6)
-    return Decoder(build_model(hp), decode, forced_length=forced_length)
+    decoder = Decoder(build_model(hp), dataclasses.replace(hp.decode, beam_size=args.beam_size, alpha=0.6))
+
+    def decode(inputs):
+        # EOS suppressed until forced_length (t2t's force_decode_length): every engine does the same work.
+        lengths = tf.fill([tf.shape(inputs)[0]], forced_length)  # [B]
+        return decoder.search(inputs, lengths, min_lengths=lengths)
+
+    return types.SimpleNamespace(decode=tf.function(decode, input_signature=INPUTS_SIGNATURE))
 
 
 def time_decoding(decoder, sentences, batch_size, parallel_batches=1):

@@ -5,6 +5,8 @@ import numpy as np
 
 from t2t_lite.data.problem import EOS_ID, Problem, strip_ids
 from t2t_lite.decoding.decoder import Decoder
+from t2t_lite.layers.attention import causal_bias, padding_bias
+from t2t_lite.models.transformer import shift_right
 
 KINDS = ("encoder_self", "encoder_decoder", "decoder_self")
 
@@ -19,19 +21,41 @@ def attention_maps(model, inputs: list[int], outputs: list[int]) -> dict[str, np
     Returns:
       {kind: float32 [L, H, T_q, T_k]} for the three KINDS, L layers, H heads.
     """
-    layers = {"encoder_self": [layer.self_attention for layer in model.encoder_layers],
-              "encoder_decoder": [layer.cross_attention for layer in model.decoder_layers],
-              "decoder_self": [layer.self_attention for layer in model.decoder_layers]}
-    attentions = [a for group in layers.values() for a in group]
-    for attention in attentions:
-        attention.keep_weights = True
-    try:
-        model({"inputs": np.array([inputs], np.int32), "targets": np.array([outputs], np.int32)}, training=False)
-        return {kind: np.stack([np.asarray(a.last_weights, np.float32)[0] for a in group])
-                for kind, group in layers.items()}
-    finally:
-        for attention in attentions:
-            attention.keep_weights, attention.last_weights = False, None
+    maps, _ = _teacher_forced_pass(model, np.array([inputs], np.int32), np.array([outputs], np.int32))
+    return {kind: np.stack([np.asarray(weights, np.float32)[0] for weights in group]) for kind, group in maps.items()}
+
+
+def _teacher_forced_pass(model, inputs, targets):
+    """The model's inference pass, layer by layer, asking each attention for the weights it applies.
+
+    The layers keep no record of their weights, so this walks the stacks as
+    Transformer.encode and decode do, giving each attention the input its
+    residual block gives it.
+
+    Args:
+      inputs: int32 [B, T_src]; targets: int32 [B, T_tgt].
+    Returns:
+      ({kind: [L] of float32 [B, H, T_q, T_k]}, the decoder's output states [B, T_tgt, D]).
+    """
+    maps = {kind: [] for kind in KINDS}
+    memory_bias = padding_bias(inputs)  # [B, 1, 1, T_src]
+    x = model.position(model.source_embedding(inputs))
+    for layer in model.encoder_layers:
+        query = layer.self_attention_residual.before(x)
+        maps["encoder_self"].append(layer.self_attention.attention_weights(query, bias=memory_bias))
+        x = layer(x, memory_bias)
+    memory = x if model.encoder_norm is None else model.encoder_norm(x)  # [B, T_src, D]
+    decoder_inputs = shift_right(targets)
+    self_bias = causal_bias(decoder_inputs.shape[1])  # [1, 1, T_tgt, T_tgt]
+    x = model.position(model.target_embedding(decoder_inputs))
+    for layer in model.decoder_layers:
+        query = layer.self_attention_residual.before(x)
+        maps["decoder_self"].append(layer.self_attention.attention_weights(query, bias=self_bias))
+        h, _ = layer.self_attention(query, bias=self_bias)
+        query = layer.cross_attention_residual.before(layer.self_attention_residual.after(x, h))
+        maps["encoder_decoder"].append(layer.cross_attention.attention_weights(query, memory, memory_bias))
+        x, _ = layer(x, memory, self_bias, memory_bias)
+    return maps, (x if model.decoder_norm is None else model.decoder_norm(x))
 
 
 def token_labels(problem: Problem, ids: list[int]) -> list[str]:

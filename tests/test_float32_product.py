@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.training.float32_product import float32_product
+from t2t_lite.ops.float32_product import float32_product
 
 
 def narrow_operands(dtype, rows=24, depth=512, columns=300, seed=0):
@@ -65,3 +65,12 @@ def test_it_follows_each_batch_shape_inside_one_traced_step():
 def test_operands_of_two_dtypes_are_refused():
     with pytest.raises(ValueError, match="one dtype; got bfloat16 and float32"):
         float32_product(tf.ones([2, 3], tf.bfloat16), tf.ones([3, 4], tf.float32))
+
+
+def test_it_multiplies_through_xlas_dot_with_a_float32_result():
+    """Public API only: XLA compiles tf.matmul's output_type=float32 into one bf16 x bf16 -> f32 dot."""
+    from t2t_lite.ops import float32_product as module
+
+    a, b = tf.ones([4, 8], tf.bfloat16), tf.ones([8, 3], tf.bfloat16)
+    hlo = module._xla_float32_product.experimental_get_compiler_ir(a, b)(stage="hlo")
+    assert "f32[4,3]{1,0} dot(bf16[4,8]" in hlo

@@ -1,13 +1,17 @@
 """The Transformer model: sizes against the paper, cached decoding against the full pass."""
+import contextlib
+
 import numpy as np
 import pytest
 
 import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config
+from t2t_lite.decoding.decoder import step_kernels
 from t2t_lite.layers import attention
-from t2t_lite.layers import matmul_threads
-from t2t_lite.layers.kernel_layout import IN_OUT, OUT_IN
 from t2t_lite.models import build_model
+from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN
+from t2t_lite.ops.matmul_threads import BATCH_MATMUL, MATMUL
+from t2t_lite.ops.step_matmul import StepMatmulSettings
 from t2t_lite.models.transformer import shift_right
 from t2t_lite.registry import hparams_sets
 
@@ -53,21 +57,20 @@ def test_cached_decoding_equals_full_forward_pass(overrides, monkeypatch):
     full = model({"inputs": inputs, "targets": targets}).numpy()  # [B, T_tgt, V]
     memory, memory_bias = model.encode(inputs)
     decoder_inputs = np.asarray(shift_right(targets))
-    # The encoder output as it is, or its keys/values projected once and the kernels
-    # laid out once in either layout and multiplied with either op (what the decoder does).
-    embedding = model.target_embedding
-    prepared = [(memory, None, None)]
+    # The encoder output as it is, or its keys/values projected once and the steps' weights
+    # prepared in either layout and multiplied with either op (what the decoder does).
+    prepared = [(memory, None)]
     for layout in (IN_OUT, OUT_IN):
-        for op in (matmul_threads.MATMUL, matmul_threads.BATCH_MATMUL):
-            monkeypatch.setenv(matmul_threads.OP_VARIABLE, op)
-            prepared.append((model.memory_cache(memory), model.decoding_kernels("float32", layout),
-                             embedding.output_weights("float32", layout)))
-    for memory_given, kernels, output_weights in prepared:
+        for op in (MATMUL, BATCH_MATMUL):
+            kernels = step_kernels(model, "float32", StepMatmulSettings(layout=layout, op=op))
+            prepared.append((model.memory_cache(memory), kernels))
+    for memory_given, kernels in prepared:
         cache = model.initial_cache(inputs.shape[0])
         steps = []
         for i in range(targets.shape[1]):
-            logits, cache = model.decode(decoder_inputs[:, i:i + 1], memory_given, memory_bias, cache=cache,
-                                         decode_index=i, output_weights=output_weights, kernels=kernels)
+            with contextlib.nullcontext() if kernels is None else kernels.scope():
+                logits, cache = model.decode(decoder_inputs[:, i:i + 1], memory_given, memory_bias, cache=cache,
+                                             decode_index=i)
             steps.append(logits.numpy()[:, 0])
         np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
 

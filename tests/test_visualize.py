@@ -7,7 +7,7 @@ from t2t_lite import config
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
-from t2t_lite.visualize import attention_maps, visualize_sentence
+from t2t_lite.visualize import _teacher_forced_pass, attention_maps, visualize_sentence
 
 
 def tiny_model():
@@ -27,8 +27,15 @@ def test_maps_are_distributions_and_decoder_self_attention_is_causal():
         np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
     future = np.triu(np.ones((4, 4), bool), k=1)
     assert np.all(maps["decoder_self"][..., future] == 0.0)
-    # Recording is switched off again afterwards.
-    assert all(not layer.self_attention.keep_weights for layer in model.encoder_layers)
+
+
+def test_the_layer_by_layer_pass_is_the_models_own():
+    """The maps come from a walk of the stacks beside the model's: it must reach the model's decoder states."""
+    model, _ = tiny_model()
+    inputs, targets = np.array([[3, 4, 5, 6, 1, 0]], np.int32), np.array([[6, 5, 4, 1]], np.int32)
+    _, states = _teacher_forced_pass(model, inputs, targets)
+    expected = model.decoder_states({"inputs": inputs, "targets": targets}, training=False)
+    np.testing.assert_allclose(np.asarray(states), np.asarray(expected), atol=1e-5)
 
 
 def test_visualize_sentence_writes_one_png_per_kind_and_layer(tmp_path):
@@ -40,3 +47,22 @@ def test_visualize_sentence_writes_one_png_per_kind_and_layer(tmp_path):
         with open(path, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.glob("*.incomplete*"))
+
+
+def test_visualize_cli_opens_the_run_and_prints_one_path_per_plot(tmp_path):
+    import tensorflow as tf
+
+    from cli_helpers import run_tool
+    from t2t_lite.run import RunSpec, save_spec
+
+    model, hp = tiny_model()
+    run = tmp_path / "run"
+    run.mkdir()
+    save_spec(str(run), RunSpec("algorithmic_reverse", "transformer_tiny", "", hp))
+    tf.train.Checkpoint(model=model).save(str(run / "ckpt"))
+    result = run_tool("visualize", f"--output_dir={run}", "--sentence=0123", f"--plot_dir={tmp_path / 'plots'}")
+    assert result.returncode == 0, result.stderr
+    paths = result.stdout.split()
+    assert len(paths) == 3 * 2 and sorted(paths) == sorted(map(str, (tmp_path / "plots").glob("*.png")))
+    refused = run_tool("visualize", f"--output_dir={run}", "--sentence=01x3", f"--plot_dir={tmp_path / 'other'}")
+    assert refused.returncode == 2 and refused.error.startswith("--sentence: "), refused.stderr

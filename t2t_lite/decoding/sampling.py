@@ -1,30 +1,25 @@
-"""Greedy and temperature / top-k sampling decoders, as one in-graph tf.while_loop.
+"""The greedy decoder, as one in-graph tf.while_loop.
 
 Same `symbols_to_logits_fn(ids, step, state)` contract as `beam_search` with
 N = B rows: ids int32 [B, 1] is each row's previous token (the start id 0 at
 step 0), step the 0-based position being decoded. Each row stops at its own max
 length or after emitting EOS, then emits PAD, so its result does not depend on
-the batch it is in. Scores are the model's log-probs of the emitted tokens, before
-temperature and top-k (as t2t's fast decoding), without a length penalty.
+the batch it is in. Scores are the model's log-probs of the emitted tokens,
+without a length penalty.
 
 Shapes: B batch, T = max over the batch of the max lengths, V vocab.
 """
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import tensorflow as tf
 
 from t2t_lite.decoding.beam_search import (
-    NEG_INF,
     SymbolsToLogitsFn,
     next_token_log_probs,
     read_position,
     state_shape_invariants,
     write_position,
 )
-
-# (log_probs float32 [B, V], step int32 scalar) -> next ids int32 [B]
-ChooseFn = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
 
 
 class _Rows(NamedTuple):
@@ -51,62 +46,6 @@ def greedy_decode(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_
       ids: int32 [B, T], T = max(max_decode_lengths); EOS kept, PAD (0) after it.
       scores: float32 [B] summed log-probs.
     """
-    def argmax(log_probs, step):
-        return tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # [B]
-
-    return _decode(symbols_to_logits_fn, initial_state, batch_size, max_decode_lengths, argmax,
-                   eos_id, min_decode_lengths)
-
-
-def sample_decode(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_size, max_decode_lengths,
-                  temperature: float = 1.0, top_k: int | None = None, seed: int | None = None,
-                  eos_id: int = 1, min_decode_lengths=None) -> tuple[tf.Tensor, tf.Tensor]:
-    """Samples every token from softmax(log_probs / temperature), optionally over the top_k only.
-
-    Args:
-      symbols_to_logits_fn, initial_state, batch_size, max_decode_lengths, eos_id,
-        min_decode_lengths: as `greedy_decode`.
-      temperature: > 0; use `greedy_decode` for t2t's temperature 0.
-      top_k: None for the whole vocabulary, else sample among the k most likely tokens.
-      seed: int for reproducible draws (stateless RNG keyed by (seed, step)); None draws one.
-    Returns:
-      ids: int32 [B, T]; EOS kept, PAD (0) after it.
-      scores: float32 [B] summed log-probs under the model (not the tempered distribution).
-    """
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0 (greedy_decode is temperature 0), got {temperature}")
-    if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be None or at least 1, got {top_k}")
-    seed = (tf.random.uniform([], maxval=tf.int32.max, dtype=tf.int32) if seed is None
-            else tf.constant(seed, tf.int32))  # int32 scalar
-
-    def sample(log_probs, step):
-        if top_k is not None:
-            log_probs = _keep_top_k(log_probs, top_k)  # [B, V]
-        draws = tf.random.stateless_categorical(log_probs / temperature, 1, seed=tf.stack([seed, step]),
-                                                dtype=tf.int32)  # [B, 1]
-        return draws[:, 0]  # [B]
-
-    return _decode(symbols_to_logits_fn, initial_state, batch_size, max_decode_lengths, sample,
-                   eos_id, min_decode_lengths)
-
-
-def _keep_top_k(log_probs, k):
-    """log_probs with every token outside each row's k most likely set to -inf.
-
-    Args:
-      log_probs: float32 [B, V].
-      k: int >= 1 (ties with the k-th value are kept).
-    Returns:
-      float32 [B, V].
-    """
-    kth = tf.math.top_k(log_probs, k=k).values[:, -1:]  # [B, 1]
-    return tf.where(log_probs < kth, NEG_INF, log_probs)  # [B, V]
-
-
-def _decode(symbols_to_logits_fn, initial_state, batch_size, max_decode_lengths, choose: ChooseFn,
-            eos_id, min_decode_lengths):
-    """The loop shared by greedy and sampling: `choose` picks the next ids from the log-probs."""
     max_lengths = tf.convert_to_tensor(max_decode_lengths, tf.int32)  # [B]
     min_lengths = None if min_decode_lengths is None else tf.convert_to_tensor(min_decode_lengths, tf.int32)  # [B]
 
@@ -118,7 +57,8 @@ def _decode(symbols_to_logits_fn, initial_state, batch_size, max_decode_lengths,
         logits, state = symbols_to_logits_fn(prev_ids, step, rows.state)  # [B, V]
         log_probs = next_token_log_probs(logits, step, min_lengths, eos_id)  # [B, V]
         active = is_active(step, rows)  # [B]
-        ids = tf.where(active, choose(log_probs, step), 0)  # [B] PAD once a row is done
+        best = tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # [B]
+        ids = tf.where(active, best, 0)  # [B] PAD once a row is done
         log_prob = tf.gather(log_probs, ids, axis=1, batch_dims=1)  # [B]
         return step + 1, _Rows(
             ids=write_position(rows.ids, step, ids),  # [B, T]

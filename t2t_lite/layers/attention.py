@@ -3,7 +3,7 @@ import keras
 from keras import ops
 
 from t2t_lite.layers.dropout import Dropout
-from t2t_lite.layers.projection import project
+from t2t_lite.ops.step_matmul import Dense
 
 # Added to the logits of positions that must not be attended to. The logits are
 # float32 whatever the compute dtype (softmax runs in float32), so -1e9 is safe
@@ -51,6 +51,7 @@ def _settle(cache):
     return ops.cond(ops.shape(cache["recent_key"])[2] >= SETTLE_EVERY, fold, lambda: dict(cache))
 
 
+@keras.saving.register_keras_serializable(package="t2t_lite")
 class MultiHeadAttention(keras.layers.Layer):
     """softmax(Q K^T / sqrt(Dk) + bias) V over H heads, then W^O.
 
@@ -74,8 +75,6 @@ class MultiHeadAttention(keras.layers.Layer):
         beam search reorders only the small ancestry, never the caches (t2t
         gathers them every step, a copy of all of them). The grown caches are
         returned. No mask is needed: they hold only decoded positions.
-      - kernels, a `DecodingKernels`: the projections run through its
-        copies, laid out for a decoding step's shapes; same values.
 
     Args:
       num_heads: H.
@@ -89,15 +88,12 @@ class MultiHeadAttention(keras.layers.Layer):
         super().__init__(**kwargs)
         self.num_heads, self.key_dim, self.value_dim = num_heads, key_dim, value_dim
         self.d_model, self.dropout_rate = d_model, dropout
-        self.query_proj = keras.layers.Dense(num_heads * key_dim, name="query")
-        self.key_proj = keras.layers.Dense(num_heads * key_dim, name="key")
-        self.value_proj = keras.layers.Dense(num_heads * value_dim, name="value")
-        self.output_proj = keras.layers.Dense(d_model, name="output")
-        self.weights_dropout = Dropout(dropout)
-        # When True, eager calls keep their attention weights [B, H, T_q, T_k] in
-        # `last_weights` for t2t-lite-visualize; off, it costs nothing.
-        self.keep_weights = False
-        self.last_weights = None
+        policy = self.dtype_policy
+        self.query_proj = Dense(num_heads * key_dim, name="query", dtype=policy)
+        self.key_proj = Dense(num_heads * key_dim, name="key", dtype=policy)
+        self.value_proj = Dense(num_heads * value_dim, name="value", dtype=policy)
+        self.output_proj = Dense(d_model, name="output", dtype=policy)
+        self.weights_dropout = Dropout(dropout, dtype=policy)
 
     def build(self, query_shape, memory_shape=None, *args, **kwargs):
         width = (None, None, self.d_model)
@@ -112,20 +108,20 @@ class MultiHeadAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, length, self.num_heads, head_dim))
         return ops.transpose(x, (0, 2, 1, 3))
 
-    def memory_cache(self, memory, kernels=None):
+    def memory_cache(self, memory):
         """Projects a fixed memory [B, T_src, D] once into {"key", "value"} [B, H, T_src, Dk|Dv]."""
         return {
-            "key": self._split_heads(project(self.key_proj, memory, kernels), self.key_dim),
-            "value": self._split_heads(project(self.value_proj, memory, kernels), self.value_dim),
+            "key": self._split_heads(self.key_proj(memory), self.key_dim),
+            "value": self._split_heads(self.value_proj(memory), self.value_dim),
         }
 
-    def call(self, query, memory=None, bias=None, cache=None, training=None, kernels=None):
+    def call(self, query, memory=None, bias=None, cache=None, training=None):
         """Attends from `query` [N, T_q, D]; returns (output [N, T_q, D], grown cache or None)."""
-        q = self._split_heads(project(self.query_proj, query, kernels), self.key_dim)  # [N, H, T_q, Dk]
+        q = self._split_heads(self.query_proj(query), self.key_dim)  # [N, H, T_q, Dk]
         if isinstance(memory, dict):
             context = self._attend_shared(q, memory["key"], memory["value"], bias, training)
         else:
-            kv = self.memory_cache(query if memory is None else memory, kernels)
+            kv = self.memory_cache(query if memory is None else memory)
             keys, values = kv["key"], kv["value"]  # [N, H, T_k, Dk|Dv]
             if cache is not None:
                 context, cache = self._attend_cached(q, keys, values, cache, training)
@@ -134,17 +130,33 @@ class MultiHeadAttention(keras.layers.Layer):
         context = ops.transpose(context, (0, 2, 1, 3))  # [N, T_q, H, Dv]
         rows, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (rows, length, self.num_heads * self.value_dim))
-        return project(self.output_proj, context, kernels), cache
+        return self.output_proj(context), cache
 
-    def _attend(self, q, keys, values, bias, training):
-        """q [B, H, T_q, Dk], keys/values [B, H, T_k, Dk|Dv], bias broadcastable to [B, H, T_q, T_k] -> [B, H, T_q, Dv]."""
+    def attention_weights(self, query, memory=None, bias=None):
+        """The softmax weights a full (uncached) `call` applies before dropout, e.g. to plot them.
+
+        Args:
+          query: [B, T_q, D].
+          memory: [B, T_k, D], or None for self-attention.
+          bias: broadcastable to [B, H, T_q, T_k], or None.
+        Returns:
+          float32 [B, H, T_q, T_k].
+        """
+        q = self._split_heads(self.query_proj(query), self.key_dim)  # [B, H, T_q, Dk]
+        keys = self._split_heads(self.key_proj(query if memory is None else memory), self.key_dim)  # [B, H, T_k, Dk]
+        return self._weights(q, keys, bias)
+
+    def _weights(self, q, keys, bias):
+        """softmax(q keys^T / sqrt(Dk) + bias) in float32: [B, H, T_q, T_k]."""
         logits = ops.einsum("bhqd,bhkd->bhqk", q, keys)  # [B, H, T_q, T_k]
         logits = ops.cast(logits, "float32") * (self.key_dim**-0.5)
         if bias is not None:
             logits = logits + ops.cast(bias, "float32")  # Keras casts float inputs to the compute dtype
-        weights = ops.cast(ops.softmax(logits, axis=-1), values.dtype)
-        if self.keep_weights:
-            self.last_weights = weights
+        return ops.softmax(logits, axis=-1)
+
+    def _attend(self, q, keys, values, bias, training):
+        """q [B, H, T_q, Dk], keys/values [B, H, T_k, Dk|Dv], bias broadcastable to [B, H, T_q, T_k] -> [B, H, T_q, Dv]."""
+        weights = ops.cast(self._weights(q, keys, bias), values.dtype)
         weights = self.weights_dropout(weights, training=training)
         return ops.einsum("bhqk,bhkd->bhqd", weights, values)  # [B, H, T_q, Dv]
 
@@ -182,8 +194,6 @@ class MultiHeadAttention(keras.layers.Layer):
         logits = ops.sum(every * ops.transpose(own, (0, 1, 3, 4, 2)), axis=3)  # [B, H, t+1, K_q]
         logits = ops.cast(ops.transpose(logits, (0, 1, 3, 2)), "float32") * (self.key_dim**-0.5)
         weights = ops.cast(ops.softmax(logits, axis=-1), settled_values.dtype)  # [B, H, K_q, t+1]
-        if self.keep_weights:
-            self.last_weights = ops.reshape(ops.transpose(weights, (0, 2, 1, 3)), (rows, heads, 1, length))
         weights = self.weights_dropout(weights, training=training)
         # The weights on the row's own slots (zero on the others), against every slot's values.
         slotted = weights[..., None] * ops.cast(own, weights.dtype)  # [B, H, K_q, t+1, K]

@@ -3,6 +3,7 @@ import keras
 from keras import ops
 
 
+@keras.saving.register_keras_serializable(package="t2t_lite")
 class Dropout(keras.layers.Dropout):
     """keras.layers.Dropout with the mask drawn and the kept values scaled in float32.
 

@@ -6,8 +6,8 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from t2t_lite.layers.kernel_layout import OUT_IN
-from t2t_lite.layers.projection import StepKernel
+from t2t_lite.ops.kernel_layout import OUT_IN
+from t2t_lite.ops.step_matmul import product
 
 
 def _inverse_timescales(channels, min_timescale=1.0, max_timescale=1.0e4):
@@ -42,6 +42,7 @@ def timing_signal(length, channels):
     return timing_signal_at(ops.arange(length), channels)
 
 
+@keras.saving.register_keras_serializable(package="t2t_lite")
 class SinusoidalPosition(keras.layers.Layer):
     """Adds `timing_signal` to x [B, T, D]; with `position` set, the signal of that one position."""
 
@@ -54,6 +55,7 @@ class SinusoidalPosition(keras.layers.Layer):
         return x + ops.cast(signal, x.dtype)[None]
 
 
+@keras.saving.register_keras_serializable(package="t2t_lite")
 class LearnedPosition(keras.layers.Layer):
     """Adds a trained embedding of each position (Table 3 row E).
 
@@ -87,6 +89,7 @@ class LearnedPosition(keras.layers.Layer):
         return config
 
 
+@keras.saving.register_keras_serializable(package="t2t_lite")
 class SharedEmbedding(keras.layers.Layer):
     """One [V, D] matrix for source and target embeddings and the output projection (paper 3.4).
 
@@ -120,27 +123,15 @@ class SharedEmbedding(keras.layers.Layer):
     def output_kernel(self, dtype):
         """The output projection [D, V] in dtype: the embedding transposed (and cast).
 
-        Training's sliced loss multiplies by it; decoding uses `output_weights`.
+        Training's sliced loss multiplies by it.
         """
         return ops.transpose(ops.cast(self.embeddings, dtype))
 
-    def output_weights(self, dtype, layout):
-        """The output projection for `logits` as a StepKernel in dtype and layout ([V, D] as
-        the embedding is, or a [D, V] copy; layers/kernel_layout.py). A decoder makes it once, not once per step.
-        """
-        return StepKernel(ops.cast(self.embeddings, dtype), layout, stored_as=OUT_IN)
-
-    def logits(self, x, weights=None):
-        """x [..., D] -> float32 logits [..., V] = x E^T (float32 for a stable softmax and loss).
-
-        weights: output_weights(x.dtype), if the caller made it; else one
-        GEMM over the [V, D] embedding with transpose_b.
-        """
-        rows = tf.reshape(x, [-1, self.d_model])
-        if weights is None:
-            logits = tf.matmul(rows, ops.cast(self.embeddings, x.dtype), transpose_b=True)  # [rows, V]
-        else:
-            logits = weights(rows)
+    def logits(self, x):
+        """x [..., D] -> float32 logits [..., V] = x E^T (float32 for a stable softmax and loss)."""
+        rows = tf.reshape(x, [-1, self.d_model])  # [R, D]
+        # One GEMM over the [V, D] embedding with transpose_b (ops.product: a decoder may prepare it).
+        logits = product(self, rows, self.embeddings, stored_as=OUT_IN)  # [R, V]
         logits = tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], axis=0))
         return tf.cast(logits, "float32")
 

@@ -6,6 +6,7 @@ from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.feed_forward import FeedForward
 
 
+@keras.saving.register_keras_serializable(package="t2t_lite")
 class Residual(keras.layers.Layer):
     """Wraps a sub-layer with dropout, a residual connection and layer normalisation.
 
@@ -21,8 +22,8 @@ class Residual(keras.layers.Layer):
     def __init__(self, norm_position, dropout, epsilon, **kwargs):
         super().__init__(**kwargs)
         self.norm_position, self.dropout_rate, self.epsilon = norm_position, dropout, epsilon
-        self.norm = keras.layers.LayerNormalization(epsilon=epsilon, name="norm")
-        self.dropout = Dropout(dropout)
+        self.norm = keras.layers.LayerNormalization(epsilon=epsilon, name="norm", dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         self.norm.build(input_shape)
@@ -42,38 +43,65 @@ class Residual(keras.layers.Layer):
         return config
 
 
-def _build_all(layer, input_shape):
-    """Builds every sub-layer for a [B, T, D] input: all widths are known from the hparams."""
-    width = (None, None, input_shape[-1])
-    for sublayer in layer._layers:
-        sublayer.build(width)
-
-
-def _attention(hp, name):
-    return MultiHeadAttention(hp.num_heads, hp.head_key_dim, hp.head_value_dim, hp.d_model,
-                              dropout=hp.attention_dropout, name=name)
-
-
-def _residual(hp, name):
-    return Residual(hp.norm_position, hp.dropout, hp.layer_norm_epsilon, name=name)
-
-
-class EncoderLayer(keras.layers.Layer):
-    """Self-attention then FFN, each inside a Residual.
+class _Sublayers(keras.layers.Layer):
+    """The settings shared by EncoderLayer and DecoderLayer, and the factories of their sub-layers.
 
     Args:
-      hp: ModelHParams.
+      d_model: D, width of the residual stream.
+      num_heads: H.
+      d_ff: F, the feed-forward network's hidden width.
+      key_dim, value_dim: Dk and Dv per head; None for D // H.
+      dropout: P_drop on each sub-layer's output (paper 5.4).
+      attention_dropout: rate on the attention weights.
+      relu_dropout: rate on the feed-forward hidden activations.
+      norm_position: "post" (paper) or "pre" (t2t v2+).
+      epsilon: LayerNorm epsilon.
     """
 
-    def __init__(self, hp, **kwargs):
+    def __init__(self, d_model, num_heads, d_ff, key_dim=None, value_dim=None, dropout=0.0, attention_dropout=0.0,
+                 relu_dropout=0.0, norm_position="post", epsilon=1e-6, **kwargs):
         super().__init__(**kwargs)
-        self.self_attention = _attention(hp, "self_attention")
-        self.self_attention_residual = _residual(hp, "self_attention_residual")
-        self.ffn = FeedForward(hp.d_model, hp.d_ff, hp.relu_dropout, name="ffn")
-        self.ffn_residual = _residual(hp, "ffn_residual")
+        if norm_position not in ("post", "pre"):
+            raise ValueError(f"norm_position must be 'post' or 'pre', got {norm_position!r}")
+        self.d_model, self.num_heads, self.d_ff = d_model, num_heads, d_ff
+        self.key_dim, self.value_dim = key_dim, value_dim
+        self.dropout_rate, self.attention_dropout, self.relu_dropout = dropout, attention_dropout, relu_dropout
+        self.norm_position, self.epsilon = norm_position, epsilon
+
+    def _attention(self, name):
+        per_head = self.d_model // self.num_heads
+        return MultiHeadAttention(self.num_heads, self.key_dim or per_head, self.value_dim or per_head, self.d_model,
+                                  dropout=self.attention_dropout, name=name, dtype=self.dtype_policy)
+
+    def _residual(self, name):
+        return Residual(self.norm_position, self.dropout_rate, self.epsilon, name=name, dtype=self.dtype_policy)
+
+    def _feed_forward(self):
+        return FeedForward(self.d_model, self.d_ff, self.relu_dropout, name="ffn", dtype=self.dtype_policy)
 
     def build(self, input_shape, *args, **kwargs):
-        _build_all(self, input_shape)
+        # Every sub-layer takes [B, T, D]: all widths are known from the settings.
+        for sublayer in self._layers:
+            sublayer.build((None, None, self.d_model))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(d_model=self.d_model, num_heads=self.num_heads, d_ff=self.d_ff, key_dim=self.key_dim,
+                      value_dim=self.value_dim, dropout=self.dropout_rate, attention_dropout=self.attention_dropout,
+                      relu_dropout=self.relu_dropout, norm_position=self.norm_position, epsilon=self.epsilon)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="t2t_lite")
+class EncoderLayer(_Sublayers):
+    """Self-attention then FFN, each inside a Residual (settings: see _Sublayers)."""
+
+    def __init__(self, d_model, num_heads, d_ff, **kwargs):
+        super().__init__(d_model, num_heads, d_ff, **kwargs)
+        self.self_attention = self._attention("self_attention")
+        self.self_attention_residual = self._residual("self_attention_residual")
+        self.ffn = self._feed_forward()
+        self.ffn_residual = self._residual("ffn_residual")
 
     def call(self, x, bias, training=None):
         """x [B, T_src, D], bias [B, 1, 1, T_src] -> [B, T_src, D]."""
@@ -83,26 +111,20 @@ class EncoderLayer(keras.layers.Layer):
         return self.ffn_residual.after(x, h, training)
 
 
-class DecoderLayer(keras.layers.Layer):
-    """Masked self-attention, encoder-decoder attention, FFN, each inside a Residual.
+@keras.saving.register_keras_serializable(package="t2t_lite")
+class DecoderLayer(_Sublayers):
+    """Masked self-attention, encoder-decoder attention, FFN, each inside a Residual (settings: see _Sublayers)."""
 
-    Args:
-      hp: ModelHParams.
-    """
+    def __init__(self, d_model, num_heads, d_ff, **kwargs):
+        super().__init__(d_model, num_heads, d_ff, **kwargs)
+        self.self_attention = self._attention("self_attention")
+        self.self_attention_residual = self._residual("self_attention_residual")
+        self.cross_attention = self._attention("cross_attention")
+        self.cross_attention_residual = self._residual("cross_attention_residual")
+        self.ffn = self._feed_forward()
+        self.ffn_residual = self._residual("ffn_residual")
 
-    def __init__(self, hp, **kwargs):
-        super().__init__(**kwargs)
-        self.self_attention = _attention(hp, "self_attention")
-        self.self_attention_residual = _residual(hp, "self_attention_residual")
-        self.cross_attention = _attention(hp, "cross_attention")
-        self.cross_attention_residual = _residual(hp, "cross_attention_residual")
-        self.ffn = FeedForward(hp.d_model, hp.d_ff, hp.relu_dropout, name="ffn")
-        self.ffn_residual = _residual(hp, "ffn_residual")
-
-    def build(self, input_shape, *args, **kwargs):
-        _build_all(self, input_shape)
-
-    def call(self, x, memory, self_bias, memory_bias, cache=None, training=None, kernels=None):
+    def call(self, x, memory, self_bias, memory_bias, cache=None, training=None):
         """Runs one decoder layer.
 
         Args:
@@ -114,15 +136,14 @@ class DecoderLayer(keras.layers.Layer):
           cache: None, or when decoding this layer's self-attention cache {key, value,
             recent_key, recent_value} [B, H, t0|t1, K, Dk|Dv] with the step's ancestry
             [N, t + 1, K] (MultiHeadAttention's class doc).
-          kernels: None, or a DecodingKernels covering this layer (decoding).
         Returns:
           (output [N, T_tgt, D], the cache grown by T_tgt positions, or None).
         """
         h, cache = self.self_attention(self.self_attention_residual.before(x), bias=self_bias, cache=cache,
-                                       training=training, kernels=kernels)
+                                       training=training)
         x = self.self_attention_residual.after(x, h, training)
         h, _ = self.cross_attention(self.cross_attention_residual.before(x), memory=memory, bias=memory_bias,
-                                    training=training, kernels=kernels)
+                                    training=training)
         x = self.cross_attention_residual.after(x, h, training)
-        h = self.ffn(self.ffn_residual.before(x), training=training, kernels=kernels)
+        h = self.ffn(self.ffn_residual.before(x), training=training)
         return self.ffn_residual.after(x, h, training), cache

@@ -1,5 +1,8 @@
 """The Transformer (paper section 3): encoder and decoder stacks over shared embeddings."""
+import dataclasses
+
 import keras
+import numpy as np
 from keras import ops
 
 from t2t_lite import registry
@@ -7,8 +10,6 @@ from t2t_lite.config import ModelHParams
 from t2t_lite.layers.attention import causal_bias, padding_bias
 from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition
-from t2t_lite.layers.kernel_layout import STEP_ROWS, faster_layout
-from t2t_lite.layers.projection import DecodingKernels
 from t2t_lite.layers.transformer_layers import DecoderLayer, EncoderLayer
 
 
@@ -21,36 +22,88 @@ def shift_right(targets):
 
 
 @registry.models.register("transformer")
+def transformer(hp: ModelHParams) -> "Transformer":
+    """The Transformer of a ModelHParams (its fields are the model's settings), with its variables created."""
+    model = Transformer(**dataclasses.asdict(hp))
+    model.build_variables()
+    return model
+
+
+@keras.saving.register_keras_serializable(package="t2t_lite")
 class Transformer(keras.Model):
     """Encoder-decoder Transformer; `call` gives teacher-forced logits.
 
     `encode` and `decode` are the two halves; `initial_cache` + `decode`
     with a cache run the same layers one position at a time for fast decoding.
+    The settings are ModelHParams' fields, where each has its comment.
 
     Args:
-      hp: ModelHParams (vocab_size must be set).
+      vocab_size: V (must be set).
+      num_encoder_layers, num_decoder_layers: N of each stack.
+      d_model: D.
+      d_ff: F, the feed-forward network's hidden width.
+      num_heads: H.
+      key_dim, value_dim: Dk and Dv per head; 0 for D // H.
+      dropout, attention_dropout, relu_dropout: the dropout rates.
+      norm_position: "post" (paper) or "pre" (t2t v2+).
+      position_encoding: "sinusoid" (paper) or "learned".
+      max_position: positions a learned positional embedding can represent.
+      share_embeddings: one matrix for source, target and pre-softmax projection.
+      layer_norm_epsilon: LayerNorm epsilon.
     """
 
-    def __init__(self, hp: ModelHParams, **kwargs):
+    def __init__(self, vocab_size, num_encoder_layers=6, num_decoder_layers=6, d_model=512, d_ff=2048, num_heads=8,
+                 key_dim=0, value_dim=0, dropout=0.1, attention_dropout=0.0, relu_dropout=0.0, norm_position="post",
+                 position_encoding="sinusoid", max_position=1024, share_embeddings=True, layer_norm_epsilon=1e-6,
+                 **kwargs):
         super().__init__(**kwargs)
-        if hp.vocab_size <= 0:
-            raise ValueError(f"ModelHParams.vocab_size must be set, got {hp.vocab_size}")
-        self.hp = hp
-        self.target_embedding = SharedEmbedding(hp.vocab_size, hp.d_model, name="shared_embedding")
-        self.source_embedding = (self.target_embedding if hp.share_embeddings
-                                 else SharedEmbedding(hp.vocab_size, hp.d_model, name="source_embedding"))
-        self.position = _position_layer(hp)
-        self.embedding_dropout = Dropout(hp.dropout)
-        self.encoder_layers = [EncoderLayer(hp, name=f"encoder_{i}") for i in range(hp.num_encoder_layers)]
-        self.decoder_layers = [DecoderLayer(hp, name=f"decoder_{i}") for i in range(hp.num_decoder_layers)]
+        if vocab_size <= 0:
+            raise ValueError(f"vocab_size must be set, got {vocab_size}")
+        if position_encoding not in ("sinusoid", "learned"):
+            raise ValueError(f"position_encoding must be 'sinusoid' or 'learned', got {position_encoding!r}")
+        self.vocab_size, self.d_model, self.d_ff, self.num_heads = vocab_size, d_model, d_ff, num_heads
+        self.num_encoder_layers, self.num_decoder_layers = num_encoder_layers, num_decoder_layers
+        self.key_dim, self.value_dim = key_dim, value_dim
+        self.head_key_dim, self.head_value_dim = key_dim or d_model // num_heads, value_dim or d_model // num_heads
+        self.dropout_rate, self.attention_dropout, self.relu_dropout = dropout, attention_dropout, relu_dropout
+        self.norm_position, self.position_encoding, self.max_position = norm_position, position_encoding, max_position
+        self.share_embeddings, self.layer_norm_epsilon = share_embeddings, layer_norm_epsilon
+        policy = self.dtype_policy
+        self.target_embedding = SharedEmbedding(vocab_size, d_model, name="shared_embedding", dtype=policy)
+        self.source_embedding = (self.target_embedding if share_embeddings
+                                 else SharedEmbedding(vocab_size, d_model, name="source_embedding", dtype=policy))
+        self.position = (LearnedPosition(max_position, d_model, name="position", dtype=policy)
+                         if position_encoding == "learned" else SinusoidalPosition(name="position", dtype=policy))
+        self.embedding_dropout = Dropout(dropout, dtype=policy)
+        layer_settings = dict(key_dim=self.head_key_dim, value_dim=self.head_value_dim, dropout=dropout,
+                              attention_dropout=attention_dropout, relu_dropout=relu_dropout,
+                              norm_position=norm_position, epsilon=layer_norm_epsilon, dtype=policy)
+        self.encoder_layers = [EncoderLayer(d_model, num_heads, d_ff, name=f"encoder_{i}", **layer_settings)
+                               for i in range(num_encoder_layers)]
+        self.decoder_layers = [DecoderLayer(d_model, num_heads, d_ff, name=f"decoder_{i}", **layer_settings)
+                               for i in range(num_decoder_layers)]
         # Keras 3 does not hand layers held in a list to tf.train.Checkpoint's
         # object graph; named attributes put every layer's weights under model/.
         for layer in self.encoder_layers + self.decoder_layers:
             setattr(self, layer.name, layer)
         # Pre-norm leaves the residual stream unnormalised; t2t adds a final LayerNorm.
-        pre = hp.norm_position == "pre"
-        self.encoder_norm = keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, name="encoder_norm") if pre else None
-        self.decoder_norm = keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, name="decoder_norm") if pre else None
+        pre = norm_position == "pre"
+        self.encoder_norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm",
+                                                             dtype=policy) if pre else None)
+        self.decoder_norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="decoder_norm",
+                                                             dtype=policy) if pre else None)
+
+    def build_variables(self):
+        """Creates every variable with a one-sentence dummy batch (Keras cannot build a dict input from shapes)."""
+        dummy = np.ones((1, 2), np.int32)  # length 2: a 1-key softmax makes Keras warn
+        self({"inputs": dummy, "targets": dummy}, training=False)
+
+    def get_build_config(self):
+        return {"built": self.built}
+
+    def build_from_config(self, config):
+        if config.get("built"):
+            self.build_variables()
 
     def call(self, features, training=None):
         """features {"inputs" [B, T_src], "targets" [B, T_tgt]} -> float32 logits [B, T_tgt, V]."""
@@ -81,8 +134,7 @@ class Transformer(keras.Model):
             x = self.encoder_norm(x)
         return x, bias
 
-    def decode(self, decoder_inputs, memory, memory_bias, cache=None, decode_index=None, output_weights=None,
-               kernels=None, training=None):
+    def decode(self, decoder_inputs, memory, memory_bias, cache=None, decode_index=None, training=None):
         """Runs the decoder stack and the shared softmax projection.
 
         Args:
@@ -92,30 +144,13 @@ class Transformer(keras.Model):
           memory_bias: [B, 1, 1, T_src].
           cache: None, or the self-attention caches, `initial_cache` at position 0.
           decode_index: int scalar, the position of decoder_inputs when cached.
-          output_weights: target_embedding.output_weights(compute dtype, layout), made once by a
-            caller that decodes step by step; None multiplies by the embedding itself.
-          kernels: `decoding_kernels(compute dtype, layout)`, made once by such a caller, or None.
         Returns:
           (float32 logits [N, T_tgt, V], the caches grown by one position, or None).
         """
-        x, new_cache = self._decoder_stack(decoder_inputs, memory, memory_bias, cache, decode_index, training,
-                                           kernels)
-        return self.target_embedding.logits(x, output_weights), new_cache
+        x, new_cache = self._decoder_stack(decoder_inputs, memory, memory_bias, cache, decode_index, training)
+        return self.target_embedding.logits(x), new_cache
 
-    def decoding_layout(self, dtype):
-        """The weight layout decoding steps multiply fastest in on this CPU, for `decoding_kernels`
-        and `output_weights`: measured at the output projection's shape once per process (layers/kernel_layout.py).
-        """
-        return faster_layout(STEP_ROWS, self.hp.d_model, self.hp.vocab_size, keras.backend.standardize_dtype(dtype))
-
-    def decoding_kernels(self, dtype, layout):
-        """The decoder's Dense kernels in dtype and layout, for `decode`'s kernels (layers/projection.py).
-
-        A caller that decodes step by step makes them once, outside its loop.
-        """
-        return DecodingKernels(self.decoder_layers, dtype, layout)
-
-    def _decoder_stack(self, decoder_inputs, memory, memory_bias, cache, decode_index, training, kernels=None):
+    def _decoder_stack(self, decoder_inputs, memory, memory_bias, cache, decode_index, training):
         """decode() up to the softmax projection: (states [N, T_tgt, D], grown caches or None)."""
         x = self._embed(self.target_embedding, decoder_inputs, decode_index, training)
         # A cache holds only the positions before this one: nothing to mask.
@@ -125,8 +160,7 @@ class Transformer(keras.Model):
             name = f"layer_{i}"
             layer_memory = memory[name] if isinstance(memory, dict) else memory
             layer_cache = None if cache is None else {**cache[name], "ancestry": new_cache["ancestry"]}
-            x, layer_cache = layer(x, layer_memory, self_bias, memory_bias, cache=layer_cache, training=training,
-                                   kernels=kernels)
+            x, layer_cache = layer(x, layer_memory, self_bias, memory_bias, cache=layer_cache, training=training)
             if cache is not None:
                 new_cache[name] = layer_cache
         if self.decoder_norm is not None:
@@ -160,13 +194,11 @@ class Transformer(keras.Model):
           {"ancestry" [N, 0, K], "layer_i": {"key", "recent_key" [B, H, 0, K, Dk], "value", "recent_value"
           [B, H, 0, K, Dv]}}: the settled and recent parts of MultiHeadAttention's cache.
         """
-        hp = self.hp
-
         def empty(depth):
-            return ops.zeros((batch_size, hp.num_heads, 0, beams, depth), dtype)
+            return ops.zeros((batch_size, self.num_heads, 0, beams, depth), dtype)
 
-        cache = {f"layer_{i}": {"key": empty(hp.head_key_dim), "value": empty(hp.head_value_dim),
-                                "recent_key": empty(hp.head_key_dim), "recent_value": empty(hp.head_value_dim)}
+        cache = {f"layer_{i}": {"key": empty(self.head_key_dim), "value": empty(self.head_value_dim),
+                                "recent_key": empty(self.head_key_dim), "recent_value": empty(self.head_value_dim)}
                  for i in range(len(self.decoder_layers))}
         cache["ancestry"] = ops.zeros((batch_size * beams, 0, beams), dtype)
         return cache
@@ -177,7 +209,15 @@ class Transformer(keras.Model):
         return self.embedding_dropout(x, training=training)
 
     def get_config(self):
-        return {"hp": self.hp.__dict__, **super().get_config()}
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, num_encoder_layers=self.num_encoder_layers,
+                      num_decoder_layers=self.num_decoder_layers, d_model=self.d_model, d_ff=self.d_ff,
+                      num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
+                      dropout=self.dropout_rate, attention_dropout=self.attention_dropout,
+                      relu_dropout=self.relu_dropout, norm_position=self.norm_position,
+                      position_encoding=self.position_encoding, max_position=self.max_position,
+                      share_embeddings=self.share_embeddings, layer_norm_epsilon=self.layer_norm_epsilon)
+        return config
 
 
 def _grown_ancestry(ancestry):
@@ -185,10 +225,4 @@ def _grown_ancestry(ancestry):
     rows, beams = ops.shape(ancestry)[0], ancestry.shape[-1]
     own_slot = ops.one_hot(ops.arange(rows) % beams, beams, dtype=ancestry.dtype)  # [N, K]
     return ops.concatenate([ancestry, own_slot[:, None, :]], axis=1)  # [N, t+1, K]
-
-
-def _position_layer(hp):
-    if hp.position_encoding == "learned":
-        return LearnedPosition(hp.max_position, hp.d_model, name="position")
-    return SinusoidalPosition(name="position")
 

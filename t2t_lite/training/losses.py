@@ -4,7 +4,7 @@ import math
 import tensorflow as tf
 
 from t2t_lite.normaliser import log_normaliser
-from t2t_lite.training.float32_product import float32_product
+from t2t_lite.ops.float32_product import float32_product
 
 
 def smoothing_constant(vocab_size: int, smoothing: float) -> float:

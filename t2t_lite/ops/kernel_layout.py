@@ -1,32 +1,20 @@
 """Which weight layout a decoding step's small matmuls run fastest in on this CPU, measured once per process.
 
-A decoding step multiplies few rows (batch x beams: 128 on the benchmark
-protocol) by each weight. Whether oneDNN runs that faster as `x W` on
-Keras's [in, out] kernel or as `x W_t^T` (transpose_b) on an [out, in] copy
-depends on the CPU and the dtype (benchmarks/RESULTS.md, whole decoding
-steps and single matmuls):
-  - a 2-core AVX2 Zen 3, float32: [out, in], 1.2-1.5x for the Dense layers
-    and 2.3x for the [512] x 32768 output projection;
-  - a 2-core AVX-512/AMX Xeon, float32: [in, out] (the output projection
-    20.5 against 27.6 ms; whole steps 1.16x);
-  - the same Xeon, bfloat16: [out, in] (the output projection 6.8 against
-    8.2 ms; whole batches 4.01 against 4.37 s).
-Each time, the output projection's preference was the whole step's, and
-choosing per shape from single-matmul timings lost to one layout for all
-(on the Xeon in bfloat16, 4.23 against 4.01 s a batch). So one layout per
-dtype is measured at the output projection's shape, the step's largest
-matmul, and used for every decoder weight. T2T_LITE_KERNEL_LAYOUT=in_out or
-out_in fixes it instead.
+A decoding step multiplies few rows (batch x beams: 128 at the default decode
+batch) by each weight. Whether oneDNN runs that faster as `x W` on Keras's
+[in, out] kernel or as `x W_t^T` (transpose_b) on an [out, in] copy depends on
+the CPU and the dtype. On the CPUs measured, the output projection's
+preference (the step's largest matmul) was the whole step's, and choosing per
+shape from single-matmul timings lost to one layout for all
+(docs/performance.md). So one layout per dtype is measured at the output
+projection's shape and used for every decoder weight.
 """
 import functools
 import time
 
 import tensorflow as tf
 
-from t2t_lite import environment
-
 IN_OUT, OUT_IN = "in_out", "out_in"
-LAYOUT_VARIABLE = "T2T_LITE_KERNEL_LAYOUT"
 
 # Rows a decoding step multiplies at the default decode batch (32 sentences x beam 4).
 STEP_ROWS = 128
@@ -36,22 +24,15 @@ COPY_MUST_SAVE = 0.05
 ROUNDS = 7
 
 
-def fixed_layout() -> str | None:
-    """The layout T2T_LITE_KERNEL_LAYOUT fixes, or None to measure."""
-    return environment.choice(LAYOUT_VARIABLE, (IN_OUT, OUT_IN), "measure", "a kernel layout")
-
-
 @functools.lru_cache(maxsize=None)
-def faster_layout(rows: int, depth: int, width: int, dtype: str) -> str:
+def measured_layout(rows: int, depth: int, width: int, dtype: str) -> str:
     """IN_OUT or OUT_IN: the faster way to multiply [rows, depth] by a [depth, width] weight in dtype here.
 
     Times both in alternating rounds (medians of ROUNDS) the first time a
-    shape is asked for in this process; later calls return the same answer,
-    so one process always traces the same graph for a shape.
+    shape is asked for in this process, about a second at transformer_base's
+    output projection; later calls return the same answer, so one process
+    always traces the same graph for a shape.
     """
-    fixed = fixed_layout()
-    if fixed is not None:
-        return fixed
     with tf.init_scope():  # eager even when called while a tf.function traces
         generator = tf.random.Generator.from_seed(0)
         x = tf.cast(generator.normal([rows, depth]), dtype)

@@ -8,15 +8,12 @@ beams = 128), so on a CPU with 2 MiB of L2 per core every [512, 512]
 projection of transformer_base qualifies, and the other cores wait: a step's
 projections mostly run one after another. TensorFlow's BatchMatMulV2 kernel
 takes 2-D operands too, has no such rule and spreads the same product over
-every intra-op thread. On a 2-core Xeon (benchmarks/RESULTS.md, sitting 8): a
-chain of [128, 512] x [512, 512] products 0.47 -> 0.37 ms each, whole
-float32 decoding batches 5.54 -> 5.12 s (1.08x).
+every intra-op thread, which made such products and whole float32 decoding
+batches faster on a 2-core CPU (docs/performance.md).
 
 So a step kernel uses BatchMatMulV2 exactly where MatMul would keep to one
 thread and more than one is available. Where MatMul already spreads its
-work, it stays: there BatchMatMulV2 was 4-15 % slower (float32
-[512] x 2048 and [2048] x 512; all of them BatchMatMulV2 gave 5.21 s).
-T2T_LITE_STEP_MATMUL=matmul or batch_matmul fixes the op for every step kernel.
+work, it stays: there BatchMatMulV2 was slower.
 """
 import functools
 import glob
@@ -24,17 +21,9 @@ import os
 
 import tensorflow as tf
 
-from t2t_lite import environment
-
 MATMUL, BATCH_MATMUL = "matmul", "batch_matmul"
-OP_VARIABLE = "T2T_LITE_STEP_MATMUL"
 # TensorFlow's kHeuristicMultiplier: single-threaded below 1.01 x L2.
 L2_MARGIN = 1.01
-
-
-def fixed_op() -> str | None:
-    """The op T2T_LITE_STEP_MATMUL fixes, or None to follow TensorFlow's threading rule."""
-    return environment.choice(OP_VARIABLE, (MATMUL, BATCH_MATMUL), "auto", "a step matmul op")
 
 
 def parse_cache_size(text: str) -> int:
@@ -69,9 +58,6 @@ def matmul_keeps_to_one_thread(rows: int, depth: int, width: int, itemsize: int,
 
 def step_matmul_op(rows: int, depth: int, width: int, dtype) -> str:
     """MATMUL or BATCH_MATMUL: the op that multiplies [rows, depth] x [depth, width] on every core here."""
-    fixed = fixed_op()
-    if fixed is not None:
-        return fixed
     l2_bytes, threads = l2_cache_bytes(), intra_op_threads()
     if l2_bytes is None or threads < 2:
         return MATMUL

@@ -7,25 +7,18 @@ The products of bfloat16 values are exact in float32 and the matmul units
 accumulate in float32 anyway; only the result's dtype forces the rounding.
 
 TensorFlow's CPU kernels offer no bfloat16 x bfloat16 -> float32 matmul
-(BatchMatMulV3 with Tout=float32 has no CPU kernel for them), but XLA's dot
-takes a result type. Measured for a [512, 512] x [512, 32768] product
-(benchmarks/RESULTS.md): on a Xeon with AMX, bfloat16 tf.matmul 29.5 ms, this
-41.5 ms, float32 tf.matmul 99 ms (sitting 10); on a Zen 5 with avx512_bf16 and
-no AMX, 25.0, 26.0 and 52.5 ms (sitting 11).
+(tf.matmul's output_type=float32, BatchMatMulV3, has no CPU kernel for
+them), but compiled by XLA the same public call becomes one dot whose result
+type is float32. The speed of this product against bfloat16 and float32
+tf.matmul is in docs/performance.md.
 """
 import tensorflow as tf
-# Private modules: XLA's dot with a result type has no public Python wrapper.
-from tensorflow.compiler.tf2xla.python import xla
-from tensorflow.compiler.xla import xla_data_pb2
-
-# a [N, D] x b [D, V]: contract a's columns with b's rows; no batch dimensions.
-_MATRIX_PRODUCT = xla_data_pb2.DotDimensionNumbers(lhs_contracting_dimensions=[1], rhs_contracting_dimensions=[0])
 
 
 @tf.function(jit_compile=True)
 def _xla_float32_product(a, b):
     # Compiled once per pair of shapes (about 0.1 s each); a training run sees one per batch shape.
-    return xla.dot_general(a, b, _MATRIX_PRODUCT, None, preferred_element_type=tf.float32)
+    return tf.matmul(a, b, output_type=tf.float32)
 
 
 def float32_product(a, b):

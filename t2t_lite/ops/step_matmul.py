@@ -1,0 +1,189 @@
+"""A decoding step's products through weights prepared once per decoded batch: the CPU speed mechanics.
+
+A decoding step multiplies few rows (32 sentences x 4 beams = 128) by each
+weight. On a CPU two things then decide the speed: the weight's layout,
+Keras's [in, out] kernel or an [out, in] copy multiplied with transpose_b
+(kernel_layout.py), and the op, MatMul or BatchMatMulV2, which uses every
+core where MatMul keeps to one (matmul_threads.py). `StepMatmulSettings`
+chooses both.
+
+The whole interface is one scope. A decoder prepares `StepKernels` for the
+layers its steps run and enters `kernels.scope()` while it traces its step;
+inside, each of those layers' `Dense` sub-layers, and each `product(owner, ...)`
+of an owner given a weight, multiplies through its prepared StepKernel.
+Outside any scope `Dense` is keras.layers.Dense and `product` is tf.matmul, so
+the layers' code, training and export never see any of this.
+"""
+import contextlib
+import dataclasses
+import threading
+
+import keras
+import tensorflow as tf
+
+from t2t_lite import environment
+from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN, STEP_ROWS, measured_layout
+from t2t_lite.ops.matmul_threads import BATCH_MATMUL, MATMUL, step_matmul_op
+
+AUTO = "auto"
+LAYOUT_VARIABLE = "T2T_LITE_KERNEL_LAYOUT"
+OP_VARIABLE = "T2T_LITE_STEP_MATMUL"
+
+
+@dataclasses.dataclass(frozen=True)
+class StepMatmulSettings:
+    """How a decoding step multiplies by its weights; `from_environment` gives the default."""
+
+    # "auto": on a CPU, the faster of the two layouts, measured once per process and dtype at the output
+    # projection's shape (about a second, at the first decode); on a GPU or TPU, in_out without measuring.
+    # "in_out" (Keras's kernel as it is) or "out_in" (a transposed copy) fixes it and skips the measurement.
+    layout: str = AUTO
+    # "auto": on a CPU, BatchMatMulV2 where TensorFlow's MatMul would run a product on one thread of several
+    # (a rule, nothing measured); elsewhere MatMul. "matmul" or "batch_matmul" fixes it.
+    op: str = AUTO
+
+    def __post_init__(self):
+        if self.layout not in (AUTO, IN_OUT, OUT_IN):
+            raise ValueError(f"layout must be {AUTO!r}, {IN_OUT!r} or {OUT_IN!r}, got {self.layout!r}")
+        if self.op not in (AUTO, MATMUL, BATCH_MATMUL):
+            raise ValueError(f"op must be {AUTO!r}, {MATMUL!r} or {BATCH_MATMUL!r}, got {self.op!r}")
+
+    @classmethod
+    def from_environment(cls) -> "StepMatmulSettings":
+        """T2T_LITE_KERNEL_LAYOUT and T2T_LITE_STEP_MATMUL, each unset or "auto" for automatic.
+
+        A value neither names is a UserError naming the variable and the values it takes.
+        """
+        layout = environment.choice(LAYOUT_VARIABLE, (IN_OUT, OUT_IN), AUTO, "a kernel layout")
+        op = environment.choice(OP_VARIABLE, (MATMUL, BATCH_MATMUL), AUTO, "a step matmul op")
+        return cls(layout=layout or AUTO, op=op or AUTO)
+
+    def resolved_layout(self, depth: int, width: int, dtype) -> str:
+        """IN_OUT or OUT_IN for every weight, chosen at the step's [STEP_ROWS, depth] x [depth, width] product."""
+        if self.layout != AUTO:
+            return self.layout
+        if not on_cpu():
+            return IN_OUT  # the measurement is about oneDNN's CPU kernels
+        return measured_layout(STEP_ROWS, depth, width, keras.backend.standardize_dtype(dtype))
+
+    def resolved_op(self, depth: int, width: int, dtype) -> str:
+        """MATMUL or BATCH_MATMUL for a [depth, width] weight at a step's STEP_ROWS rows."""
+        if self.op != AUTO:
+            return self.op
+        if not on_cpu():
+            return MATMUL
+        return step_matmul_op(STEP_ROWS, depth, width, tf.as_dtype(keras.backend.standardize_dtype(dtype)))
+
+
+def on_cpu() -> bool:
+    """Whether TensorFlow places a model's matmuls on the CPU: it sees no GPU or TPU."""
+    return not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
+class StepKernel:
+    """A weight [in, out] kept in one layout, as it is (IN_OUT) or as an [out, in] copy (OUT_IN), and one op.
+
+    Args:
+      kernel: the weight, [in, out] (or [out, in] when stored_as is OUT_IN), already in the compute dtype.
+      layout: IN_OUT or OUT_IN, the layout to multiply in.
+      stored_as: the layout `kernel` comes in.
+      op: MATMUL or BATCH_MATMUL, the TensorFlow op to multiply with.
+    """
+
+    def __init__(self, kernel, layout, stored_as=IN_OUT, op=MATMUL):
+        if layout not in (IN_OUT, OUT_IN):
+            raise ValueError(f"layout must be {IN_OUT!r} or {OUT_IN!r}, not {layout!r}")
+        if op not in (MATMUL, BATCH_MATMUL):
+            raise ValueError(f"op must be {MATMUL!r} or {BATCH_MATMUL!r}, not {op!r}")
+        self.layout, self.op = layout, op
+        self.matrix = kernel if layout == stored_as else tf.transpose(kernel)
+        self.depth, self.width = (int(size) for size in (self.matrix.shape if layout == IN_OUT
+                                                         else self.matrix.shape[::-1]))
+
+    def __call__(self, rows):
+        """rows [R, in] -> [R, out]."""
+        if self.op == BATCH_MATMUL:  # the same product, on every intra-op thread
+            return tf.raw_ops.BatchMatMulV2(x=rows, y=self.matrix, adj_y=self.layout == OUT_IN)
+        return tf.matmul(rows, self.matrix, transpose_b=self.layout == OUT_IN)
+
+
+_active = threading.local()  # .kernels: the StepKernels whose scope this thread is in, if any
+
+
+def _prepared(owner) -> StepKernel | None:
+    kernels = getattr(_active, "kernels", None)
+    return None if kernels is None else kernels.get(owner)
+
+
+class StepKernels:
+    """Prepared StepKernels, one per owner (a Dense, or a layer with a weight), in one dtype and layout.
+
+    Made once per decoded batch, outside the decoding loop: the copies are
+    snapshots of the weights when made.
+
+    Args:
+      dtype: the compute dtype the weights are cast to.
+      layout: IN_OUT or OUT_IN (StepMatmulSettings.resolved_layout).
+      settings: chooses each weight's op.
+    """
+
+    def __init__(self, dtype, layout: str, settings: StepMatmulSettings = StepMatmulSettings()):
+        self.dtype, self.layout, self.settings = dtype, layout, settings
+        self._kernels = {}
+
+    def add(self, owner, weight, stored_as=IN_OUT) -> None:
+        """Prepares `weight` ([in, out], or [out, in] if stored_as is OUT_IN) for `owner`'s products."""
+        matrix = tf.cast(weight, self.dtype)
+        depth, width = (int(size) for size in (matrix.shape if stored_as == IN_OUT else matrix.shape[::-1]))
+        op = self.settings.resolved_op(depth, width, self.dtype)
+        self._kernels[id(owner)] = StepKernel(matrix, self.layout, stored_as=stored_as, op=op)
+
+    def add_dense_layers(self, layers) -> None:
+        """Prepares the kernel of every `Dense` under `layers`, at any depth."""
+        for layer in layers:
+            # _flatten_layers walks every sub-layer; Keras 3 has no public recursive walk.
+            for sublayer in layer._flatten_layers(include_self=True, recursive=True):
+                if isinstance(sublayer, Dense):
+                    self.add(sublayer, sublayer.kernel)
+
+    def get(self, owner) -> StepKernel | None:
+        return self._kernels.get(id(owner))
+
+    @contextlib.contextmanager
+    def scope(self):
+        """Inside, the owners' products in this thread run through these kernels (Python-level: enter it
+        around the code that traces the steps)."""
+        outer = getattr(_active, "kernels", None)
+        _active.kernels = self
+        try:
+            yield self
+        finally:
+            _active.kernels = outer
+
+
+def product(owner, rows, weight, stored_as=IN_OUT):
+    """rows [R, in] times `weight` ([in, out], or [out, in] if stored_as is OUT_IN) -> [R, out].
+
+    Through the StepKernel an active scope prepared for `owner`; else tf.matmul
+    with the weight cast to the rows' dtype.
+    """
+    kernel = _prepared(owner)
+    if kernel is not None:
+        return kernel(rows)
+    return tf.matmul(rows, tf.cast(weight, rows.dtype), transpose_b=stored_as == OUT_IN)
+
+
+@keras.saving.register_keras_serializable(package="t2t_lite")
+class Dense(keras.layers.Dense):
+    """keras.layers.Dense, whose product runs through its StepKernel inside a scope that prepared one."""
+
+    def call(self, inputs, training=None):
+        kernel = _prepared(self)
+        if kernel is None:
+            return super().call(inputs, training=training)
+        y = kernel(tf.reshape(inputs, [-1, kernel.depth]))  # [R, out]
+        if self.use_bias:
+            y = tf.nn.bias_add(y, tf.cast(self.bias, y.dtype))
+        if self.activation is not None:
+            y = self.activation(y)
+        return tf.reshape(y, tf.concat([tf.shape(inputs)[:-1], [kernel.width]], axis=0))
