@@ -1,21 +1,31 @@
 """t2t-lite-trainer: train a registered model on a registered problem.
 
   t2t-lite-trainer --problem=algorithmic_reverse --hparams_set=transformer_tiny --output_dir=/tmp/reverse
+  t2t-lite-trainer --problem=wmt_ende --hparams_set=transformer_base --output_dir=/tmp/ende \\
+      --data_dir=/data/ende --generate_data
+
+--generate_data first runs t2t-lite-datagen's step into --data_dir (taking its source flags:
+--train_files, --dev_files, --test_files, --tmp_dir, --vocab_size, --num_shards, --max_vocab_sentences);
+on a rerun it finds the data ready and goes straight to training.
 """
 import dataclasses
 
 from absl import flags
 
 from t2t_lite import config, registry
+from t2t_lite.bin import prepare
 from t2t_lite.bin.cli import load_registries, run_main
 from t2t_lite.errors import UserError
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("problem", None, "Registered problem name (see --registry_help).")
 flags.DEFINE_string("hparams_set", None, "Registered hparams set; defaults to the one saved in --output_dir.")
 flags.DEFINE_string("hparams", "", 'Overrides, e.g. "d_model=256,train.batch_size=2048".')
 flags.DEFINE_string("output_dir", None, "Checkpoints, summaries and hparams.json go here; rerun to resume.")
-flags.DEFINE_string("data_dir", None, "Prepared data of problems that need t2t-lite-datagen.")
+# --problem, --data_dir, --vocab_size and the data-source flags of --generate_data.
+flags.adopt_module_key_flags(prepare)
+flags.DEFINE_bool("generate_data", False, "First prepare --problem's data in --data_dir as t2t-lite-datagen does "
+                  "(from the same flags: --train_files, --dev_files, --tmp_dir, ...), then train; data already "
+                  "prepared with the same options is kept.")
 flags.DEFINE_integer("train_steps", None, "Total steps; defaults to the hparams set's train_steps.")
 flags.DEFINE_integer("eval_steps", 100, "Dev batches per evaluation; 0 = the whole dev split.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint and evaluate every this many steps.")
@@ -45,7 +55,6 @@ flags.DEFINE_integer("show_samples", 0, "After training, decode this many dev ex
                      "print a few with the exact-match rate.")
 flags.DEFINE_bool("registry_help", False, "List registered models, hparams sets and problems, then exit.")
 flags.DEFINE_bool("dry_run", False, "Build the model without data, print 'parameters: N', exit.")
-flags.DEFINE_integer("vocab_size", None, "Vocabulary size for --dry_run (otherwise the problem's).")
 
 
 def registry_help() -> str:
@@ -72,12 +81,35 @@ def dry_run() -> None:
 
     if not FLAGS.hparams_set:
         raise UserError("--dry_run needs --hparams_set")
-    vocab_size = FLAGS.vocab_size or (registry.problems.get(FLAGS.problem)(FLAGS.data_dir).vocab_size
-                                      if FLAGS.problem else 0)
+    vocab_size = FLAGS.vocab_size or (open_problem(FLAGS.problem).vocab_size if FLAGS.problem else 0)
     if vocab_size <= 0:
         raise UserError("--dry_run needs --vocab_size=N (or a --problem to take it from)")
     model = build_model(resolve_hparams(FLAGS.hparams_set, FLAGS.hparams, vocab_size))
     print(f"parameters: {model.count_params()}")
+
+
+def open_problem(name: str):
+    """The registered problem `name` on --data_dir; one that reads prepared data needs a --data_dir."""
+    from t2t_lite.data.text_problem import Text2TextProblem
+
+    problem = registry.problems.get(name)(FLAGS.data_dir)
+    if isinstance(problem, Text2TextProblem) and not FLAGS.data_dir:
+        raise UserError(f"--problem={name} trains on prepared data: make it with t2t-lite-datagen "
+                        f"--problem={name} --data_dir=DIR and pass --data_dir=DIR here, or add --generate_data "
+                        "--data_dir=DIR to prepare it first")
+    return problem
+
+
+def check_generate_data_flags() -> None:
+    """--generate_data's needs, checked before anything is prepared or written."""
+    from t2t_lite.training import distribution
+
+    if not FLAGS.problem or not FLAGS.data_dir:
+        raise UserError("--generate_data needs --problem and --data_dir=DIR (where the prepared data goes)")
+    if distribution.cluster_tasks() > 1:
+        # Every worker would write the same shards at once.
+        raise UserError("--generate_data runs in one process: prepare the data once with t2t-lite-datagen, "
+                        "then start every worker with its --data_dir")
 
 
 def prepare_output_dir(chief: bool):
@@ -85,23 +117,23 @@ def prepare_output_dir(chief: bool):
 
     Only the chief writes into --output_dir (hparams.json); other workers read it.
     """
+    from t2t_lite.run import RunSpec, load_spec, save_spec
     from t2t_lite.training import run_dir
 
-    saved = run_dir.load(FLAGS.output_dir)
+    saved = load_spec(FLAGS.output_dir)
     problem_name = FLAGS.problem or (saved and saved.problem)
     set_name = FLAGS.hparams_set or (saved and saved.hparams_set)
     if not problem_name or not set_name:
         raise UserError("--problem and --hparams_set are required for a new --output_dir")
-    problem = registry.problems.get(problem_name)(FLAGS.data_dir)
+    problem = open_problem(problem_name)
     overrides = FLAGS.hparams if (FLAGS.hparams or not saved) else saved.hparams_overrides
-    requested = run_dir.RunSpec(problem_name, set_name, overrides,
-                                resolve_hparams(set_name, overrides, problem.vocab_size))
+    requested = RunSpec(problem_name, set_name, overrides, resolve_hparams(set_name, overrides, problem.vocab_size))
     if saved:
         run_dir.check_matches(saved, requested, FLAGS.output_dir)
     if chief:
         run_dir.ensure_writable(FLAGS.output_dir)
         if not saved:
-            run_dir.save(FLAGS.output_dir, requested)
+            save_spec(FLAGS.output_dir, requested)
     return problem, requested
 
 
@@ -134,11 +166,16 @@ def main(argv) -> None:
     if not FLAGS.output_dir:
         raise UserError("--output_dir is required")
     check_run_flags()
+    if FLAGS.generate_data:
+        check_generate_data_flags()
     # Devices and strategy come first: TensorFlow fixes both when it runs its first op.
     if FLAGS.cpu_devices:
         distribution.split_cpu(FLAGS.cpu_devices)
     strategy = distribution.make_strategy(FLAGS.distribution)
     chief = distribution.is_chief(strategy)
+    if FLAGS.generate_data:
+        # Without datagen's count of over-long examples: a full extra read of the data at every start.
+        prepare.generate_data(open_problem(FLAGS.problem))
     problem, spec = prepare_output_dir(chief)
     run = RunConfig(output_dir=FLAGS.output_dir, train_steps=FLAGS.train_steps or spec.hparams.train.train_steps,
                     eval_steps=FLAGS.eval_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,

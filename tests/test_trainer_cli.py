@@ -87,3 +87,45 @@ def test_files_the_trainer_writes_are_readable_by_others_like_any_new_file(tmp_p
         os.umask(old_umask)
     assert code == 0, err[-2000:]
     assert (tmp_path / "run" / "hparams.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_problem_that_needs_prepared_data_says_how_to_make_it(tmp_path):
+    code, _, err = trainer("--problem=wmt_ende", "--hparams_set=transformer_base", f"--output_dir={tmp_path / 'run'}")
+    assert code == 2 and "Traceback" not in err
+    assert error_lines(err) == ["t2t-lite-trainer: error: --problem=wmt_ende trains on prepared data: make it with "
+                                "t2t-lite-datagen --problem=wmt_ende --data_dir=DIR and pass --data_dir=DIR here, "
+                                "or add --generate_data --data_dir=DIR to prepare it first"]
+    assert not (tmp_path / "run").exists()
+
+
+def _tiny_parallel_files(directory, split: str, count: int) -> str:
+    """count lines of made-up English and their word-for-word 'German', as SRC,TGT."""
+    words = [("the", "der"), ("red", "rote"), ("cat", "Kater"), ("sees", "sieht"), ("a", "einen"), ("dog", "Hund"),
+             ("big", "grosse"), ("house", "Haus")]
+    src, tgt = directory / f"{split}.en", directory / f"{split}.de"
+    lines = [[words[(i * 7 + j * 3) % len(words)] for j in range(2 + i % 4)] for i in range(count)]
+    src.write_text("".join(" ".join(e for e, _ in line) + "\n" for line in lines), encoding="utf-8")
+    tgt.write_text("".join(" ".join(d for _, d in line) + "\n" for line in lines), encoding="utf-8")
+    return f"{src},{tgt}"
+
+
+def test_generate_data_prepares_then_trains_in_one_command(tmp_path):
+    data_dir, run = tmp_path / "data", tmp_path / "run"
+    command = ["--problem=translate_files", "--hparams_set=transformer_tiny", f"--output_dir={run}",
+               f"--data_dir={data_dir}", "--generate_data", "--vocab_size=300", "--num_shards=2",
+               f"--train_files={_tiny_parallel_files(tmp_path, 'train', 200)}",
+               f"--dev_files={_tiny_parallel_files(tmp_path, 'dev', 20)}", "--eval_steps=1",
+               "--hparams=d_model=16,d_ff=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1"]
+    code, out, err = trainer(*command, "--train_steps=2")
+    assert code == 0, err[-2000:]
+    assert "train: 200 examples in 2 shards" in out and f"data ready in {data_dir}" in out
+    config = json.loads((data_dir / "problem_config.json").read_text())
+    assert config["problem"] == "translate_files" and config["vocab"]["size"] == 300
+    assert json.loads((run / "hparams.json").read_text())["hparams"]["model"]["vocab_size"] == 300
+    assert any(name.startswith("ckpt-2") for name in os.listdir(run))
+    # A rerun finds the data ready (nothing rewritten) and resumes training.
+    prepared = {p.name: p.stat().st_mtime_ns for p in data_dir.iterdir()}
+    code, _, err = trainer(*command, "--train_steps=3")
+    assert code == 0, err[-2000:]
+    assert {p.name: p.stat().st_mtime_ns for p in data_dir.iterdir()} == prepared
+    assert any(name.startswith("ckpt-3") for name in os.listdir(run))

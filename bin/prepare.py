@@ -1,0 +1,41 @@
+"""Preparing a problem's data in --data_dir: the flags and the step shared by t2t-lite-datagen and
+t2t-lite-trainer --generate_data, so both take the same source flags and do the same work."""
+from absl import flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("problem", None, "Registered problem name (t2t-lite-trainer --registry_help lists them).")
+flags.DEFINE_string("data_dir", None, "The problem's prepared data: vocabulary, shards and problem_config.json "
+                    "(written by t2t-lite-datagen or t2t-lite-trainer --generate_data).")
+flags.DEFINE_string("tmp_dir", None, "Downloads (tensorflow-datasets' data_dir); default: its own.")
+flags.DEFINE_string("train_files", None, "SRC,TGT parallel text files (.gz allowed) for training.")
+flags.DEFINE_string("dev_files", None, "SRC,TGT parallel text files for the dev split (WMT: newstest2013).")
+flags.DEFINE_string("test_files", None, "SRC,TGT parallel text files for the test split (WMT: newstest2014).")
+flags.DEFINE_integer("vocab_size", None, "Shared vocabulary size of the data to prepare; default: the problem's "
+                     "(37000 En-De, 32000 En-Fr). t2t-lite-trainer --dry_run builds a model of this size.")
+flags.DEFINE_integer("num_shards", 10, "TFRecord shards of the train split.")
+flags.DEFINE_integer("max_vocab_sentences", 1_000_000, "Training sentences sampled to train the vocabulary.")
+
+_OPTION_FLAGS = ("train_files", "dev_files", "test_files", "vocab_size", "num_shards", "max_vocab_sentences")
+
+
+def generate_data(problem, max_length: int = 0) -> None:
+    """Prepares (or finishes preparing) `problem`'s data in its data_dir from the flags; one line per split.
+
+    Args:
+      problem: a registered problem constructed with --data_dir.
+      max_length: also count the examples longer than this (a full read of the data); 0 skips the count.
+    """
+    from t2t_lite.data.text_problem import Text2TextProblem, count_longer_than
+
+    if not isinstance(problem, Text2TextProblem):
+        print(f"{FLAGS.problem} generates its examples in memory; there is nothing to prepare")
+        return
+    config = problem.generate_data(FLAGS.tmp_dir, **{name: FLAGS[name].value for name in _OPTION_FLAGS})
+    for split, counts in config["splits"].items():
+        line = (f"{split}: {counts['examples']:,} examples in {counts['num_shards']} shards; "
+                f"{counts['skipped_empty']:,} pairs skipped with an empty side")
+        if max_length > 0:
+            longer = count_longer_than(problem.dataset(split), max_length)
+            line += f"; {longer:,} longer than {max_length} tokens (training drops them)"
+        print(line)
+    print(f"vocabulary: {problem.vocab_size} pieces; data ready in {problem.data_dir}")
