@@ -47,12 +47,12 @@ def throwaway_export(hparams_set: str, sentences: list[str], directory: str) -> 
     from t2t_lite.export.exporter import save_module
     from t2t_lite.export.serving import ServingModule
     from t2t_lite.models import build_model
-    from t2t_lite.training import run_dir
+    from t2t_lite.run import RunSpec
 
     vocabulary = Vocabulary(train_sentencepiece(sentences, vocab_size=1000))
     hparams = config.apply_overrides(registry.hparams_sets.get(hparams_set)(), f"vocab_size={vocabulary.vocab_size}")
     module = ServingModule(build_model(hparams), vocabulary, hparams.decode, max_input_length=256)
-    spec = run_dir.RunSpec("benchmark", hparams_set, "", hparams)
+    spec = RunSpec("benchmark", hparams_set, "", hparams)
     model_dir = layout.make_model_dir(directory, "benchmark")
     return layout.publish(model_dir, lambda path: save_module(module, path, spec, vocabulary, {}))
 

@@ -34,13 +34,14 @@ flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_bfloat16", "mixed_f
 def main(argv) -> None:
     load_registries()
     from t2t_lite.export.exporter import ExportRequest, export_run
+    from t2t_lite.run import RunRequest
 
-    request = ExportRequest(
-        export_dir=FLAGS.export_dir, output_dir=FLAGS.output_dir, checkpoint_path=FLAGS.checkpoint_path,
-        problem=FLAGS.problem, hparams_set=FLAGS.hparams_set, data_dir=FLAGS.data_dir,
-        model_name=FLAGS.model_name, beam_size=FLAGS.beam_size, alpha=FLAGS.alpha,
-        extra_length=FLAGS.extra_length, max_input_length=FLAGS.max_input_length,
-        mixed_precision=FLAGS.mixed_precision)
+    run_request = RunRequest(
+        output_dir=FLAGS.output_dir, checkpoint_path=FLAGS.checkpoint_path, data_dir=FLAGS.data_dir,
+        problem=FLAGS.problem, hparams_set=FLAGS.hparams_set, mixed_precision=FLAGS.mixed_precision,
+        beam_size=FLAGS.beam_size, alpha=FLAGS.alpha, extra_length=FLAGS.extra_length)
+    request = ExportRequest(export_dir=FLAGS.export_dir, run=run_request, model_name=FLAGS.model_name,
+                            max_input_length=FLAGS.max_input_length)
     path = export_run(request, log=lambda line: print(line, file=sys.stderr))
     print(path)
 

@@ -6,7 +6,6 @@ import sys
 
 from absl import flags
 
-from t2t_lite import registry
 from t2t_lite.bin.cli import load_registries, run_main
 from t2t_lite.errors import UserError
 
@@ -25,17 +24,16 @@ def main(argv) -> None:
     except ImportError:
         raise UserError('matplotlib is needed for plots: pip install "t2t-lite[visualize]"') from None
     from t2t_lite.decoding.decoder import Decoder
-    from t2t_lite.decoding.restore import find_checkpoint, load_run_spec, restore_model
+    from t2t_lite.run import RunRequest, open_run
     from t2t_lite.visualize import visualize_sentence
 
     if not FLAGS.sentence or not FLAGS.plot_dir:
         raise UserError("--sentence and --plot_dir are required")
-    checkpoint = find_checkpoint(FLAGS.output_dir, FLAGS.checkpoint_path)
-    spec = load_run_spec(checkpoint, None)
-    problem = registry.problems.get(spec.problem)(FLAGS.data_dir)
-    model = restore_model(spec, checkpoint)
+    opened = open_run(RunRequest(output_dir=FLAGS.output_dir, checkpoint_path=FLAGS.checkpoint_path,
+                                 data_dir=FLAGS.data_dir))
     try:
-        paths = visualize_sentence(problem, model, Decoder(model, spec.hparams.decode), FLAGS.sentence, FLAGS.plot_dir)
+        paths = visualize_sentence(opened.problem, opened.model, Decoder(opened.model, opened.decode_hparams),
+                                   FLAGS.sentence, FLAGS.plot_dir)
     except ValueError as error:
         raise UserError(f"--sentence: {error}") from None
     print(f"wrote {len(paths)} plots to {FLAGS.plot_dir}", file=sys.stderr)

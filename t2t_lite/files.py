@@ -1,6 +1,8 @@
 """Reading user text strictly, and writing files that are never half-written under their final name."""
+import gzip
 import os
 import tempfile
+from collections.abc import Iterator
 
 from t2t_lite.errors import UserError
 
@@ -29,29 +31,40 @@ def _umask() -> int:
 
 
 def read_lines(path: str) -> list[str]:
-    """The lines of a UTF-8 text file without their line endings.
+    """Every line of a UTF-8 text file (gzip when its name ends in .gz), as iter_lines gives them."""
+    return list(iter_lines(path))
+
+
+def iter_lines(path: str) -> Iterator[str]:
+    """The lines of a UTF-8 text file (gzip when its name ends in .gz) without their line endings, as they are read.
 
     Only "\\n" ends a line (as in the decoder's output), so a stray U+2028 or
     form feed inside a sentence cannot shift every later line; a "\\r" before
-    it is dropped so that CRLF files score like LF files.
+    it is dropped so that CRLF files read like LF files, and so is a byte order
+    mark at the start, which is no text.
 
     Raises:
-      UserError: the file cannot be read, or a line is not valid UTF-8 (the
-        message names the file and the 1-based line number).
+      UserError: the file cannot be read (or is a damaged .gz), or a line is not
+        valid UTF-8 (the message names the file and the 1-based line number).
     """
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        f = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror or error}") from None
-    raw_lines = data.split(b"\n")
-    if raw_lines[-1] == b"":
-        raw_lines.pop()  # the final newline ends the last line; it does not start an empty one
-    lines = []
-    for number, raw in enumerate(raw_lines, start=1):
+    with f:
         try:
-            lines.append(raw.decode("utf-8").removesuffix("\r"))
-        except UnicodeDecodeError as error:
-            raise UserError(f"{path}: line {number} is not valid UTF-8 (bytes {raw[error.start:error.end]!r} "
-                            f"at byte {error.start + 1} of the line)") from None
-    return lines
+            for number, raw in enumerate(f, start=1):
+                yield _decode_line(raw, path, number)
+        except (OSError, EOFError) as error:  # a corrupt or truncated .gz
+            raise UserError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
+
+
+def _decode_line(raw: bytes, path: str, number: int) -> str:
+    raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+    if number == 1:
+        raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UserError(f"{path}: line {number} is not valid UTF-8 (bytes {raw[error.start:error.end]!r} "
+                        f"at byte {error.start + 1} of the line)") from None

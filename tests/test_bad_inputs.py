@@ -40,7 +40,7 @@ def make_world(tmp):
     from t2t_lite import config
     from t2t_lite.models import build_model
     from t2t_lite.registry import hparams_sets, problems
-    from t2t_lite.training import run_dir
+    from t2t_lite.run import RunSpec, save_spec
 
     corpus = tmp / "corpus"
     corpus.mkdir()
@@ -63,17 +63,17 @@ def make_world(tmp):
 
     # A run of translate_files "trained" (initialised, saved) with a vocabulary of another size.
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size={RUN_VOCAB_SIZE}")
-    spec = run_dir.RunSpec("translate_files", "transformer_tiny", TINY, hparams)
+    spec = RunSpec("translate_files", "transformer_tiny", TINY, hparams)
     run = tmp / "run"
     run.mkdir()
-    run_dir.save(str(run), spec)
+    save_spec(str(run), spec)
     tf.train.Checkpoint(model=build_model(hparams)).save(str(run / "ckpt"))
     bare = tmp / "checkpoint_without_hparams"  # a checkpoint directory that is no t2t-lite run
     shutil.copytree(run, bare)
     (bare / "hparams.json").unlink()
     resume = tmp / "resume"  # what a run leaves before its first checkpoint: hparams.json
     resume.mkdir()
-    run_dir.save(str(resume), spec)
+    save_spec(str(resume), spec)
 
     decode = tmp / "decode"
     decode.mkdir()
@@ -140,7 +140,7 @@ def cases(tmp, world):
         # t2t-lite-exporter
         "exporter vocabulary of another size": (
             "exporter", [f"--output_dir={run}", f"--data_dir={data}", f"--export_dir={exports}"], {},
-            f"the vocabulary in --data_dir '{data}' has {DATA_VOCAB_SIZE} ids but the model was trained with "
+            f"the vocabulary of --data_dir '{data}' has {DATA_VOCAB_SIZE} ids but the model was trained with "
             f"{RUN_VOCAB_SIZE}; pass the run's --data_dir", [exports, run]),
     }
 
@@ -232,13 +232,14 @@ def test_vocabulary_that_is_not_a_sentencepiece_model(world, tmp_path, content):
         Vocabulary.from_file(str(tmp_path / "nope"))
 
 
-def test_missing_vocabulary_is_refused_by_the_exporter(world):
+def test_missing_vocabulary_is_refused_when_a_run_is_opened(world):
+    """What the decoder, exporter and visualiser meet (run.py)."""
     from t2t_lite.errors import UserError
-    from t2t_lite.export.exporter import problem_vocabulary
+    from t2t_lite.run import RunRequest, open_run
 
     data_dir = world["tmp"] / "data_no_vocab"
     with pytest.raises(UserError) as refusal:
-        problem_vocabulary("translate_files", str(data_dir), RUN_VOCAB_SIZE)
+        open_run(RunRequest(output_dir=str(world["run"]), data_dir=str(data_dir)))
     assert str(refusal.value) == (f"{data_dir / 'vocab.model'} is missing, so the shards in {data_dir} cannot be "
                                   "read; regenerate the data into a new --data_dir")
 
@@ -276,8 +277,8 @@ def test_unparsable_problem_config(world):
 
 
 def test_missing_checkpoint_path_and_checkpoint_outside_a_run(world):
-    """What the decoder and the exporter both call first (restore.py)."""
-    from t2t_lite.decoding.restore import find_checkpoint, load_run_spec
+    """What the decoder, exporter and visualiser all call first (run.py)."""
+    from t2t_lite.run import find_checkpoint, spec_beside
     from t2t_lite.errors import UserError
 
     missing = world["run"] / "ckpt-9"
@@ -286,7 +287,7 @@ def test_missing_checkpoint_path_and_checkpoint_outside_a_run(world):
     assert str(refusal.value) == f"no checkpoint at --checkpoint_path '{missing}' (expected {missing}.index)"
     bare = find_checkpoint(str(world["bare"]), None)
     with pytest.raises(UserError) as refusal:
-        load_run_spec(bare, None)
+        spec_beside(bare, None)
     assert str(refusal.value) == f"no hparams.json beside '{bare}': it is not a t2t-lite run directory"
 
 

@@ -14,12 +14,11 @@ import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
 from t2t_lite.decoding.decode_lines import decode_lines
 from t2t_lite.decoding.decoder import Decoder
-from t2t_lite.decoding.restore import find_checkpoint, load_run_spec, restore_model
 from t2t_lite.errors import UserError
 from t2t_lite.layers import attention
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
-from t2t_lite.training import run_dir
+from t2t_lite.run import RunRequest, RunSpec, open_run, save_spec
 from t2t_lite.training.trainer import RunConfig, Trainer
 
 TINY = "d_model=32,d_ff=64,num_heads=4,dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=512"
@@ -31,7 +30,7 @@ def run(tmp_path_factory):
     output_dir = str(tmp_path_factory.mktemp("run"))
     problem = problems.get("algorithmic_reverse")()
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size={problem.vocab_size}")
-    run_dir.save(output_dir, run_dir.RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
+    save_spec(output_dir, RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
     Trainer(problem, hparams, RunConfig(output_dir=output_dir, train_steps=150, eval_steps=1,
                                         save_checkpoints_steps=150, log_every_steps=150), log=lambda _: None).train()
     return output_dir
@@ -131,11 +130,10 @@ def test_decoder_cli_decodes_in_bfloat16_as_the_library_does(run, tmp_path):
     code, stdout, err = decoder_cli(f"--output_dir={run}", f"--decode_from_file={source}",
                                     "--mixed_precision=mixed_bfloat16")
     assert code == 0 and "mixed_bfloat16" in err, err
-    checkpoint = find_checkpoint(run, None)
-    spec = load_run_spec(checkpoint, None)
-    decoder = Decoder(restore_model(spec, checkpoint, "mixed_bfloat16"), spec.hparams.decode)
-    expected = decode_lines(problems.get("algorithmic_reverse")(), decoder, source.read_text().split("\n")[:-1],
-                            spec.hparams.decode.batch_size)
+    opened = open_run(RunRequest(output_dir=run, mixed_precision="mixed_bfloat16"))
+    decoder = Decoder(opened.model, opened.decode_hparams)
+    expected = decode_lines(opened.problem, decoder, source.read_text().split("\n")[:-1],
+                            opened.decode_hparams.batch_size)
     assert stdout == "".join(hyps[0].text + "\n" for hyps in expected)
 
 
@@ -188,7 +186,7 @@ def test_checkpoint_of_a_different_shape_is_reported(run, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},d_model=16,vocab_size=12")
-    run_dir.save(str(other), run_dir.RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
+    save_spec(str(other), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
     for path in glob.glob(f"{run}/ckpt-150*"):
         shutil.copy(path, other)
     (other / "checkpoint").write_text('model_checkpoint_path: "ckpt-150"\n')
@@ -200,24 +198,22 @@ def test_checkpoint_of_a_different_shape_is_reported(run, tmp_path):
 
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_forced_length_makes_every_output_exactly_that_long(run, beam_size):
-    checkpoint = find_checkpoint(run, None)
-    spec = load_run_spec(checkpoint, None)
-    model = restore_model(spec, checkpoint)
-    decode = dataclasses.replace(spec.hparams.decode, beam_size=beam_size, extra_length=8)
+    opened = open_run(RunRequest(output_dir=run, beam_size=beam_size, extra_length=8))
+    model, decode = opened.model, opened.decode_hparams
     inputs = np.array([[3, 4, 1, 0], [5, 6, 7, 1]], np.int32)
     free = Decoder(model, decode).decode(inputs)[0].numpy()
     assert (free[:, 0] == 1).any(axis=-1).all()  # left alone, the trained model stops early
-    forced = Decoder(model, decode, forced_length=9).decode(inputs)[0].numpy()  # [B, K, 9]
+    nine = np.full([2], 9, np.int32)
+    forced = Decoder(model, decode).search(inputs, nine, min_lengths=nine)[0].numpy()  # [B, K, 9]
     assert forced.shape[-1] == 9
     assert (forced[:, :, :8] != 1).all()  # no EOS before position 9
 
 
 @pytest.mark.parametrize("precision, compute_dtype", [("mixed_bfloat16", "bfloat16"), ("mixed_float16", "float16")])
 def test_a_float32_run_decodes_in_reduced_precision_to_nearly_the_float32_results(run, precision, compute_dtype):
-    checkpoint = find_checkpoint(run, None)
-    spec = load_run_spec(checkpoint, None)
-    full = restore_model(spec, checkpoint)
-    reduced = restore_model(spec, checkpoint, precision)
+    opened = open_run(RunRequest(output_dir=run, beam_size=3, extra_length=6))
+    full, decode = opened.model, opened.decode_hparams
+    reduced = open_run(RunRequest(output_dir=run, mixed_precision=precision)).model
     inputs = np.array([[3, 4, 1, 0], [5, 6, 7, 1]], np.int32)
     assert reduced.encode(inputs, training=False)[0].dtype == compute_dtype  # the matmuls really run reduced
     assert len(reduced.weights) == len(full.weights)
@@ -227,7 +223,6 @@ def test_a_float32_run_decodes_in_reduced_precision_to_nearly_the_float32_result
     problem = problems.get("algorithmic_reverse")()
     rng = np.random.default_rng(5)
     lines = ["".join(map(str, rng.integers(0, 10, rng.integers(2, 12)))) for _ in range(24)]
-    decode = dataclasses.replace(spec.hparams.decode, beam_size=3, extra_length=6)
     expected = [hyps[0] for hyps in decode_lines(problem, Decoder(full, decode), lines, batch_size=8)]
     got = [hyps[0] for hyps in decode_lines(problem, Decoder(reduced, decode), lines, batch_size=8)]
     same = [e.text == g.text for e, g in zip(expected, got)]

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition, timing_signal
-from t2t_lite.training import precision
+from t2t_lite import precision
 
 
 def numpy_timing_signal(length, channels):

@@ -18,11 +18,11 @@ import tensorflow as tf
 import t2t_lite.hparams  # noqa: F401
 import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
-from t2t_lite.decoding.restore import find_checkpoint, load_run_spec, restore_model
 from t2t_lite.errors import UserError
-from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, problem_vocabulary
+from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, text_vocabulary
 from t2t_lite.export.serving import ServingModule
 from t2t_lite.registry import hparams_sets, problems
+from t2t_lite.run import RunRequest, RunSpec, load_spec, open_run, save_spec
 from t2t_lite.training import run_dir
 from t2t_lite.training.trainer import RunConfig, Trainer
 from shared_data import require_shared
@@ -91,7 +91,7 @@ def run(tmp_path_factory):
                           dev_files=f"{tmp}/val.en,{tmp}/val.de", log=lambda line: None)
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size={problem.vocab_size}")
     run_dir.ensure_writable(output_dir)
-    run_dir.save(output_dir, run_dir.RunSpec("translate_files", "transformer_tiny", TINY, hparams))
+    save_spec(output_dir, RunSpec("translate_files", "transformer_tiny", TINY, hparams))
     Trainer(problem, hparams, RunConfig(output_dir=output_dir, train_steps=100, eval_steps=1,
                                         save_checkpoints_steps=100, log_every_steps=100), log=lambda _: None).train()
     return {"data_dir": data_dir, "output_dir": output_dir, "tmp": tmp}
@@ -130,7 +130,7 @@ def test_export_is_version_1_of_the_model_with_hparams_and_vocabulary_assets(run
     path = exported["path"]
     assert path == str(run["tmp"] / "exports" / "multi30k" / "1")
     assert sorted(os.listdir(os.path.dirname(path))) == ["1"]
-    spec = run_dir.load(os.path.join(path, "assets"))
+    spec = load_spec(os.path.join(path, "assets"))
     assert (spec.problem, spec.hparams_set) == ("translate_files", "transformer_tiny")
     assert spec.hparams.decode.extra_length == 10 and spec.hparams.decode.beam_size == 4
     with open(os.path.join(path, "assets", "hparams.json"), encoding="utf-8") as f:
@@ -281,8 +281,8 @@ def test_8_threads_of_100_requests_give_the_one_by_one_outputs(serve):
 
 def test_second_export_is_version_2_with_the_decode_settings_asked_for(run, exported):
     export_dir = os.path.dirname(os.path.dirname(exported["path"]))
-    path = export_run(ExportRequest(export_dir=export_dir, output_dir=run["output_dir"], data_dir=run["data_dir"],
-                                    model_name="multi30k", beam_size=1, alpha=0.0, max_input_length=64))
+    run_request = RunRequest(output_dir=run["output_dir"], data_dir=run["data_dir"], beam_size=1, alpha=0.0)
+    path = export_run(ExportRequest(export_dir=export_dir, run=run_request, model_name="multi30k", max_input_length=64))
     assert os.path.basename(path) == "2" and sorted(os.listdir(os.path.dirname(path))) == ["1", "2"]
     with open(os.path.join(path, "assets", "hparams.json"), encoding="utf-8") as f:
         saved = json.load(f)
@@ -299,19 +299,17 @@ def matmul_dtypes(saved_model_dir: str) -> set[str]:
 
 def test_a_mixed_bfloat16_export_computes_in_bfloat16_and_serves_what_the_library_decodes(run, exported, serve):
     export_dir = os.path.dirname(os.path.dirname(exported["path"]))
-    path = export_run(ExportRequest(export_dir=export_dir, output_dir=run["output_dir"], data_dir=run["data_dir"],
-                                    model_name="multi30k_bf16", extra_length=10, mixed_precision="mixed_bfloat16"))
+    run_request = RunRequest(output_dir=run["output_dir"], data_dir=run["data_dir"], extra_length=10,
+                             mixed_precision="mixed_bfloat16")
+    path = export_run(ExportRequest(export_dir=export_dir, run=run_request, model_name="multi30k_bf16"))
     with open(os.path.join(path, "assets", "hparams.json"), encoding="utf-8") as f:
         assert json.load(f)["export"]["mixed_precision"] == "mixed_bfloat16"
     assert "bfloat16" in matmul_dtypes(path) and matmul_dtypes(exported["path"]) == {"float32"}
     lines = multi30k_lines("test_2016_flickr", "en", 24).splitlines()
     result = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(lines, tf.string))
     # The same search in this process, from the checkpoint restored in bfloat16: the reloaded export equals it.
-    checkpoint = find_checkpoint(run["output_dir"], None)
-    spec = load_run_spec(checkpoint, None)
-    decode = dataclasses.replace(spec.hparams.decode, extra_length=10)
-    vocabulary = problems.get("translate_files")(run["data_dir"]).vocabulary
-    module = ServingModule(restore_model(spec, checkpoint, "mixed_bfloat16"), vocabulary, decode, 256)
+    opened = open_run(run_request)
+    module = ServingModule(opened.model, opened.problem.vocabulary, opened.decode_hparams, 256)
     in_memory = module.serve_text(tf.constant(lines, tf.string))
     np.testing.assert_array_equal(result["outputs"].numpy(), in_memory["outputs"].numpy())
     np.testing.assert_allclose(result["scores"].numpy(), in_memory["scores"].numpy(), rtol=1e-5)
@@ -365,16 +363,13 @@ def test_library_refusals_are_user_errors(run):
     with pytest.raises(UserError, match="exceeds the model's learned max_position 100"):
         check_lengths(learned.model, learned.decode, 64)
     with pytest.raises(UserError, match="'algorithmic_reverse' has no SentencePiece vocabulary"):
-        problem_vocabulary("algorithmic_reverse", None, 12)
-    with pytest.raises(UserError, match="has 600 ids but the model was trained with 8000"):
-        problem_vocabulary("translate_files", run["data_dir"], 8000)
+        text_vocabulary(problems.get("algorithmic_reverse")(), "algorithmic_reverse")
+    good = RunRequest(output_dir=run["output_dir"], data_dir=run["data_dir"])
+    export_dir = str(run["tmp"] / "x")
     with pytest.raises(UserError, match="--mixed_precision must be one of none, mixed_float16, mixed_bfloat16"):
-        export_run(ExportRequest(export_dir=str(run["tmp"] / "x"), output_dir=run["output_dir"],
-                                 data_dir=run["data_dir"], mixed_precision="bfloat16"))
+        export_run(ExportRequest(export_dir, dataclasses.replace(good, mixed_precision="bfloat16")))
     with pytest.raises(UserError, match="--model_name must be"):
-        export_run(ExportRequest(export_dir=str(run["tmp"] / "x"), output_dir=run["output_dir"],
-                                 data_dir=run["data_dir"], model_name="../escape"))
+        export_run(ExportRequest(export_dir, good, model_name="../escape"))
     with pytest.raises(UserError, match="--beam_size >= 1"):
-        export_run(ExportRequest(export_dir=str(run["tmp"] / "x"), output_dir=run["output_dir"],
-                                 data_dir=run["data_dir"], beam_size=0))
+        export_run(ExportRequest(export_dir, dataclasses.replace(good, beam_size=0)))
     assert not os.path.exists(run["tmp"] / "x")

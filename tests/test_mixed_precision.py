@@ -14,7 +14,7 @@ from t2t_lite.config import DecodeHParams
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
-from t2t_lite.training import precision
+from t2t_lite import precision
 from t2t_lite.training.trainer import RunConfig, Trainer
 from test_losses import numpy_smoothed_loss
 

@@ -15,6 +15,7 @@ from t2t_lite import config
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.errors import UserError
+from t2t_lite.run import RunSpec, save_spec
 from t2t_lite.training import run_dir, steps
 from t2t_lite.training.losses import projected_smoothed_cross_entropy
 from t2t_lite.training.trainer import NonFiniteTrainingError, RunConfig, Trainer
@@ -29,7 +30,7 @@ def make_trainer(output_dir, train_steps, save_every, log=lambda line: None, ave
                                      f"{TINY},average_last_checkpoints={average_last}{overrides}")
     # What the trainer CLI writes first; averaging rebuilds the model from it.
     run_dir.ensure_writable(str(output_dir))
-    run_dir.save(str(output_dir), run_dir.RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
+    save_spec(str(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
     run = RunConfig(output_dir=str(output_dir), train_steps=train_steps, eval_steps=2,
                     save_checkpoints_steps=save_every, log_every_steps=save_every, random_seed=7, **run_options)
     return Trainer(problem, hparams, run, log=log)

@@ -24,7 +24,7 @@ from t2t_lite.problems.wsj_parsing import (
     score_linearized,
 )
 from t2t_lite.registry import hparams_sets, problems
-from t2t_lite.training import run_dir
+from t2t_lite.run import RunSpec, save_spec
 from t2t_lite.training.trainer import RunConfig, Trainer
 from shared_data import require_shared
 
@@ -224,7 +224,7 @@ def test_decoder_uses_the_sets_decode_defaults_and_prints_bracket_scores(sample,
     output_dir, words, gold = tmp_path / "run", tmp_path / "words.txt", tmp_path / "gold.txt"
     output_dir.mkdir()
     hparams = apply_overrides(hparams_sets.get("transformer_wsj_parsing_tiny")(), f"vocab_size={problem.vocab_size}")
-    run_dir.save(str(output_dir), run_dir.RunSpec("wsj_parsing", "transformer_wsj_parsing_tiny", "", hparams))
+    save_spec(str(output_dir), RunSpec("wsj_parsing", "transformer_wsj_parsing_tiny", "", hparams))
     Trainer(problem, hparams, RunConfig(output_dir=str(output_dir), train_steps=1, eval_steps=1,
                                         save_checkpoints_steps=1, log_every_steps=1), log=lambda _: None).train()
     words.write_text(CAT_WORDS + "\n")

@@ -27,9 +27,8 @@ import tensorflow as tf
 from t2t_lite.errors import UserError
 from t2t_lite.files import atomic_write_text
 from t2t_lite.models import build_model
-from t2t_lite.training import run_dir
+from t2t_lite.run import AVERAGED_SUBDIR, HPARAMS_FILE, RunSpec, load_spec, save_spec
 
-DEFAULT_SUBDIR = "averaged"
 # Written into every averaged directory; only a directory holding it is ever replaced.
 PROVENANCE_FILE = "averaged.json"
 
@@ -79,10 +78,10 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
         reach, so no checkpoint has them (a bug in the model, not the run).
     """
     paths = checkpoints_to_average(output_dir, last_n)
-    spec = run_dir.load(output_dir)
+    spec = load_spec(output_dir)
     if spec is None:
-        raise UserError(f"no {run_dir.HPARAMS_FILE} in {output_dir!r}: it is not a t2t-lite run directory")
-    destination = destination_dir or os.path.join(output_dir, DEFAULT_SUBDIR)
+        raise UserError(f"no {HPARAMS_FILE} in {output_dir!r}: it is not a t2t-lite run directory")
+    destination = destination_dir or os.path.join(output_dir, AVERAGED_SUBDIR)
     _check_replaceable(destination, output_dir)
     shortfall = f" (asked for {last_n}, only {len(paths)} present)" if len(paths) < last_n else ""
     log(f"averaging {len(paths)} checkpoints{shortfall}: {', '.join(os.path.basename(p) for p in paths)}")
@@ -154,7 +153,7 @@ def _check_replaceable(destination: str, output_dir: str) -> None:
                         "choose an empty or new directory")
 
 
-def _save_atomically(model: keras.Model, spec: run_dir.RunSpec, output_dir: str, sources: list[str],
+def _save_atomically(model: keras.Model, spec: RunSpec, output_dir: str, sources: list[str],
                      destination: str) -> str:
     """Writes model, hparams.json and provenance into a temporary directory, then renames it to destination."""
     parent = os.path.dirname(os.path.abspath(destination))
@@ -165,7 +164,7 @@ def _save_atomically(model: keras.Model, spec: run_dir.RunSpec, output_dir: str,
         manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging, max_to_keep=1,
                                              checkpoint_name="ckpt")
         manager.save(checkpoint_number=step)  # the state file records relative paths, so the rename keeps it valid
-        run_dir.save(staging, spec)
+        save_spec(staging, spec)
         provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": [os.path.basename(p) for p in sources]}
         atomic_write_text(os.path.join(staging, PROVENANCE_FILE), json.dumps(provenance, indent=2) + "\n")
         _replace_dir(staging, destination)

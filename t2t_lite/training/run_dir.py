@@ -1,30 +1,15 @@
-"""The output directory of a run: checked writable, and holding the resolved hparams.json.
+"""A training run's output directory: checked writable, and a restart checked against its hparams.json.
 
-hparams.json records which problem and hparams set built the checkpoints
-beside it. A later command reloads it instead of trusting its own flags, and a
-trainer restarted with a different set is refused rather than allowed to
-overwrite or misread the checkpoints.
+A trainer restarted with a different problem, set or hparams is refused
+rather than allowed to overwrite or misread the checkpoints (t2t_lite.run
+reads and writes hparams.json itself).
 """
-import json
 import os
-from dataclasses import dataclass
 
 from t2t_lite import config
 from t2t_lite.config import HParams
 from t2t_lite.errors import UserError
-from t2t_lite.files import atomic_write_text
-
-HPARAMS_FILE = "hparams.json"
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """What hparams.json holds: the problem, the set and overrides asked for, and the result."""
-
-    problem: str
-    hparams_set: str
-    hparams_overrides: str
-    hparams: HParams
+from t2t_lite.run import RunSpec
 
 
 def ensure_writable(output_dir: str) -> None:
@@ -37,27 +22,6 @@ def ensure_writable(output_dir: str) -> None:
         os.remove(probe)
     except OSError as error:
         raise UserError(f"cannot write to --output_dir {output_dir!r}: {error.strerror or error}") from None
-
-
-def load(output_dir: str) -> RunSpec | None:
-    """The RunSpec saved in output_dir, or None if there is none yet."""
-    path = os.path.join(output_dir, HPARAMS_FILE)
-    if not os.path.exists(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        return RunSpec(data["problem"], data["hparams_set"], data["hparams_overrides"],
-                       config.from_dict(data["hparams"]))
-    except (OSError, ValueError, KeyError) as error:
-        raise UserError(f"{path} is unreadable or not a t2t-lite hparams file: {error}") from None
-
-
-def save(output_dir: str, spec: RunSpec) -> None:
-    """Writes spec as output_dir/hparams.json, atomically."""
-    data = {"problem": spec.problem, "hparams_set": spec.hparams_set,
-            "hparams_overrides": spec.hparams_overrides, "hparams": config.to_dict(spec.hparams)}
-    atomic_write_text(os.path.join(output_dir, HPARAMS_FILE), json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def check_matches(saved: RunSpec, requested: RunSpec, output_dir: str) -> None:

@@ -8,12 +8,13 @@ import time
 import keras
 import tensorflow as tf
 
+from t2t_lite import precision
 from t2t_lite.config import HParams
 from t2t_lite.data.batching import batch_by_length, largest_batch_shapes
 from t2t_lite.data.problem import Problem
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
-from t2t_lite.training import distribution, precision
+from t2t_lite.training import distribution
 from t2t_lite.training.averaging import average_after_training
 from t2t_lite.training.signals import stop_on_signals
 from t2t_lite.training.steps import TrainStep, make_eval_step, make_optimizer

@@ -1,0 +1,180 @@
+"""A trained run: its hparams.json, and opening it to decode, export or visualise.
+
+hparams.json records which problem and hparams set built the checkpoints
+beside it, so a later command rebuilds the model from it instead of trusting
+its own flags. Opening a run (`open_run`) is the one sequence every command
+that reads a run follows: choose the checkpoint, read its hparams.json, check
+the problem's vocabulary against the model, apply and check the decode
+settings asked for, and restore the model in the precision asked for.
+"""
+import dataclasses
+import json
+import os
+
+import keras
+import tensorflow as tf
+
+from t2t_lite import config, precision, registry
+from t2t_lite.config import DecodeHParams, HParams
+from t2t_lite.data.problem import Problem
+from t2t_lite.errors import UserError
+from t2t_lite.files import atomic_write_text
+from t2t_lite.models import build_model
+
+HPARAMS_FILE = "hparams.json"
+# Where training and t2t-lite-avg-checkpoints put the averaged checkpoint of a run directory.
+AVERAGED_SUBDIR = "averaged"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """What hparams.json holds: the problem, the set and overrides asked for, and the result."""
+
+    problem: str
+    hparams_set: str
+    hparams_overrides: str
+    hparams: HParams
+
+
+def spec_json(spec: RunSpec, **extra) -> str:
+    """The text of hparams.json for spec; `extra` entries (e.g. an export's settings) are added beside it."""
+    data = {"problem": spec.problem, "hparams_set": spec.hparams_set,
+            "hparams_overrides": spec.hparams_overrides, "hparams": config.to_dict(spec.hparams), **extra}
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def save_spec(directory: str, spec: RunSpec) -> None:
+    """Writes spec as directory/hparams.json, atomically."""
+    atomic_write_text(os.path.join(directory, HPARAMS_FILE), spec_json(spec))
+
+
+def load_spec(directory: str) -> RunSpec | None:
+    """The RunSpec saved in directory, or None if there is none yet."""
+    path = os.path.join(directory, HPARAMS_FILE)
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        return RunSpec(data["problem"], data["hparams_set"], data["hparams_overrides"],
+                       config.from_dict(data["hparams"]))
+    except (OSError, ValueError, KeyError) as error:
+        raise UserError(f"{path} is unreadable or not a t2t-lite hparams file: {error}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """Which run to open and how; None means "the run's own" (its problem, its decode hparams)."""
+
+    # A training run (its averaged checkpoint if any, else its newest), or one checkpoint.
+    output_dir: str | None = None
+    checkpoint_path: str | None = None
+    # The problem's prepared data (its vocabulary), as given to the trainer.
+    data_dir: str | None = None
+    problem: str | None = None
+    # If given, must match the run's set: a guard against opening the wrong run.
+    hparams_set: str | None = None
+    # The compute dtype of the restored model, whatever the run trained in (precision.PRECISIONS).
+    mixed_precision: str = "none"
+    beam_size: int | None = None
+    alpha: float | None = None
+    extra_length: int | None = None
+    batch_size: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenedRun:
+    checkpoint: str
+    spec: RunSpec
+    # The problem decoded with: the request's, else the run's.
+    problem_name: str
+    problem: Problem
+    # The run's decode hparams with the request's overrides.
+    decode_hparams: DecodeHParams
+    model: keras.Model
+
+
+def open_run(request: RunRequest) -> OpenedRun:
+    """Opens the run of `request`, refusing with a UserError anything that does not fit before restoring."""
+    if request.mixed_precision not in precision.PRECISIONS:
+        raise UserError(f"--mixed_precision must be one of {', '.join(precision.PRECISIONS)}; "
+                        f"got {request.mixed_precision!r}")
+    checkpoint = find_checkpoint(request.output_dir, request.checkpoint_path)
+    spec = spec_beside(checkpoint, request.hparams_set)
+    problem_name = request.problem or spec.problem
+    problem = registry.problems.get(problem_name)(request.data_dir)
+    check_vocab_size(problem.vocab_size, spec.hparams.model.vocab_size, request.data_dir)
+    decode = decode_hparams(spec.hparams.decode, request)
+    model = restore_model(spec, checkpoint, request.mixed_precision)
+    return OpenedRun(checkpoint, spec, problem_name, problem, decode, model)
+
+
+def find_checkpoint(output_dir: str | None, checkpoint_path: str | None) -> str:
+    """The checkpoint to open.
+
+    An explicit checkpoint_path wins; otherwise the averaged checkpoint of
+    output_dir (the paper decodes from it) if training wrote one, else the
+    newest checkpoint in output_dir.
+    """
+    if checkpoint_path:
+        if not tf.io.gfile.exists(checkpoint_path + ".index"):
+            raise UserError(f"no checkpoint at --checkpoint_path {checkpoint_path!r} "
+                            f"(expected {checkpoint_path}.index)")
+        return checkpoint_path
+    if not output_dir:
+        raise UserError("give --output_dir (a training run) or --checkpoint_path")
+    for directory in (os.path.join(output_dir, AVERAGED_SUBDIR), output_dir):
+        latest = tf.train.latest_checkpoint(directory)
+        if latest:
+            return latest
+    raise UserError(f"no checkpoint in --output_dir {output_dir!r}; train first or pass --checkpoint_path")
+
+
+def spec_beside(checkpoint: str, hparams_set: str | None) -> RunSpec:
+    """The hparams.json beside the checkpoint, checked against an explicitly requested set."""
+    spec = load_spec(os.path.dirname(checkpoint))
+    if spec is None:
+        raise UserError(f"no {HPARAMS_FILE} beside {checkpoint!r}: it is not a t2t-lite run directory")
+    if hparams_set and hparams_set != spec.hparams_set:
+        raise UserError(f"checkpoint {checkpoint!r} was trained with hparams set {spec.hparams_set!r}, "
+                        f"not {hparams_set!r}; drop --hparams_set or pick the matching checkpoint")
+    return spec
+
+
+def check_vocab_size(data_vocab_size: int, model_vocab_size: int, data_dir: str | None) -> None:
+    """Refuses a --data_dir whose vocabulary is not the one the model was trained with (its size differs)."""
+    if data_vocab_size != model_vocab_size:
+        raise UserError(f"the vocabulary of --data_dir {data_dir!r} has {data_vocab_size} ids but the "
+                        f"model was trained with {model_vocab_size}; pass the run's --data_dir")
+
+
+def decode_hparams(defaults: DecodeHParams, request: RunRequest) -> DecodeHParams:
+    """The run's decode hparams with the request's beam_size / alpha / extra_length / batch_size, checked."""
+    given = {name: getattr(request, name) for name in ("beam_size", "alpha", "extra_length", "batch_size")
+             if getattr(request, name) is not None}
+    decode = dataclasses.replace(defaults, **given)
+    if decode.beam_size < 1 or decode.batch_size < 1 or decode.extra_length < 0 or decode.alpha < 0:
+        raise UserError(f"need --beam_size >= 1, --batch_size >= 1, --extra_length >= 0 and --alpha >= 0; got "
+                        f"beam_size={decode.beam_size}, batch_size={decode.batch_size}, "
+                        f"extra_length={decode.extra_length}, alpha={decode.alpha}")
+    return decode
+
+
+def restore_model(spec: RunSpec, checkpoint: str, mixed_precision: str = "none") -> keras.Model:
+    """Builds the model of `spec` and loads its weights from `checkpoint` (optimizer state ignored).
+
+    Args:
+      mixed_precision: the compute dtype policy, as training's --mixed_precision.
+        The variables stay float32 whatever it is, so any run's checkpoint
+        loads; under "mixed_bfloat16" the matmuls run in bfloat16.
+    """
+    with precision.layers_compute_in(mixed_precision):
+        model = build_model(spec.hparams)
+    try:
+        status = tf.train.Checkpoint(model=model).restore(checkpoint)
+        status.expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as error:
+        first_line = str(error).strip().splitlines()[0][:200]
+        raise UserError(f"checkpoint {checkpoint!r} does not fit hparams set {spec.hparams_set!r}: "
+                        f"{first_line}") from None
+    return model

@@ -1,0 +1,149 @@
+"""Opening a run (t2t_lite/run.py): which checkpoint, its hparams.json, the refusals, the restored model."""
+import dataclasses
+import os
+import shutil
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import t2t_lite.hparams  # noqa: F401
+import t2t_lite.problems  # noqa: F401
+from t2t_lite import config
+from t2t_lite.errors import UserError
+from t2t_lite.models import build_model
+from t2t_lite.registry import hparams_sets
+from t2t_lite.run import (
+    AVERAGED_SUBDIR,
+    HPARAMS_FILE,
+    RunRequest,
+    RunSpec,
+    decode_hparams,
+    find_checkpoint,
+    load_spec,
+    open_run,
+    save_spec,
+    spec_beside,
+    spec_json,
+)
+
+TINY = "d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1"
+REVERSE_VOCAB_SIZE = 12  # algorithmic_reverse: 10 digits, PAD and EOS
+
+
+def tiny_spec(vocab_size: int = REVERSE_VOCAB_SIZE) -> RunSpec:
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size={vocab_size}")
+    return RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams)
+
+
+def save_run(directory: str, spec: RunSpec, steps: tuple[int, ...], seed: int = 0) -> keras.Model:
+    """A run directory as the trainer leaves it: hparams.json and ckpt-<step> for each step (untrained weights)."""
+    os.makedirs(directory, exist_ok=True)
+    save_spec(directory, spec)
+    keras.utils.set_random_seed(seed)
+    model = build_model(spec.hparams)
+    model({"inputs": np.ones([1, 3], np.int32), "targets": np.ones([1, 2], np.int32)})  # creates the weights
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), directory, max_to_keep=5,
+                                         checkpoint_name="ckpt")
+    for step in steps:
+        manager.save(checkpoint_number=step)
+    return model
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A run with ckpt-100 and ckpt-200, the in-memory model they hold, and an averaged/ckpt-200."""
+    output_dir = str(tmp_path_factory.mktemp("run"))
+    model = save_run(output_dir, tiny_spec(), (100, 200))
+    save_run(os.path.join(output_dir, AVERAGED_SUBDIR), tiny_spec(), (200,), seed=1)
+    return output_dir, model
+
+
+def test_the_averaged_checkpoint_wins_over_the_newest_and_an_explicit_path_over_both(run, tmp_path):
+    output_dir, _ = run
+    assert find_checkpoint(output_dir, None) == os.path.join(output_dir, AVERAGED_SUBDIR, "ckpt-200")
+    explicit = os.path.join(output_dir, "ckpt-100")
+    assert find_checkpoint(output_dir, explicit) == explicit
+    assert find_checkpoint(None, explicit) == explicit
+    without_average = tmp_path / "run"
+    shutil.copytree(output_dir, without_average, ignore=shutil.ignore_patterns(AVERAGED_SUBDIR))
+    assert find_checkpoint(str(without_average), None) == str(without_average / "ckpt-200")
+    with pytest.raises(UserError, match="^no checkpoint in --output_dir .*; train first or pass --checkpoint_path$"):
+        find_checkpoint(str(tmp_path / "empty"), None)
+    with pytest.raises(UserError, match=r"^no checkpoint at --checkpoint_path '.*ckpt-7' \(expected .*ckpt-7.index\)$"):
+        find_checkpoint(output_dir, os.path.join(output_dir, "ckpt-7"))
+    with pytest.raises(UserError, match="^give --output_dir"):
+        find_checkpoint(None, None)
+
+
+def test_a_reopened_run_gives_the_logits_of_the_model_that_was_saved(run):
+    output_dir, saved = run
+    opened = open_run(RunRequest(checkpoint_path=os.path.join(output_dir, "ckpt-200")))
+    assert opened.spec == tiny_spec() and opened.problem_name == "algorithmic_reverse"
+    assert opened.decode_hparams == tiny_spec().hparams.decode
+    features = {"inputs": np.array([[3, 4, 5, 1], [6, 7, 1, 0]], np.int32),
+                "targets": np.array([[5, 4, 3, 1], [7, 6, 1, 0]], np.int32)}
+    expected = saved(features).numpy()  # [B, T, V]
+    np.testing.assert_array_equal(opened.model(features).numpy(), expected)
+    # The averaged checkpoint holds other weights (seed 1): the default choice really opened it.
+    averaged = open_run(RunRequest(output_dir=output_dir)).model(features).numpy()
+    assert np.abs(averaged - expected).max() > 1e-3
+
+
+def test_a_reduced_precision_run_keeps_the_float32_weights_and_unknown_precisions_are_refused(run):
+    output_dir, saved = run
+    opened = open_run(RunRequest(checkpoint_path=os.path.join(output_dir, "ckpt-200"), mixed_precision="mixed_bfloat16"))
+    assert opened.model.compute_dtype == "bfloat16"
+    for reduced, full in zip(opened.model.weights, saved.weights):
+        assert reduced.dtype == "float32"
+        np.testing.assert_array_equal(reduced.numpy(), full.numpy())
+    with pytest.raises(UserError, match="^--mixed_precision must be one of none, mixed_float16, mixed_bfloat16; got "
+                                        "'bfloat16'$"):
+        open_run(RunRequest(output_dir=output_dir, mixed_precision="bfloat16"))
+
+
+def test_a_vocabulary_of_another_size_is_refused(tmp_path):
+    output_dir = str(tmp_path / "run")
+    save_run(output_dir, tiny_spec(vocab_size=REVERSE_VOCAB_SIZE + 3), (1,))
+    with pytest.raises(UserError) as refusal:
+        open_run(RunRequest(output_dir=output_dir))
+    assert str(refusal.value) == (f"the vocabulary of --data_dir None has {REVERSE_VOCAB_SIZE} ids but the model was "
+                                  f"trained with {REVERSE_VOCAB_SIZE + 3}; pass the run's --data_dir")
+
+
+def test_the_hparams_set_guard_and_a_checkpoint_outside_a_run(run, tmp_path):
+    output_dir, _ = run
+    checkpoint = os.path.join(output_dir, "ckpt-100")
+    assert spec_beside(checkpoint, "transformer_tiny") == spec_beside(checkpoint, None) == tiny_spec()
+    with pytest.raises(UserError, match="was trained with hparams set 'transformer_tiny', not 'transformer_base'; "
+                                        "drop --hparams_set or pick the matching checkpoint$"):
+        open_run(RunRequest(output_dir=output_dir, hparams_set="transformer_base"))
+    bare = tmp_path / "bare"
+    shutil.copytree(output_dir, bare, ignore=shutil.ignore_patterns(AVERAGED_SUBDIR, HPARAMS_FILE))
+    with pytest.raises(UserError, match="it is not a t2t-lite run directory$"):
+        open_run(RunRequest(output_dir=str(bare)))
+
+
+def test_decode_overrides_replace_the_runs_settings_and_bad_ones_are_refused():
+    defaults = tiny_spec().hparams.decode
+    assert decode_hparams(defaults, RunRequest()) == defaults
+    given = decode_hparams(defaults, RunRequest(beam_size=1, alpha=0.0, extra_length=0, batch_size=7))
+    assert given == dataclasses.replace(defaults, beam_size=1, alpha=0.0, extra_length=0, batch_size=7)
+    for bad in ({"beam_size": 0}, {"batch_size": 0}, {"extra_length": -1}, {"alpha": -0.5}):
+        with pytest.raises(UserError, match=r"^need --beam_size >= 1, --batch_size >= 1, --extra_length >= 0 and "
+                                            r"--alpha >= 0; got .*" + f"{next(iter(bad))}={next(iter(bad.values()))}"):
+            decode_hparams(defaults, RunRequest(**bad))
+
+
+def test_hparams_json_round_trips_and_extra_entries_sit_beside_the_spec(tmp_path):
+    spec = tiny_spec()
+    save_spec(str(tmp_path), spec)
+    assert load_spec(str(tmp_path)) == spec
+    assert load_spec(str(tmp_path / "nothing")) is None
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / HPARAMS_FILE).write_text(spec_json(spec, export={"model_name": "m"}))
+    assert load_spec(str(tmp_path / "extra")) == spec
+    (tmp_path / HPARAMS_FILE).write_text("{}")
+    with pytest.raises(UserError, match="is unreadable or not a t2t-lite hparams file"):
+        load_spec(str(tmp_path))
