@@ -93,7 +93,8 @@ def test_a_reopened_run_gives_the_logits_of_the_model_that_was_saved(run):
 
 def test_a_reduced_precision_run_keeps_the_float32_weights_and_unknown_precisions_are_refused(run):
     output_dir, saved = run
-    opened = open_run(RunRequest(checkpoint_path=os.path.join(output_dir, "ckpt-200"), mixed_precision="mixed_bfloat16"))
+    checkpoint = os.path.join(output_dir, "ckpt-200")
+    opened = open_run(RunRequest(checkpoint_path=checkpoint, mixed_precision="mixed_bfloat16"))
     assert opened.model.compute_dtype == "bfloat16"
     for reduced, full in zip(opened.model.weights, saved.weights):
         assert reduced.dtype == "float32"
