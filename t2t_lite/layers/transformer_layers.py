@@ -13,6 +13,9 @@ class Residual(keras.layers.Layer):
       post (paper 5.4):  LayerNorm(x + Dropout(Sublayer(x)))
       pre  (t2t v2+):    x + Dropout(Sublayer(LayerNorm(x)))
 
+    `before(x)` is what the sub-layer sees; calling the layer with x and the
+    sub-layer's output gives the new residual stream.
+
     Args:
       norm_position: "post" or "pre".
       dropout: P_drop on the sub-layer output.
@@ -25,15 +28,16 @@ class Residual(keras.layers.Layer):
         self.norm = keras.layers.LayerNormalization(epsilon=epsilon, name="norm", dtype=self.dtype_policy)
         self.dropout = Dropout(dropout, dtype=self.dtype_policy)
 
-    def build(self, input_shape):
-        self.norm.build(input_shape)
+    def build(self, input_shape, *args, **kwargs):
+        if not self.norm.built:  # `before` may have built it already
+            self.norm.build(input_shape)
 
     def before(self, x):
         """What the sub-layer sees: x, or LayerNorm(x) under pre-norm."""
         return self.norm(x) if self.norm_position == "pre" else x
 
-    def after(self, x, sublayer_output, training=None):
-        """Combines the residual stream x with the sub-layer's output."""
+    def call(self, x, sublayer_output, training=None):
+        """Combines the residual stream x [B, T, D] with the sub-layer's output [B, T, D]."""
         y = x + self.dropout(sublayer_output, training=training)
         return self.norm(y) if self.norm_position == "post" else y
 
@@ -106,9 +110,9 @@ class EncoderLayer(_Sublayers):
     def call(self, x, bias, training=None):
         """x [B, T_src, D], bias [B, 1, 1, T_src] -> [B, T_src, D]."""
         h, _ = self.self_attention(self.self_attention_residual.before(x), bias=bias, training=training)
-        x = self.self_attention_residual.after(x, h, training)
+        x = self.self_attention_residual(x, h, training=training)
         h = self.ffn(self.ffn_residual.before(x), training=training)
-        return self.ffn_residual.after(x, h, training)
+        return self.ffn_residual(x, h, training=training)
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -141,9 +145,9 @@ class DecoderLayer(_Sublayers):
         """
         h, cache = self.self_attention(self.self_attention_residual.before(x), bias=self_bias, cache=cache,
                                        training=training)
-        x = self.self_attention_residual.after(x, h, training)
+        x = self.self_attention_residual(x, h, training=training)
         h, _ = self.cross_attention(self.cross_attention_residual.before(x), memory=memory, bias=memory_bias,
                                     training=training)
-        x = self.cross_attention_residual.after(x, h, training)
+        x = self.cross_attention_residual(x, h, training=training)
         h = self.ffn(self.ffn_residual.before(x), training=training)
-        return self.ffn_residual.after(x, h, training), cache
+        return self.ffn_residual(x, h, training=training), cache
