@@ -16,6 +16,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
 from t2t_lite.training import distribution
 from t2t_lite.training.averaging import average_after_training
+from t2t_lite.training.progress import Progress
 from t2t_lite.training.signals import stop_on_signals
 from t2t_lite.training.steps import TrainStep, make_eval_step, make_optimizer
 
@@ -235,7 +236,7 @@ class Trainer:
 
     def _train_until_done(self, stop) -> bool:
         """Steps to run.train_steps (returns False) or until any worker is asked to stop (returns True)."""
-        window_tokens, window_start = 0.0, time.perf_counter()
+        progress = Progress(first_step=self.step, last_step=self.run.train_steps)
         while self.step < self.run.train_steps:
             result = self._train_step(self.train_iterator, stop.requested)
             if result.stop:
@@ -244,15 +245,15 @@ class Trainer:
                 self._count_skipped_step(result.loss)
                 continue
             self._skipped_in_a_row = 0
-            window_tokens += result.tokens
+            progress.add(result.loss, result.tokens)
             if self.step % self.run.log_every_steps == 0:
-                self._log_progress(result.loss, window_tokens / (time.perf_counter() - window_start))
-                window_tokens, window_start = 0.0, time.perf_counter()
+                self._log_progress(progress)
+                progress.restart_window()
             if self.step % self.run.save_checkpoints_steps == 0 or self.step == self.run.train_steps:
                 self.save()
                 if self.is_chief:
                     self.evaluate()
-                window_tokens, window_start = 0.0, time.perf_counter()  # keep eval time out of tokens/s
+                progress.restart_window()  # keep eval time out of tokens/s
         return False
 
     def _count_skipped_step(self, loss: float) -> None:
@@ -319,14 +320,16 @@ class Trainer:
         self.log(f"step {self.step}: dev loss {result.loss:.4f}  dev accuracy {result.accuracy:.4f}")
         return result
 
-    def _log_progress(self, loss: float, tokens_per_second: float) -> None:
-        learning_rate = float(self.optimizer.learning_rate)
+    def _log_progress(self, progress: Progress) -> None:
+        """Logs and summarises the mean loss and throughput of the steps since the last progress line."""
+        learning_rate, tokens_per_second = float(self.optimizer.learning_rate), progress.tokens_per_second()
         with self._writers["train"].as_default(step=self.step):
-            tf.summary.scalar("loss", loss)
+            tf.summary.scalar("loss", progress.mean_loss)
             tf.summary.scalar("learning_rate", learning_rate)
             tf.summary.scalar("target_tokens_per_second", tokens_per_second)
-        self.log(f"step {self.step}/{self.run.train_steps}  loss {loss:.4f}  lr {learning_rate:.3e}  "
-                 f"target tokens/s {tokens_per_second:,.0f}")
+        self.log(f"step {self.step}/{self.run.train_steps}  loss {progress.mean_loss:.4f} "
+                 f"(mean of {progress.steps} steps)  lr {learning_rate:.3e}  "
+                 f"target tokens/s {tokens_per_second:,.0f}  {progress.times(self.step)}")
 
 
 def _saved_entries(checkpoint_path: str) -> set[str]:
