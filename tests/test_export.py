@@ -316,8 +316,10 @@ def test_a_mixed_bfloat16_export_computes_in_bfloat16_and_serves_what_the_librar
     # And it stays close to the float32 export (the decoder's bfloat16 tests bound this on a trained model).
     float32_texts, float32_scores = serve(lines)
     bfloat16_texts = [t.decode("utf-8") for t in result["outputs"].numpy()]
-    assert sum(a == b for a, b in zip(bfloat16_texts, float32_texts)) >= 18
-    np.testing.assert_allclose(result["scores"].numpy(), float32_scores, atol=0.1)
+    same = np.array([a == b for a, b in zip(bfloat16_texts, float32_texts)])
+    assert same.sum() >= 18
+    # A near-tie that bfloat16 flips gives another hypothesis with its own score: compare the agreeing ones.
+    np.testing.assert_allclose(result["scores"].numpy()[same], float32_scores[same], atol=0.1)
 
 
 @pytest.fixture(scope="module")
