@@ -271,8 +271,8 @@ def test_the_decoders_steps_multiply_through_the_prepared_kernels():
     from t2t_lite.models import build_model
     from t2t_lite.registry import hparams_sets
 
-    hp = config.apply_overrides(hparams_sets.get("transformer_tiny")(),
-                                "vocab_size=11,d_model=16,d_ff=24,num_heads=2,num_encoder_layers=1,num_decoder_layers=1")
+    overrides = "vocab_size=11,d_model=16,d_ff=24,num_heads=2,num_encoder_layers=1,num_decoder_layers=1"
+    hp = config.apply_overrides(hparams_sets.get("transformer_tiny")(), overrides)
     model = build_model(hp)
     counts = {}
     for op in OPS:

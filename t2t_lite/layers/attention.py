@@ -155,7 +155,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.softmax(logits, axis=-1)
 
     def _attend(self, q, keys, values, bias, training):
-        """q [B, H, T_q, Dk], keys/values [B, H, T_k, Dk|Dv], bias broadcastable to [B, H, T_q, T_k] -> [B, H, T_q, Dv]."""
+        """q [B, H, T_q, Dk], keys/values [B, H, T_k, Dk|Dv], bias to [B, H, T_q, T_k] -> [B, H, T_q, Dv]."""
         weights = ops.cast(self._weights(q, keys, bias), values.dtype)
         weights = self.weights_dropout(weights, training=training)
         return ops.einsum("bhqk,bhkd->bhqd", weights, values)  # [B, H, T_q, Dv]

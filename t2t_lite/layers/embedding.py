@@ -32,7 +32,8 @@ def timing_signal_at(positions, channels):
     Returns:
       float32 [T, D].
     """
-    scaled_time = ops.cast(positions, "float32")[:, None] * ops.convert_to_tensor(_inverse_timescales(channels))[None, :]
+    frequencies = ops.convert_to_tensor(_inverse_timescales(channels))  # [D // 2]
+    scaled_time = ops.cast(positions, "float32")[:, None] * frequencies[None, :]  # [T, D // 2]
     signal = ops.concatenate([ops.sin(scaled_time), ops.cos(scaled_time)], axis=1)  # [T, 2*(D//2)]
     return ops.pad(signal, [[0, 0], [0, channels % 2]])
 
