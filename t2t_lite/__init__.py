@@ -22,7 +22,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # the page faults that refill them showed up as 13 % system time. The BFC
 # allocator (TensorFlow's GPU allocator, offered for CPUs through this
 # variable) keeps freed memory for the next step: 1.17x faster steps for 0.75
-# GiB more peak RSS (benchmarks/RESULTS.md). It is read when TensorFlow makes
+# GiB more peak RSS (docs/performance.md). It is read when TensorFlow makes
 # its first CPU tensor, so importing t2t_lite before TensorFlow allocates
 # anything applies it; set TF_CPU_ALLOCATOR_USE_BFC=false to keep malloc.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
@@ -31,7 +31,7 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 # CPUs with AVX-512 VNNI/BF16 or AMX; elsewhere (an AVX2 EPYC, say) they fall
 # back to Eigen, which reached 92 GFLOP/s on a 4096^3 matmul where oneDNN
 # reached 179 on the same 2-core AVX2 machine, and transformer_base trained
-# 1.31x faster (benchmarks/RESULTS.md). TensorFlow reads the variable when it
+# 1.31x faster (docs/performance.md). TensorFlow reads the variable when it
 # is imported; set TF_ENABLE_ONEDNN_OPTS=0 to keep Eigen.
 if platform.machine().lower() in ("x86_64", "amd64"):
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
