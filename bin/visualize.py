@@ -6,13 +6,13 @@ import sys
 
 from absl import flags
 
+from t2t_lite.bin import run_flags
 from t2t_lite.bin.cli import load_registries, run_main
 from t2t_lite.errors import UserError
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", None, "A training run (its averaged or newest checkpoint is used).")
-flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint instead.")
-flags.DEFINE_string("data_dir", None, "The problem's prepared data, as given to the trainer.")
+run_flags.define("plots", decoding_settings=False)
+flags.adopt_module_key_flags(run_flags)
 flags.DEFINE_string("sentence", None, "The source sentence to decode and plot.")
 flags.DEFINE_string("plot_dir", None, "Where the PNG files go.")
 
@@ -24,13 +24,12 @@ def main(argv) -> None:
     except ImportError:
         raise UserError('matplotlib is needed for plots: pip install "t2t-lite[visualize]"') from None
     from t2t_lite.decoding.decoder import Decoder
-    from t2t_lite.run import RunRequest, open_run
+    from t2t_lite.run import open_run
     from t2t_lite.visualize import visualize_sentence
 
     if not FLAGS.sentence or not FLAGS.plot_dir:
         raise UserError("--sentence and --plot_dir are required")
-    opened = open_run(RunRequest(output_dir=FLAGS.output_dir, checkpoint_path=FLAGS.checkpoint_path,
-                                 data_dir=FLAGS.data_dir))
+    opened = open_run(run_flags.run_request())
     try:
         paths = visualize_sentence(opened.problem, opened.model, Decoder(opened.model, opened.decode_hparams),
                                    FLAGS.sentence, FLAGS.plot_dir)

@@ -1,0 +1,37 @@
+"""The flags that pick a trained run and the decoding settings to open it with, shared by the decoder,
+exporter and visualiser, and the RunRequest they make (t2t_lite.run.open_run takes it)."""
+from absl import flags
+
+FLAGS = flags.FLAGS
+
+
+def define(verb: str, decoding_settings: bool = True) -> None:
+    """Defines --output_dir, --checkpoint_path and --data_dir; with decoding_settings, also --problem,
+    --hparams_set, --beam_size, --alpha, --extra_length and --mixed_precision.
+
+    Args:
+      verb: what the command does to the run, for the help: e.g. "decodes".
+    """
+    flags.DEFINE_string("output_dir", None, f"A training run; {verb} its averaged checkpoint if any, else the newest.")
+    flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint (e.g. RUN/ckpt-5000) instead.")
+    flags.DEFINE_string("data_dir", None, "The problem's prepared data (its vocabulary), as given to the trainer.")
+    if not decoding_settings:
+        return
+    flags.DEFINE_string("problem", None, "Defaults to the run's problem (hparams.json).")
+    flags.DEFINE_string("hparams_set", None, "If given, must match the run's set; a guard against opening the "
+                        "wrong run.")
+    flags.DEFINE_integer("beam_size", None, "Default: the run's decode.beam_size (paper: 4). 1 = greedy.")
+    flags.DEFINE_float("alpha", None, "Length penalty exponent; default the run's (paper: 0.6).")
+    flags.DEFINE_integer("extra_length", None, "Max output length = input length + this; default the run's (50).")
+    flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_bfloat16", "mixed_float16"],
+                      "Compute dtype, whatever the run trained in: mixed_bfloat16 runs the matmuls in bfloat16 "
+                      "(fast on CPUs with AMX or AVX512_BF16; outputs can differ slightly, see docs/decoding.md).")
+
+
+def run_request(**settings):
+    """A t2t_lite.run.RunRequest from the flags `define` made, plus `settings` (e.g. batch_size)."""
+    from t2t_lite.run import RunRequest
+
+    names = ("output_dir", "checkpoint_path", "data_dir", "problem", "hparams_set", "beam_size", "alpha",
+             "extra_length", "mixed_precision")
+    return RunRequest(**{name: FLAGS[name].value for name in names if name in FLAGS}, **settings)
