@@ -1,7 +1,7 @@
 """Bad input handed to the commands: each gets exactly one line '<program>: error: <what and how to fix>',
 exit code 2, no traceback, and nothing written or changed on disk.
 
-The rows of the README's "Bad input: what you get" table that no other test
+The rows of docs/errors.md's bad-input table that no other test
 file covers. The commands run as a user runs them (a fresh interpreter each),
 all from one fixture; each pays TensorFlow's start-up (about 5 s here), so the
 variants of a check already shown from the command line are tested on the

@@ -138,7 +138,7 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
             name = "mirrored" if len(local_devices()) > 1 else "one_device"
     if name == "multi_worker":
         if not cluster_tasks():
-            raise UserError("--distribution=multi_worker needs TF_CONFIG (the cluster and this task); see the README")
+            raise UserError("--distribution=multi_worker needs TF_CONFIG (the cluster and this task); see docs/training.md")
         read_tf_config(require_task=True)
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "mirrored":
