@@ -13,7 +13,11 @@ def define(verb: str, decoding_settings: bool = True) -> None:
       verb: what the command does to the run, for the help: e.g. "decodes".
     """
     flags.DEFINE_string("output_dir", None, f"A training run; {verb} its averaged checkpoint if any, else the newest.")
-    flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint (e.g. RUN/ckpt-5000) instead.")
+    flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint (e.g. RUN/ckpt-5000) instead; several, "
+                        "comma-separated, make an ensemble where the command supports one.")
+    flags.DEFINE_enum("checkpoint", None, ["averaged", "best", "latest"], "Which checkpoint of --output_dir: the "
+                      "averaged one, the best on the dev metric, or the newest. Default: averaged if any, else "
+                      "the newest.")
     flags.DEFINE_string("data_dir", None, "The problem's prepared data (its vocabulary), as given to the trainer.")
     if not decoding_settings:
         return
@@ -32,6 +36,6 @@ def run_request(**settings):
     """A t2t_lite.run.RunRequest from the flags `define` made, plus `settings` (e.g. batch_size)."""
     from t2t_lite.run import RunRequest
 
-    names = ("output_dir", "checkpoint_path", "data_dir", "problem", "hparams_set", "beam_size", "alpha",
+    names = ("output_dir", "checkpoint_path", "checkpoint", "data_dir", "problem", "hparams_set", "beam_size", "alpha",
              "extra_length", "mixed_precision")
     return RunRequest(**{name: FLAGS[name].value for name in names if name in FLAGS}, **settings)

@@ -24,6 +24,11 @@ from t2t_lite.models import build_model
 HPARAMS_FILE = "hparams.json"
 # Where training and t2t-lite-avg-checkpoints put the averaged checkpoint of a run directory.
 AVERAGED_SUBDIR = "averaged"
+# Where training keeps the best checkpoint so far on the dev metric, with BEST_FILE saying its step and score.
+BEST_SUBDIR = "best"
+BEST_FILE = "best.json"
+# What RunRequest.checkpoint may name inside a run directory.
+CHECKPOINT_CHOICES = ("averaged", "best", "latest")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +71,12 @@ def load_spec(directory: str) -> RunSpec | None:
 class RunRequest:
     """Which run to open and how; None means "the run's own" (its problem, its decode hparams)."""
 
-    # A training run (its averaged checkpoint if any, else its newest), or one checkpoint.
+    # A training run (its averaged checkpoint if any, else its newest), or one checkpoint;
+    # several comma-separated checkpoints open an ensemble (the models must share a vocabulary).
     output_dir: str | None = None
     checkpoint_path: str | None = None
+    # Which checkpoint of output_dir: "averaged", "best" or "latest"; None: averaged if any, else latest.
+    checkpoint: str | None = None
     # The problem's prepared data (its vocabulary), as given to the trainer.
     data_dir: str | None = None
     problem: str | None = None
@@ -84,37 +92,64 @@ class RunRequest:
 
 @dataclasses.dataclass(frozen=True)
 class OpenedRun:
-    checkpoint: str
+    # One checkpoint, or an ensemble's, each with its restored model (in the same order).
+    checkpoints: tuple[str, ...]
+    # The first checkpoint's hparams.json.
     spec: RunSpec
     # The problem decoded with: the request's, else the run's.
     problem_name: str
     problem: Problem
     # The run's decode hparams with the request's overrides.
     decode_hparams: DecodeHParams
-    model: keras.Model
+    models: tuple[keras.Model, ...]
+
+    @property
+    def checkpoint(self) -> str:
+        """The (first) checkpoint."""
+        return self.checkpoints[0]
+
+    @property
+    def model(self) -> keras.Model:
+        """The (first) model."""
+        return self.models[0]
 
 
-def open_run(request: RunRequest) -> OpenedRun:
-    """Opens the run of `request`, refusing with a UserError anything that does not fit before restoring."""
+def open_run(request: RunRequest, ensemble: bool = False) -> OpenedRun:
+    """Opens the run of `request`, refusing with a UserError anything that does not fit before restoring.
+
+    Args:
+      ensemble: whether the caller can use several models (request.checkpoint_path "A,B,...").
+    """
     if request.mixed_precision not in precision.PRECISIONS:
         raise UserError(f"--mixed_precision must be one of {', '.join(precision.PRECISIONS)}; "
                         f"got {request.mixed_precision!r}")
-    checkpoint = find_checkpoint(request.output_dir, request.checkpoint_path)
-    spec = spec_beside(checkpoint, request.hparams_set)
+    paths = [path for path in (request.checkpoint_path or "").split(",") if path] or [None]
+    if len(paths) > 1 and not ensemble:
+        raise UserError(f"--checkpoint_path names {len(paths)} checkpoints but this command opens one; "
+                        f"ensembles are for t2t-lite-decoder and t2t-lite-scorer")
+    checkpoints = [find_checkpoint(request.output_dir, path, request.checkpoint) for path in paths]
+    specs = [spec_beside(checkpoint, request.hparams_set) for checkpoint in checkpoints]
+    spec = specs[0]
+    for other, checkpoint in zip(specs[1:], checkpoints[1:]):
+        if other.hparams.model.vocab_size != spec.hparams.model.vocab_size:
+            raise UserError(f"checkpoint {checkpoint!r} has a vocabulary of {other.hparams.model.vocab_size} ids "
+                            f"but {checkpoints[0]!r} has {spec.hparams.model.vocab_size}; an ensemble's models "
+                            f"must share one vocabulary")
     problem_name = request.problem or spec.problem
     problem = registry.problems.get(problem_name)(request.data_dir)
     check_vocab_size(problem.vocab_size, spec.hparams.model.vocab_size, request.data_dir)
     decode = decode_hparams(spec.hparams.decode, request)
-    model = restore_model(spec, checkpoint, request.mixed_precision)
-    return OpenedRun(checkpoint, spec, problem_name, problem, decode, model)
+    models = [restore_model(s, c, request.mixed_precision) for s, c in zip(specs, checkpoints)]
+    return OpenedRun(tuple(checkpoints), spec, problem_name, problem, decode, tuple(models))
 
 
-def find_checkpoint(output_dir: str | None, checkpoint_path: str | None) -> str:
+def find_checkpoint(output_dir: str | None, checkpoint_path: str | None, choice: str | None = None) -> str:
     """The checkpoint to open.
 
-    An explicit checkpoint_path wins; otherwise the averaged checkpoint of
-    output_dir (the paper decodes from it) if training wrote one, else the
-    newest checkpoint in output_dir.
+    An explicit checkpoint_path wins; otherwise `choice` in output_dir:
+    "averaged" (what training or t2t-lite-avg-checkpoints wrote), "best" (the
+    best on the dev metric so far), "latest" (the newest); None picks the
+    averaged checkpoint if there is one (the paper decodes from it), else the newest.
     """
     if checkpoint_path:
         if not tf.io.gfile.exists(checkpoint_path + ".index"):
@@ -123,11 +158,20 @@ def find_checkpoint(output_dir: str | None, checkpoint_path: str | None) -> str:
         return checkpoint_path
     if not output_dir:
         raise UserError("give --output_dir (a training run) or --checkpoint_path")
-    for directory in (os.path.join(output_dir, AVERAGED_SUBDIR), output_dir):
-        latest = tf.train.latest_checkpoint(directory)
+    if choice is not None and choice not in CHECKPOINT_CHOICES:
+        raise UserError(f"--checkpoint must be one of {', '.join(CHECKPOINT_CHOICES)}; got {choice!r} "
+                        f"(a path goes in --checkpoint_path)")
+    subdirs = {None: (AVERAGED_SUBDIR, ""), "averaged": (AVERAGED_SUBDIR,), "best": (BEST_SUBDIR,),
+               "latest": ("",)}[choice]
+    for subdir in subdirs:
+        latest = tf.train.latest_checkpoint(os.path.join(output_dir, subdir))
         if latest:
             return latest
-    raise UserError(f"no checkpoint in --output_dir {output_dir!r}; train first or pass --checkpoint_path")
+    if choice is None:
+        raise UserError(f"no checkpoint in --output_dir {output_dir!r}; train first or pass --checkpoint_path")
+    where = os.path.join(output_dir, subdirs[0])
+    raise UserError(f"no {choice} checkpoint in --output_dir {output_dir!r} (looked in {where!r}); "
+                    f"pick another --checkpoint")
 
 
 def spec_beside(checkpoint: str, hparams_set: str | None) -> RunSpec:

@@ -16,6 +16,7 @@ from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 from t2t_lite.run import (
     AVERAGED_SUBDIR,
+    BEST_SUBDIR,
     HPARAMS_FILE,
     RunRequest,
     RunSpec,
@@ -148,3 +149,36 @@ def test_hparams_json_round_trips_and_extra_entries_sit_beside_the_spec(tmp_path
     (tmp_path / HPARAMS_FILE).write_text("{}")
     with pytest.raises(UserError, match="is unreadable or not a t2t-lite hparams file"):
         load_spec(str(tmp_path))
+
+
+def test_checkpoint_choices_pick_the_averaged_best_or_latest_checkpoint(run, tmp_path):
+    output_dir, _ = run
+    assert find_checkpoint(output_dir, None, "averaged") == os.path.join(output_dir, AVERAGED_SUBDIR, "ckpt-200")
+    assert find_checkpoint(output_dir, None, "latest") == os.path.join(output_dir, "ckpt-200")
+    with pytest.raises(UserError, match=r"^no best checkpoint in --output_dir .*best'\); pick another --checkpoint$"):
+        find_checkpoint(output_dir, None, "best")
+    best_run = tmp_path / "best_run"
+    shutil.copytree(output_dir, best_run)
+    save_run(str(best_run / BEST_SUBDIR), tiny_spec(), (100,))
+    assert find_checkpoint(str(best_run), None, "best") == str(best_run / BEST_SUBDIR / "ckpt-100")
+    with pytest.raises(UserError, match="^--checkpoint must be one of averaged, best, latest; got 'newest'"):
+        find_checkpoint(output_dir, None, "newest")
+
+
+def test_several_checkpoints_open_an_ensemble_only_where_the_caller_takes_one(run, tmp_path):
+    output_dir, model = run
+    paths = f"{output_dir}/ckpt-100,{output_dir}/{AVERAGED_SUBDIR}/ckpt-200"
+    request = RunRequest(checkpoint_path=paths)
+    with pytest.raises(UserError, match="^--checkpoint_path names 2 checkpoints but this command opens one"):
+        open_run(request)
+    opened = open_run(request, ensemble=True)
+    assert opened.checkpoints == tuple(paths.split(","))
+    assert opened.checkpoint == opened.checkpoints[0] and opened.model is opened.models[0]
+    for reopened, original in zip(opened.models[0].weights, model.weights):
+        np.testing.assert_array_equal(reopened.numpy(), original.numpy())
+    assert not np.array_equal(opened.models[1].weights[0].numpy(), model.weights[0].numpy())  # seed 1, not 0
+
+    other = tmp_path / "other_vocab"
+    save_run(str(other), tiny_spec(vocab_size=20), (100,))
+    with pytest.raises(UserError, match="has a vocabulary of 20 ids but .* has 12; an ensemble's models must share"):
+        open_run(RunRequest(checkpoint_path=f"{output_dir}/ckpt-100,{other}/ckpt-100"), ensemble=True)
