@@ -19,21 +19,14 @@ from t2t_lite.layers import attention
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.run import RunRequest, RunSpec, open_run, save_spec
-from t2t_lite.training.trainer import RunConfig, Trainer
 
-TINY = "d_model=32,d_ff=64,num_heads=4,dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=512"
+from trained_runs import REVERSE_TINY as TINY
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """A briefly trained algorithmic_reverse run directory."""
-    output_dir = str(tmp_path_factory.mktemp("run"))
-    problem = problems.get("algorithmic_reverse")()
-    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size={problem.vocab_size}")
-    save_spec(output_dir, RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
-    Trainer(problem, hparams, RunConfig(output_dir=output_dir, train_steps=150, eval_steps=1,
-                                        save_checkpoints_steps=150, log_every_steps=150), log=lambda _: None).train()
-    return output_dir
+def run(reverse_run):
+    """A briefly trained algorithmic_reverse run directory (shared, read-only)."""
+    return reverse_run
 
 
 def decoder_cli(*flags):

@@ -22,13 +22,9 @@ from t2t_lite.errors import UserError
 from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, text_vocabulary
 from t2t_lite.export.serving import ServingModule
 from t2t_lite.registry import hparams_sets, problems
-from t2t_lite.run import RunRequest, RunSpec, load_spec, open_run, save_spec
-from t2t_lite.training import run_dir
-from t2t_lite.training.trainer import RunConfig, Trainer
-from shared_data import require_shared
+from t2t_lite.run import RunRequest, load_spec, open_run
+from trained_runs import multi30k_lines
 
-TINY = ("d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,dropout=0,"
-        "attention_dropout=0,relu_dropout=0,train.batch_size=2048,average_last_checkpoints=0")
 # Both the exporter and the decoder get these, so their searches are the same.
 DECODE_FLAGS = ["--extra_length=10"]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -73,28 +69,10 @@ def python(*args, timeout=300):
     return subprocess.run([sys.executable, *args], check=False, capture_output=True, text=True, timeout=timeout, env=ENV)
 
 
-def multi30k_lines(split: str, language: str, count: int) -> str:
-    with open(require_shared(f"multi30k/raw/{split}.{language}"), encoding="utf-8") as f:
-        return "".join(f.readline() for _ in range(count))
-
-
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """A translate_files data dir (2,000 Multi30k pairs, V=600) and a tiny run trained for 100 steps."""
-    tmp = tmp_path_factory.mktemp("multi30k")
-    for split, count in (("train", 2000), ("val", 200)):
-        for language in ("en", "de"):
-            (tmp / f"{split}.{language}").write_text(multi30k_lines(split, language, count), encoding="utf-8")
-    data_dir, output_dir = str(tmp / "data"), str(tmp / "run")
-    problem = problems.get("translate_files")(data_dir)
-    problem.generate_data(None, vocab_size=600, num_shards=1, train_files=f"{tmp}/train.en,{tmp}/train.de",
-                          dev_files=f"{tmp}/val.en,{tmp}/val.de", log=lambda line: None)
-    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size={problem.vocab_size}")
-    run_dir.ensure_writable(output_dir)
-    save_spec(output_dir, RunSpec("translate_files", "transformer_tiny", TINY, hparams))
-    Trainer(problem, hparams, RunConfig(output_dir=output_dir, train_steps=100, eval_steps=1,
-                                        save_checkpoints_steps=100, log_every_steps=100), log=lambda _: None).train()
-    return {"data_dir": data_dir, "output_dir": output_dir, "tmp": tmp}
+def run(multi30k_run, tmp_path_factory):
+    """The shared tiny Multi30k run (read-only), and a directory of this module's own for what it writes."""
+    return {**multi30k_run, "tmp": tmp_path_factory.mktemp("export")}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,69 @@
+"""The trained runs many test modules read, each trained once per test session.
+
+Training even a tiny model costs tens of seconds on a 2-core CPU, so modules
+share these instead of each training its own. They are read-only: a test that
+changes a run copies it first (shutil.copytree into its tmp_path).
+"""
+import pytest
+
+import t2t_lite.hparams  # noqa: F401
+import t2t_lite.problems  # noqa: F401
+from t2t_lite import config
+from t2t_lite.registry import hparams_sets, problems
+from t2t_lite.run import RunSpec, save_spec
+from t2t_lite.training import run_dir
+from t2t_lite.training.trainer import RunConfig, Trainer
+from shared_data import require_shared
+
+# No dropout, so a run decodes and scores deterministically; 1+1 layers of width 32 train in seconds.
+REVERSE_TINY = "d_model=32,d_ff=64,num_heads=4,dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=512"
+MULTI30K_TINY = ("d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,dropout=0,"
+                 "attention_dropout=0,relu_dropout=0,train.batch_size=2048,average_last_checkpoints=0")
+MULTI30K_VOCAB_SIZE = 600
+
+
+def train(problem_name: str, problem, overrides: str, output_dir: str, steps: int) -> None:
+    """Trains transformer_tiny with `overrides` for `steps` steps into output_dir, one checkpoint at the end."""
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(),
+                                     f"{overrides},vocab_size={problem.vocab_size}")
+    run_dir.ensure_writable(output_dir)
+    save_spec(output_dir, RunSpec(problem_name, "transformer_tiny", overrides, hparams))
+    Trainer(problem, hparams, RunConfig(output_dir=output_dir, train_steps=steps, eval_steps=1,
+                                        save_checkpoints_steps=steps, log_every_steps=steps),
+            log=lambda _: None).train()
+
+
+def multi30k_lines(split: str, language: str, count: int) -> str:
+    """The first `count` lines of a Multi30k split (shared data; skips without it)."""
+    with open(require_shared(f"multi30k/raw/{split}.{language}"), encoding="utf-8") as f:
+        return "".join(f.readline() for _ in range(count))
+
+
+@pytest.fixture(scope="session")
+def reverse_run(tmp_path_factory) -> str:
+    """The output_dir of algorithmic_reverse trained 150 steps (REVERSE_TINY): it reverses short digit strings."""
+    output_dir = str(tmp_path_factory.mktemp("reverse_run"))
+    train("algorithmic_reverse", problems.get("algorithmic_reverse")(), REVERSE_TINY, output_dir, steps=150)
+    return output_dir
+
+
+@pytest.fixture(scope="session")
+def multi30k_run(tmp_path_factory) -> dict:
+    """translate_files on 2,000 Multi30k pairs (V=600, 200 val pairs) and a tiny run trained 100 steps on it.
+
+    Returns {"data_dir", "output_dir", "raw"}: raw holds the text it was made from,
+    {train,val}.{en,de}.
+    """
+    root = tmp_path_factory.mktemp("multi30k_run")
+    raw = root / "raw"
+    raw.mkdir()
+    for split, count in (("train", 2000), ("val", 200)):
+        for language in ("en", "de"):
+            (raw / f"{split}.{language}").write_text(multi30k_lines(split, language, count), encoding="utf-8")
+    data_dir, output_dir = str(root / "data"), str(root / "run")
+    problem = problems.get("translate_files")(data_dir)
+    problem.generate_data(None, vocab_size=MULTI30K_VOCAB_SIZE, num_shards=1,
+                          train_files=f"{raw}/train.en,{raw}/train.de", dev_files=f"{raw}/val.en,{raw}/val.de",
+                          log=lambda line: None)
+    train("translate_files", problem, MULTI30K_TINY, output_dir, steps=100)
+    return {"data_dir": data_dir, "output_dir": output_dir, "raw": raw}
