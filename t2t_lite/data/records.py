@@ -1,16 +1,20 @@
 """Sharded TFRecords of {"inputs", "targets"} id sequences: streaming, restartable writes.
 
-Shard layout: example i of n goes to the shard whose contiguous range holds it
-(`shard_bounds`), so shards fill one after another. A shard is written as
-`<name>.incomplete` and renamed when complete, so:
+Two layouts:
+- `write_shards` (dev, test): example i of n goes to the shard whose
+  contiguous range holds it (`shard_bounds`), in corpus order, so evaluation
+  output stays line-aligned with the reference.
+- `write_shuffled_shards` (train): the shards hold the corpus in a seeded
+  random order, so any stretch of training examples mixes the corpus's parts
+  (WMT's Europarl, CommonCrawl, News Commentary, ...) in their shares. See
+  that function for how memory stays flat in corpus size.
+A shard is written as `<name>.incomplete` and renamed when complete, so:
 - a rerun skips every shard that exists under its final name, without even
   tokenizing that shard's text;
 - an interrupted run leaves at most the shards it was writing as stale
   `.incomplete` files, which the rerun overwrites (never appends), so no
   example is ever written twice.
-`read_records` interleaves the shards one example at a time, so reading mixes
-the corpus's parts (WMT's Europarl, CommonCrawl, News Commentary, ...) even
-though each shard holds one contiguous part.
+`read_records` interleaves the shards one example at a time.
 
 Text is tokenized inside tf.data with parallel calls while Python serializes
 and writes, so datagen keeps both cores busy; memory holds a few batches,
@@ -18,14 +22,21 @@ however large the corpus.
 """
 import bisect
 import itertools
+import json
+import math
 import os
+import random
+import shutil
+import struct
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_lite.errors import UserError
+from t2t_lite.files import atomic_write_text
 
 # A function of no arguments that starts the pairs over from the beginning.
 PairSource = Callable[[], Iterable[tuple[str, str]]]
@@ -34,6 +45,12 @@ Encoder = Callable[[tf.Tensor], tf.RaggedTensor]
 
 INCOMPLETE = ".incomplete"
 _ENCODE_BATCH = 512  # strings per tokenizer call: large enough to amortise the op's overhead.
+SHUFFLE_SEED = 2017
+# Most examples one shuffle bucket is expected to hold; datagen holds one bucket in memory
+# at a time (WMT examples serialize to about 150 bytes, so some 15-30 MB).
+SHUFFLE_CHUNK = 100_000
+SCATTER = ".scatter"  # suffix of the directory holding a split's buckets until its shards are written
+_FLUSH_BYTES = 1 << 16  # a bucket's pending records are appended to its file past this size
 
 
 def shard_paths(prefix: str, num_shards: int) -> list[str]:
@@ -87,7 +104,8 @@ def write_shards(pairs: PairSource, encode: Encoder, prefix: str, num_examples: 
     if not todo:
         return 0
     wanted = [bounds[k] for k in todo]
-    examples = _serialized(_encoded_batches(_select(pairs(), wanted, num_examples), encode))
+    examples = (record for record, _ in
+                _serialized(_encoded_batches(_indexed_batches(_select(pairs(), wanted, num_examples)), encode)))
     progress = Progress(os.path.basename(prefix), sum(stop - start for start, stop in wanted), log)
     for k in todo:
         start, stop = bounds[k]
@@ -111,33 +129,254 @@ def _select(pairs: Iterable[tuple[str, str]], ranges: list[tuple[int, int]],
             yield pair
 
 
-def _encoded_batches(pairs: Iterator[tuple[str, str]], encode: Encoder) -> Iterator[tuple]:
-    """Batches of (inputs, targets) ragged ids, tokenized on all cores by tf.data."""
+def write_shuffled_shards(pairs: PairSource, encode: Encoder, prefix: str, num_examples: int,
+                          num_shards: int, log=None, seed: int = SHUFFLE_SEED,
+                          chunk: int = SHUFFLE_CHUNK) -> int:
+    """Tokenizes and writes the shards of one split that do not exist yet, in a seeded random order.
+
+    Example i goes to bucket `shuffle_buckets(i)`, a hash of (seed, i), among
+    num_shards * C buckets, C = ceil(num_examples / (num_shards * chunk));
+    shard k is buckets kC, ..., kC + C - 1, each shuffled in memory and
+    written one after the other. Every bucket is a uniform random sample of
+    the corpus in random order, so every stretch of every shard mixes the
+    corpus's parts in their shares, while memory holds one bucket (about
+    `chunk` examples) however large the corpus. Two passes:
+    1. scatter: encode the pairs of the missing shards in corpus order and
+       append each record to its bucket file in `<prefix>.scatter/`. Every
+       `_commit_every(num_examples)` examples it records in state.json how far
+       it got and the bucket files' sizes; a killed run's rerun truncates the
+       buckets to those sizes and goes on from there, reading but not
+       tokenizing the pairs before it. The buckets take as much disk as the
+       split's shards until those are written.
+    2. shuffle: per missing shard, read its buckets one at a time, shuffle
+       each (seeded by its number), write the shard as `.incomplete` and
+       rename it; then delete its buckets.
+    The output depends only on the pairs, the encoder, num_shards, seed and
+    chunk: a rerun after a kill at any point writes the same bytes.
+
+    Args and return value: as `write_shards`, plus
+      seed: seed of the order.
+      chunk: most examples a bucket is expected to hold.
+    """
+    paths = shard_paths(prefix, num_shards)
+    directory = prefix + SCATTER
+    todo = [k for k in range(num_shards) if not os.path.exists(paths[k])]
+    if not todo:
+        shutil.rmtree(directory, ignore_errors=True)  # a run killed just before its clean-up
+        return 0
+    chunks = max(1, math.ceil(num_examples / (num_shards * chunk)))
+    sizes = bucket_sizes(num_examples, num_shards * chunks, seed)
+    layout = {"num_examples": num_examples, "num_shards": num_shards, "chunks": chunks, "seed": seed}
+    name = os.path.basename(prefix)
+    _scatter(pairs, encode, directory, layout, todo, sizes, name, log)
+    wanted = sum(int(sizes[k * chunks:(k + 1) * chunks].sum()) for k in todo)
+    progress = Progress(name, wanted, log, what="examples shuffled into shards")
+    for k in todo:
+        buckets = range(k * chunks, (k + 1) * chunks)
+        records = itertools.chain.from_iterable(_shuffled_bucket(directory, b, seed) for b in buckets)
+        _write_shard(paths[k], records, int(sizes[buckets.start:buckets.stop].sum()), progress)
+        for b in buckets:
+            _remove(_bucket_path(directory, b))
+    shutil.rmtree(directory, ignore_errors=True)
+    return len(todo)
+
+
+def shuffle_buckets(indices: np.ndarray, num_buckets: int, seed: int = SHUFFLE_SEED) -> np.ndarray:
+    """The bucket of each example index: splitmix64 of (seed, index), modulo num_buckets.
+
+    A fixed integer hash rather than a random generator, so the assignment is
+    the same in every version of numpy and Python, and one index's bucket needs
+    no state.
+
+    Args:
+      indices: int [N], example indices (>= 0).
+    Returns:
+      int64 [N] in [0, num_buckets).
+    """
+    with np.errstate(over="ignore"):
+        x = np.asarray(indices, np.uint64) ^ _splitmix64(np.array([seed], np.uint64))
+        return (_splitmix64(x) % np.uint64(num_buckets)).astype(np.int64)
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    # uint64 arithmetic wraps modulo 2**64, which the mix relies on.
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def bucket_sizes(num_examples: int, num_buckets: int, seed: int = SHUFFLE_SEED) -> np.ndarray:
+    """int64 [num_buckets]: how many of the examples 0..num_examples-1 each bucket receives."""
+    sizes = np.zeros(num_buckets, np.int64)
+    for start in range(0, num_examples, 1 << 20):  # a block at a time: memory stays flat
+        indices = np.arange(start, min(start + (1 << 20), num_examples))
+        sizes += np.bincount(shuffle_buckets(indices, num_buckets, seed), minlength=num_buckets)
+    return sizes
+
+
+def _commit_every(num_examples: int) -> int:
+    """Examples between two commits of the scatter pass: about 20 per run, between 1,000 and 100,000."""
+    return min(100_000, max(1_000, num_examples // 20))
+
+
+def _bucket_path(directory: str, bucket: int) -> str:
+    return os.path.join(directory, f"bucket-{bucket:05d}")
+
+
+def _state_path(directory: str) -> str:
+    return os.path.join(directory, "state.json")
+
+
+def _remove(path: str) -> None:
+    if os.path.exists(path):
+        os.remove(path)
+
+
+def _load_scatter_state(directory: str, layout: dict, todo: list[int]) -> dict | None:
+    """The state of an earlier scatter of this layout that covered every shard in `todo`, else None."""
+    try:
+        with open(_state_path(directory), encoding="utf-8") as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if state.get("layout") != layout or not set(todo) <= set(state.get("todo", [])):
+        return None
+    return state
+
+
+def _save_scatter_state(directory: str, state: dict) -> None:
+    atomic_write_text(_state_path(directory), json.dumps(state) + "\n")
+
+
+def _scatter(pairs: PairSource, encode: Encoder, directory: str, layout: dict, todo: list[int],
+             sizes: np.ndarray, name: str, log) -> None:
+    """Pass 1 of write_shuffled_shards: fills (or finishes filling) the bucket files of the shards in `todo`."""
+    num_buckets, chunks = len(sizes), layout["chunks"]
+    state = _load_scatter_state(directory, layout, todo)
+    if state is None:
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        state = {"layout": layout, "todo": todo, "next": 0, "bytes": [0] * num_buckets,
+                 "counts": [0] * num_buckets, "complete": False}
+        _save_scatter_state(directory, state)
+    if state["complete"]:
+        return
+    wanted = np.zeros(num_buckets, bool)
+    for k in state["todo"]:
+        wanted[k * chunks:(k + 1) * chunks] = True
+    for bucket in np.flatnonzero(wanted):
+        # Drop what a killed run appended after its last commit.
+        with open(_bucket_path(directory, bucket), "ab") as f:
+            f.truncate(state["bytes"][bucket])
+    expected = int(sizes[wanted].sum())
+    progress = Progress(name, expected, log, every=math.inf, done=int(np.asarray(state["counts"])[wanted].sum()),
+                        what="examples encoded")
+    start, num_examples = state["next"], layout["num_examples"]
+    batches = _scatter_batches(itertools.islice(enumerate(pairs()), start, None), wanted, num_examples,
+                               layout["seed"])
+    pending: dict[int, list[bytes]] = {}
+    pending_bytes = [0] * num_buckets
+
+    def flush(bucket: int) -> None:
+        with open(_bucket_path(directory, bucket), "ab") as f:
+            f.write(b"".join(pending.pop(bucket)))
+        state["bytes"][bucket] += pending_bytes[bucket]
+        pending_bytes[bucket] = 0
+
+    since_commit, every = 0, _commit_every(num_examples)
+    for record, tag in _serialized(_encoded_batches(batches, encode)):
+        if tag < 0:
+            raise UserError(f"{progress.name} text has more than the {num_examples} pairs counted "
+                            "before writing; did the input files change during datagen?")
+        index, bucket = divmod(tag, num_buckets)
+        pending.setdefault(bucket, []).append(struct.pack("<I", len(record)) + record)
+        pending_bytes[bucket] += 4 + len(record)
+        state["counts"][bucket] += 1
+        if pending_bytes[bucket] >= _FLUSH_BYTES:
+            flush(bucket)
+        progress.done += 1
+        since_commit += 1
+        if since_commit >= every:
+            for b in list(pending):
+                flush(b)
+            state["next"], since_commit = index + 1, 0
+            _save_scatter_state(directory, state)
+            progress.report()
+    for b in list(pending):
+        flush(b)
+    if progress.done != expected:
+        raise UserError(f"{progress.name}: the text ended after {progress.done} of the {expected} pairs "
+                        "counted before writing; did the input files change?")
+    state["next"], state["complete"] = num_examples, True
+    _save_scatter_state(directory, state)
+    progress.report()
+
+
+def _scatter_batches(indexed_pairs: Iterator[tuple[int, tuple[str, str]]], wanted: np.ndarray,
+                     num_examples: int, seed: int) -> Iterator[tuple[list[str], list[str], list[int]]]:
+    """(sources, targets, tags) batches of the pairs whose bucket is wanted; tag = index * num_buckets + bucket.
+
+    Pairs beyond `num_examples` get tag -1, so the writer can report that the text changed.
+    """
+    num_buckets = len(wanted)
+    while chunk := list(itertools.islice(indexed_pairs, _ENCODE_BATCH)):
+        indices = np.array([i for i, _ in chunk], np.int64)
+        buckets = shuffle_buckets(indices, num_buckets, seed)
+        keep = wanted[buckets] | (indices >= num_examples)
+        tags = np.where(indices >= num_examples, -1, indices * num_buckets + buckets)[keep].tolist()
+        if tags:
+            kept = [pair for (_, pair), k in zip(chunk, keep) if k]
+            yield [src for src, _ in kept], [tgt for _, tgt in kept], tags
+
+
+def _shuffled_bucket(directory: str, bucket: int, seed: int) -> list[bytes]:
+    """The records of one bucket file, in an order seeded by (seed, bucket)."""
+    with open(_bucket_path(directory, bucket), "rb") as f:
+        data = f.read()
+    records, position = [], 0
+    while position < len(data):
+        (length,) = struct.unpack_from("<I", data, position)
+        records.append(data[position + 4:position + 4 + length])
+        position += 4 + length
+    # random.Random(int) and shuffle have given the same order in every Python 3 release.
+    random.Random(seed * 1_000_003 + bucket).shuffle(records)
+    return records
+
+
+def _indexed_batches(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[list[str], list[str], list[int]]]:
+    """(sources, targets, tags) of up to _ENCODE_BATCH pairs; every tag is 0 (the contiguous layout needs none)."""
+    pairs = iter(pairs)
+    while chunk := list(itertools.islice(pairs, _ENCODE_BATCH)):
+        sources, targets = zip(*chunk)
+        yield list(sources), list(targets), [0] * len(chunk)
+
+
+def _encoded_batches(batches: Iterator[tuple[list[str], list[str], list[int]]], encode: Encoder) -> Iterator[tuple]:
+    """(inputs, targets) ragged ids of each (sources, targets, tags) batch, tokenized on all cores by tf.data.
+
+    The tags (int64, one per pair) pass through untouched, so the writer knows
+    where each example goes.
+    """
     # The generator yields whole batches: from_generator costs ~90us per element,
     # which per pair would cap datagen near 11k examples/s.
     text = tf.data.Dataset.from_generator(
-        lambda: _text_batches(pairs), output_signature=(tf.TensorSpec([None], tf.string),) * 2)
-    batches = (text.map(lambda src, tgt: (encode(src), encode(tgt)), num_parallel_calls=tf.data.AUTOTUNE)
+        lambda: batches, output_signature=(tf.TensorSpec([None], tf.string),) * 2 + (tf.TensorSpec([None], tf.int64),))
+    encoded = (text.map(lambda src, tgt, tags: (encode(src), encode(tgt), tags),
+                        num_parallel_calls=tf.data.AUTOTUNE)
                .prefetch(tf.data.AUTOTUNE))
-    return iter(batches)
+    return iter(encoded)
 
 
-def _text_batches(pairs: Iterator[tuple[str, str]]) -> Iterator[tuple[list[str], list[str]]]:
-    """(sources, targets) lists of up to _ENCODE_BATCH pairs."""
-    while chunk := list(itertools.islice(pairs, _ENCODE_BATCH)):
-        sources, targets = zip(*chunk)
-        yield list(sources), list(targets)
-
-
-def _serialized(batches: Iterator[tuple]) -> Iterator[bytes]:
-    """One serialized tf.train.Example per row of each batch, in order."""
-    for inputs, targets in batches:
+def _serialized(batches: Iterator[tuple]) -> Iterator[tuple[bytes, int]]:
+    """(serialized tf.train.Example, tag) per row of each batch, in order."""
+    for inputs, targets, tags in batches:
         # Slicing Python lists is much faster than slicing RaggedTensors row by row.
         in_ids, in_splits = inputs.flat_values.numpy().tolist(), inputs.row_splits.numpy().tolist()
         tgt_ids, tgt_splits = targets.flat_values.numpy().tolist(), targets.row_splits.numpy().tolist()
-        for row in range(len(in_splits) - 1):
+        for row, tag in enumerate(tags.numpy().tolist()):
             yield serialize_example(in_ids[in_splits[row]:in_splits[row + 1]],
-                                    tgt_ids[tgt_splits[row]:tgt_splits[row + 1]])
+                                    tgt_ids[tgt_splits[row]:tgt_splits[row + 1]]), tag
 
 
 def _write_shard(path: str, examples: Iterable[bytes], expected: int, progress: "Progress") -> None:
@@ -168,31 +407,35 @@ class Progress:
 
     Args:
       name: what is being written, e.g. "train".
-      total: examples this run will write.
+      total: examples this run will write (or, resuming, has written and will write).
       log: where lines go (default stderr).
       every: seconds between lines within a shard.
+      done: examples an earlier run already wrote; the rate counts only this run's.
+      what: how the lines name the examples, e.g. "examples encoded".
     """
 
-    def __init__(self, name: str, total: int, log=None, every: float = 10.0):
-        self.name, self.total, self.every = name, total, every
+    def __init__(self, name: str, total: int, log=None, every: float = 10.0, done: int = 0,
+                 what: str = "examples"):
+        self.name, self.total, self.every, self.what = name, total, every, what
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
-        self.done = 0
+        self.done = self._first = done
         self._start = self._last = time.monotonic()
 
     def advance(self) -> None:
         self.done += 1
         if self.done % 1000 == 0 and time.monotonic() - self._last >= self.every:
-            self._report("")
+            self.report("")
 
     def shard_done(self, path: str) -> None:
-        self._report(f" ({os.path.basename(path)} done)")
+        self.report(f" ({os.path.basename(path)} done)")
 
-    def _report(self, suffix: str) -> None:
+    def report(self, suffix: str = "") -> None:
+        """Logs done/total, this run's rate and the time left, then `suffix`."""
         self._last = time.monotonic()
         elapsed = max(self._last - self._start, 1e-9)
-        rate = self.done / elapsed
+        rate = (self.done - self._first) / elapsed
         left = (self.total - self.done) / rate if rate else 0.0
-        self.log(f"{self.name}: {self.done:,}/{self.total:,} examples, {rate:,.0f} examples/s, "
+        self.log(f"{self.name}: {self.done:,}/{self.total:,} {self.what}, {rate:,.0f} examples/s, "
                  f"{left:.0f}s left{suffix}")
 
 

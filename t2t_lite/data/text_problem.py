@@ -10,6 +10,10 @@ read every input once (validating it, counting pairs, sampling the vocabulary's
 training text), and only then create data_dir; write vocab.model, then
 problem_config.json, then the shards. A rerun with the same options finds the
 config and skips to the shards still missing.
+
+The train shards hold the corpus in a seeded random order (records.write_shuffled_shards),
+so any stretch of training examples mixes the corpus's parts; dev and test keep
+their file order, so decoding them stays line-aligned with the references.
 """
 import dataclasses
 import functools
@@ -17,13 +21,14 @@ import hashlib
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 
 import tensorflow as tf
 
 from t2t_lite.data.batching import example_length
 from t2t_lite.data.problem import EOS_ID, Problem, strip_ids
-from t2t_lite.data.records import PairSource, read_records, shard_paths, write_shards
+from t2t_lite.data.records import PairSource, read_records, shard_paths, write_shards, write_shuffled_shards
 from t2t_lite.data.vocabulary import (
     SentenceSample,
     Vocabulary,
@@ -36,6 +41,8 @@ from t2t_lite.files import atomic_write_text
 CONFIG_FILE = "problem_config.json"
 VOCAB_FILE = "vocab.model"
 SPLIT_ORDER = ("train", "dev", "test")
+# splits[split]["order"] in problem_config.json: how the split's shards order the examples.
+SHUFFLED, FILE_ORDER = "shuffled", "file"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,8 +150,17 @@ class Text2TextProblem(Problem):
         encode = functools.partial(_encode_with_eos, self.vocabulary)
         for split, source in sources.items():
             counts = config["splits"][split]
-            write_shards(functools.partial(_usable_pairs, source), encode,
-                         os.path.join(self.data_dir, split), counts["examples"], counts["num_shards"], log)
+            prefix = os.path.join(self.data_dir, split)
+            order = counts.get("order", FILE_ORDER)  # configs from before the shuffled order have none
+            if split == "train" and order != SHUFFLED:
+                if not all(os.path.exists(p) for p in shard_paths(prefix, counts["num_shards"])):
+                    raise UserError(f"--data_dir {self.data_dir} holds train shards in file order, written by an "
+                                    "earlier t2t-lite; finishing them in shuffled order would repeat examples, "
+                                    "so regenerate into a new --data_dir")
+                continue
+            write = write_shuffled_shards if order == SHUFFLED else write_shards
+            write(functools.partial(_usable_pairs, source), encode, prefix, counts["examples"],
+                  counts["num_shards"], log)
         return config
 
     def _prepare(self, opts: DatagenOptions, sources: dict[str, PairSource], log) -> dict:
@@ -159,9 +175,12 @@ class Text2TextProblem(Problem):
                             f"{train['skipped_empty']:,} pairs with an empty side); pass non-empty parallel files")
         for split, counts in splits.items():
             counts["num_shards"] = opts.num_shards if split == "train" else 1
+            counts["order"] = SHUFFLED if split == "train" else FILE_ORDER
         log(f"training a {self.model_type} vocabulary of {opts.vocab_size} on "
             f"{len(sample.sentences):,} of {sample.seen:,} training sentences")
+        start = time.monotonic()
         model = train_sentencepiece(sample.sentences, opts.vocab_size, self.model_type, self.user_defined_symbols)
+        log(f"vocabulary trained in {time.monotonic() - start:.1f}s")
         os.makedirs(self.data_dir, exist_ok=True)
         save_model(model, os.path.join(self.data_dir, VOCAB_FILE))
         config = {"problem": self.name, "options": dataclasses.asdict(opts), "splits": splits,

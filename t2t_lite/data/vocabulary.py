@@ -34,6 +34,9 @@ from t2t_lite.errors import UserError
 
 UNK_ID = 2
 MODEL_TYPES = ("bpe", "unigram")
+# SentencePiece's trainer splits its work by thread, and the model it learns depends on
+# the split: a fixed count gives the same vocabulary on every machine and every rerun.
+TRAINER_THREADS = 4
 
 
 class SentenceSample:
@@ -96,7 +99,7 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: s
             user_defined_symbols=list(user_defined_symbols),
             # Rare characters go to byte pieces rather than taking vocabulary slots.
             character_coverage=0.9999,
-            num_threads=os.cpu_count() or 1, minloglevel=2)
+            num_threads=TRAINER_THREADS, minloglevel=2)
     except RuntimeError as error:
         # The trainer's messages end with the useful part: "Vocabulary size too high (N). ..."
         reason = str(error).rsplit("] ", 1)[-1]
