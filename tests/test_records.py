@@ -1,8 +1,10 @@
 """Sharded TFRecords: written ids read back exactly; reruns skip; interrupted runs complete once."""
 import collections
 import itertools
+import json
 import os
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -140,3 +142,112 @@ def test_progress_lines_report_rate(prefix):
 def test_no_files_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="no TFRecord files"):
         records.read_records(str(tmp_path / "nothing-*"))
+
+
+# The train split's shuffled layout (write_shuffled_shards).
+
+def _write_shuffled(prefix: str, pairs=None, encode=_codepoints, **kwargs) -> int:
+    source = pairs if pairs is not None else _pairs()
+    return records.write_shuffled_shards(lambda: iter(source), encode, prefix, NUM_EXAMPLES, NUM_SHARDS,
+                                         log=lambda line: None, **kwargs)
+
+
+def _shard_bytes(prefix: str) -> dict[str, bytes]:
+    return {p: open(p, "rb").read() for p in records.shard_paths(prefix, NUM_SHARDS)}
+
+
+def _splitmix64(x: int) -> int:
+    """splitmix64 in plain Python integers: the reference the numpy version must match."""
+    mask = (1 << 64) - 1
+    x = (x + 0x9E3779B97F4A7C15) & mask
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+    return x ^ (x >> 31)
+
+
+def test_buckets_match_a_plain_python_hash_and_are_near_uniform():
+    indices = [0, 1, 2, 999, 2**32 + 5]
+    expected = [_splitmix64(i ^ _splitmix64(records.SHUFFLE_SEED)) % 7 for i in indices]
+    assert records.shuffle_buckets(np.array(indices), 7).tolist() == expected
+    sizes = records.bucket_sizes(70_000, 7)
+    assert sizes.sum() == 70_000 and abs(sizes - 10_000).max() < 400  # binomial sd is 95
+
+
+@pytest.mark.parametrize("chunk", [100, 10_000])
+def test_shuffled_shards_hold_every_example_once_out_of_order(prefix, chunk):
+    assert _write_shuffled(prefix, chunk=chunk) == NUM_SHARDS
+    assert sorted(os.listdir(os.path.dirname(prefix))) == sorted(
+        os.path.basename(p) for p in records.shard_paths(prefix, NUM_SHARDS))  # the scatter files are gone
+    assert collections.Counter(_read(prefix + "-*")) == collections.Counter(_expected(_pairs()))
+    # Each shard is a random sample in random order: its examples' source indices are not increasing.
+    position = {example: i for i, example in enumerate(_expected(_pairs()))}
+    for path in records.shard_paths(prefix, NUM_SHARDS):
+        indices = [position[example] for example in _read([path])]
+        assert 150 < len(indices) < 350 and indices != sorted(indices)
+
+
+def test_shuffled_shards_are_the_same_on_every_run(tmp_path):
+    first, second = str(tmp_path / "a" / "train"), str(tmp_path / "b" / "train")
+    for prefix in (first, second):
+        os.makedirs(os.path.dirname(prefix))
+        _write_shuffled(prefix, chunk=100)
+    assert list(_shard_bytes(first).values()) == list(_shard_bytes(second).values())
+    other = str(tmp_path / "seed" / "train")
+    os.makedirs(os.path.dirname(other))
+    _write_shuffled(other, chunk=100, seed=records.SHUFFLE_SEED + 1)
+    assert list(_shard_bytes(other).values()) != list(_shard_bytes(first).values())
+
+
+def test_scatter_interrupted_between_commits_resumes_to_the_same_bytes(tmp_path, monkeypatch):
+    reference = str(tmp_path / "reference" / "train")
+    os.makedirs(os.path.dirname(reference))
+    _write_shuffled(reference, chunk=100)
+    # Commit every 100 examples and flush buckets often, so the failure leaves bytes past the last commit.
+    monkeypatch.setattr(records, "_commit_every", lambda n: 100)
+    monkeypatch.setattr(records, "_FLUSH_BYTES", 64)
+    prefix = str(tmp_path / "killed" / "train")
+    os.makedirs(os.path.dirname(prefix))
+
+    def failing_pairs():
+        for i, pair in enumerate(_pairs()):
+            if i == 650:
+                raise OSError("disk went away")
+            yield pair
+
+    with pytest.raises(Exception, match="disk went away"):
+        records.write_shuffled_shards(failing_pairs, _codepoints, prefix, NUM_EXAMPLES, NUM_SHARDS,
+                                      log=lambda line: None, chunk=100)
+    assert not any(os.path.exists(p) for p in records.shard_paths(prefix, NUM_SHARDS))
+    with open(os.path.join(prefix + records.SCATTER, "state.json")) as f:
+        committed = json.load(f)["next"]
+    assert 0 < committed <= 650
+
+    assert _write_shuffled(prefix, chunk=100) == NUM_SHARDS
+    assert list(_shard_bytes(prefix).values()) == list(_shard_bytes(reference).values())
+    assert not os.path.exists(prefix + records.SCATTER)
+
+
+def test_rerun_rebuilds_a_lost_shard_identically_tokenizing_only_its_examples(prefix):
+    _write_shuffled(prefix, chunk=100)
+    before = _shard_bytes(prefix)
+    lost = records.shard_paths(prefix, NUM_SHARDS)[2]
+    os.remove(lost)
+    tokenized = tf.Variable(0, dtype=tf.int64)
+
+    def counting(texts):  # runs inside tf.data: counts through a variable
+        with tf.control_dependencies([tokenized.assign_add(tf.size(texts, out_type=tf.int64))]):
+            return _codepoints(tf.identity(texts))
+
+    assert _write_shuffled(prefix, encode=counting, chunk=100) == 1
+    assert _shard_bytes(prefix) == before
+    # Only the lost shard's examples (about a quarter) were tokenized again, once per side.
+    shard_size = len(_read([lost]))
+    assert int(tokenized.numpy()) == 2 * shard_size and shard_size < NUM_EXAMPLES // 2
+
+
+def test_shuffled_text_longer_or_shorter_than_counted_is_an_error(prefix):
+    with pytest.raises(UserError, match="more than the 1003 pairs"):
+        _write_shuffled(prefix, pairs=_pairs() + [("extra", "pair")])
+    with pytest.raises(UserError, match="ended after"):
+        _write_shuffled(prefix, pairs=_pairs()[:700])
+    assert not any(os.path.exists(p) for p in records.shard_paths(prefix, NUM_SHARDS))
