@@ -1,9 +1,12 @@
-"""Fast decoding of a trained Transformer: encode once, then one cached step per output position."""
+"""Fast decoding of trained Transformers: encode once, then one cached step per output position."""
+from collections.abc import Sequence
+
 import tensorflow as tf
 
 from t2t_lite.config import DecodeHParams
 from t2t_lite.decoding.beam_search import SplitState, beam_search
-from t2t_lite.decoding.sampling import greedy_decode
+from t2t_lite.decoding.ensemble import mean_log_probs, shared_vocab_size
+from t2t_lite.decoding.sampling import SamplingSettings, argmax_choice, greedy_decode, sampled_choice
 from t2t_lite.ops.kernel_layout import OUT_IN
 from t2t_lite.ops.step_matmul import StepKernels, StepMatmulSettings
 
@@ -11,21 +14,28 @@ INPUTS_SIGNATURE = [tf.TensorSpec([None, None], tf.int32)]
 
 
 class Decoder:
-    """Beam search (or greedy, beam 1) over a Transformer's cached `decode`.
+    """Beam search (or greedy, beam 1, or sampling) over one Transformer's cached `decode`, or an ensemble's.
 
     Every sentence gets its own maximum length, input length + extra_length
     (paper 6.1), so its output never depends on the batch it is decoded in.
+    An ensemble's next-token log-probabilities are the mean of its models'
+    (ensemble.mean_log_probs); one model's logits are used as they are.
 
     Args:
-      model: a built Transformer.
+      models: a built Transformer, or a sequence of them sharing one vocabulary (an ensemble).
       hparams: DecodeHParams (beam_size, alpha, extra_length).
       step_matmul: how a step multiplies by the decoder's weights on a CPU
         (ops/step_matmul.py); None reads T2T_LITE_KERNEL_LAYOUT and
         T2T_LITE_STEP_MATMUL, each "auto" when unset.
+      sampling: None searches; SamplingSettings draw one sample per sentence
+        instead ([B, 1] outputs, whatever the beam size).
     """
 
-    def __init__(self, model, hparams: DecodeHParams, step_matmul: StepMatmulSettings | None = None):
-        self.model, self.hparams = model, hparams
+    def __init__(self, models, hparams: DecodeHParams, step_matmul: StepMatmulSettings | None = None,
+                 sampling: SamplingSettings | None = None):
+        self.models = tuple(models) if isinstance(models, Sequence) else (models,)
+        self.vocab_size = shared_vocab_size(self.models)
+        self.hparams, self.sampling = hparams, sampling
         self.step_matmul = StepMatmulSettings.from_environment() if step_matmul is None else step_matmul
         # No XLA: the self-attention caches grow every step, a shape XLA would recompile for.
         self.decode = tf.function(self._decode, input_signature=INPUTS_SIGNATURE)
@@ -45,39 +55,70 @@ class Decoder:
           max_lengths: int32 [B].
           min_lengths: int32 [B] or None; EOS is impossible before this length.
         Returns:
-          (ids int32 [B, K, T], scores float32 [B, K]).
+          (ids int32 [B, K, T], scores float32 [B, K]); K is 1 when sampling.
         """
-        hp, model = self.hparams, self.model
+        hp = self.hparams
+        inputs = tf.convert_to_tensor(inputs, tf.int32)
         batch = tf.shape(inputs)[0]
-        memory, memory_bias = model.encode(inputs, training=False)  # [B, T_src, D], [B, 1, 1, T_src]
+        beams = 1 if self.sampling is not None else hp.beam_size
+        steps = [_ModelStep(model, inputs, batch, beams, self.step_matmul) for model in self.models]
+
+        def symbols_to_logits(ids, step, caches):
+            # ids [N, 1] -> logits [N, V]; N = B * beams, beam-major within a sentence.
+            outputs = [model_step(ids, step, cache) for model_step, cache in zip(steps, caches)]
+            logits = [logits for logits, _ in outputs]
+            return (logits[0] if len(logits) == 1 else mean_log_probs(logits)), tuple(cache for _, cache in outputs)
+
+        caches = tuple(model_step.initial_cache for model_step in steps)
+        if beams == 1:
+            choose = argmax_choice if self.sampling is None else sampled_choice(self.sampling, _row_keys(inputs))
+            ids, scores = greedy_decode(symbols_to_logits, caches, batch, max_lengths,
+                                        min_decode_lengths=min_lengths, choose_fn=choose)
+            return ids[:, None], scores[:, None]  # [B, 1, T], [B, 1]
+
+        def split(caches):
+            # Each model's ancestry follows the beams; its per-layer caches stay per sentence.
+            per_sentence = tuple(dict(cache) for cache in caches)
+            ancestries = tuple(cache.pop("ancestry") for cache in per_sentence)
+            return SplitState(per_beam=ancestries, per_sentence=per_sentence)
+
+        def beam_symbols_to_logits(ids, step, state):
+            caches = tuple({"ancestry": ancestry, **cache}
+                           for ancestry, cache in zip(state.per_beam, state.per_sentence))
+            logits, caches = symbols_to_logits(ids, step, caches)
+            return logits, split(caches)
+
+        return beam_search(beam_symbols_to_logits, split(caches), batch, hp.beam_size, self.vocab_size,
+                           max_lengths, hp.alpha, min_decode_lengths=min_lengths)
+
+
+class _ModelStep:
+    """One model's cached decoding step over one batch: its sentences encoded once, its step kernels made once."""
+
+    def __init__(self, model, inputs, batch, beams, settings: StepMatmulSettings):
+        self.model = model
+        memory, self.memory_bias = model.encode(inputs, training=False)  # [B, T_src, D], [B, 1, 1, T_src]
         # Encoder keys/values are projected once and shared by a sentence's beams (never repeated or
         # reordered). The self-attention caches grow by one position per step; they keep a slot per
         # beam, and only the small per-beam ancestry that says which slot holds what follows the beams.
-        memory_kv = model.memory_cache(memory)  # per layer [B, H, T_src, Dk|Dv]
-        cache = model.initial_cache(batch, hp.beam_size, memory.dtype)  # per layer [B, H, 0, K, Dk|Dv]
+        self.memory_kv = model.memory_cache(memory)  # per layer [B, H, T_src, Dk|Dv]
+        self.initial_cache = model.initial_cache(batch, beams, memory.dtype)  # per layer [B, H, 0, K, Dk|Dv]
         # The steps' weights in the layout and op they multiply fastest with here, made once, not every step.
-        with step_kernels(model, memory.dtype, self.step_matmul).scope():
+        self.kernels = step_kernels(model, memory.dtype, settings)
 
-            def symbols_to_logits(ids, step, cache):
-                # ids [N, 1] -> logits [N, V]; N = B * beams, beam-major within a sentence.
-                logits, cache = model.decode(ids, memory_kv, memory_bias, cache=cache, decode_index=step)
-                return logits[:, 0], cache
+    def __call__(self, ids, step, cache):
+        """ids [N, 1] -> (logits [N, V], the cache grown by one position)."""
+        # The scope is read while the step is traced, so each model's products find its own kernels.
+        with self.kernels.scope():
+            logits, cache = self.model.decode(ids, self.memory_kv, self.memory_bias, cache=cache,
+                                              decode_index=step)
+        return logits[:, 0], cache
 
-            if hp.beam_size == 1:
-                ids, scores = greedy_decode(symbols_to_logits, cache, batch, max_lengths,
-                                            min_decode_lengths=min_lengths)
-                return ids[:, None], scores[:, None]  # [B, 1, T], [B, 1]
 
-            def split(cache):
-                per_sentence = dict(cache)
-                return SplitState(per_beam=per_sentence.pop("ancestry"), per_sentence=per_sentence)
-
-            def beam_symbols_to_logits(ids, step, state):
-                logits, cache = symbols_to_logits(ids, step, {"ancestry": state.per_beam, **state.per_sentence})
-                return logits, split(cache)
-
-            return beam_search(beam_symbols_to_logits, split(cache), batch, hp.beam_size, model.vocab_size,
-                               max_lengths, hp.alpha, min_decode_lengths=min_lengths)
+def _row_keys(inputs):
+    """string [B]: each sentence's source ids without the padding, what sampling keys its draws on."""
+    words = tf.strings.as_string(inputs) + " "  # [B, T_src]
+    return tf.strings.reduce_join(tf.where(tf.not_equal(inputs, 0), words, ""), axis=1)
 
 
 def step_kernels(model, dtype, settings: StepMatmulSettings) -> StepKernels:
