@@ -41,7 +41,8 @@ from t2t_lite.files import atomic_write_text
 CONFIG_FILE = "problem_config.json"
 VOCAB_FILE = "vocab.model"
 SPLIT_ORDER = ("train", "dev", "test")
-# splits[split]["order"] in problem_config.json: how the split's shards order the examples.
+# "train_order" in problem_config.json: how the train shards order the examples (dev and
+# test are always in file order). Configs from before the shuffled order have none.
 SHUFFLED, FILE_ORDER = "shuffled", "file"
 
 
@@ -137,7 +138,7 @@ class Text2TextProblem(Problem):
           **options: DatagenOptions fields.
         Returns:
           The saved problem config: {"problem", "options", "splits": {split:
-          {"examples", "skipped_empty", "num_shards"}}, "vocab": {...}}.
+          {"examples", "skipped_empty", "num_shards"}}, "train_order": "shuffled", "vocab": {...}}.
         """
         if not self.data_dir:
             raise UserError("datagen needs --data_dir")
@@ -151,7 +152,7 @@ class Text2TextProblem(Problem):
         for split, source in sources.items():
             counts = config["splits"][split]
             prefix = os.path.join(self.data_dir, split)
-            order = counts.get("order", FILE_ORDER)  # configs from before the shuffled order have none
+            order = config.get("train_order", FILE_ORDER) if split == "train" else FILE_ORDER
             if split == "train" and order != SHUFFLED:
                 if not all(os.path.exists(p) for p in shard_paths(prefix, counts["num_shards"])):
                     raise UserError(f"--data_dir {self.data_dir} holds train shards in file order, written by an "
@@ -175,7 +176,6 @@ class Text2TextProblem(Problem):
                             f"{train['skipped_empty']:,} pairs with an empty side); pass non-empty parallel files")
         for split, counts in splits.items():
             counts["num_shards"] = opts.num_shards if split == "train" else 1
-            counts["order"] = SHUFFLED if split == "train" else FILE_ORDER
         log(f"training a {self.model_type} vocabulary of {opts.vocab_size} on "
             f"{len(sample.sentences):,} of {sample.seen:,} training sentences")
         start = time.monotonic()
@@ -183,7 +183,7 @@ class Text2TextProblem(Problem):
         log(f"vocabulary trained in {time.monotonic() - start:.1f}s")
         os.makedirs(self.data_dir, exist_ok=True)
         save_model(model, os.path.join(self.data_dir, VOCAB_FILE))
-        config = {"problem": self.name, "options": dataclasses.asdict(opts), "splits": splits,
+        config = {"problem": self.name, "options": dataclasses.asdict(opts), "splits": splits, "train_order": SHUFFLED,
                   "vocab": {"file": VOCAB_FILE, "model_type": self.model_type, "size": opts.vocab_size,
                             "sha256": hashlib.sha256(model).hexdigest()}}
         atomic_write_text(self._config_path(), json.dumps(config, indent=2) + "\n")
