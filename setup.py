@@ -41,6 +41,7 @@ setup(
             "t2t-lite-trainer=t2t_lite.bin.trainer:run",
             "t2t-lite-datagen=t2t_lite.bin.datagen:run",
             "t2t-lite-decoder=t2t_lite.bin.decoder:run",
+            "t2t-lite-scorer=t2t_lite.bin.scorer:run",
             "t2t-lite-bleu=t2t_lite.bin.bleu:run",
             "t2t-lite-avg-checkpoints=t2t_lite.bin.avg_checkpoints:run",
             "t2t-lite-visualize=t2t_lite.bin.visualize:run",

@@ -1,6 +1,7 @@
 """t2t-lite-decoder: translate (or parse) a file with a trained model, optionally scoring it.
 
   t2t-lite-decoder --output_dir=RUN --decode_from_file=src.txt --decode_to_file=out.txt --decode_reference=ref.txt
+  echo "A dog runs." | t2t-lite-decoder --output_dir=RUN --data_dir=DATA --decode_from_file=-
 """
 import sys
 
@@ -12,14 +13,24 @@ from t2t_lite.bin.cli import load_registries, run_main
 FLAGS = flags.FLAGS
 run_flags.define("decodes")
 flags.adopt_module_key_flags(run_flags)
-flags.DEFINE_string("decode_from_file", None, "Source text, one sentence per line (UTF-8).")
+flags.DEFINE_string("decode_from_file", None, "Source text, one sentence per line (UTF-8); - reads standard input "
+                    "and writes each output as soon as it is decoded.")
 flags.DEFINE_string("decode_to_file", None, "Where outputs go, one line per input line; default stdout.")
 flags.DEFINE_string("decode_reference", None, "Reference file: print BLEU (or bracket F1 for parsing).")
+flags.DEFINE_string("paper_bleu_language", None, "With --decode_reference, also print the paper's BLEU (Moses-"
+                    "tokenized for this target language, e.g. de or fr, compounds split).")
 flags.DEFINE_integer("batch_size", None, "Sentences per batch; default the set's decode.batch_size.")
 flags.DEFINE_integer("parallel_batches", 1, "Batches decoded at once, each on its own thread: on a CPU a "
                      "second batch uses the cycles one batch leaves idle between its matmuls (2 suits a 2-core "
                      "CPU; docs/performance.md has the gain). Outputs are the same.", lower_bound=1)
-flags.DEFINE_bool("return_beams", False, "Write all beams: text<TAB>score for each, tab-separated, per line.")
+flags.DEFINE_integer("nbest", 1, "Hypotheses per input line, best first (at most the beam size).")
+flags.DEFINE_enum("output_format", "text", ["text", "jsonl"], "text: the best output per line, or Moses n-best "
+                  "lines (INDEX ||| TEXT ||| SCORE) with --nbest > 1; jsonl: per line {source, hypotheses: "
+                  "[{text, score, ids}]}.")
+flags.DEFINE_float("sampling_temperature", 0.0, "Sample each token at this temperature instead of beam search "
+                   "(e.g. 1.0 for back-translation); 0 = beam search.")
+flags.DEFINE_integer("sampling_topk", 0, "With sampling, sample among the k most likely tokens; 0 = all.")
+flags.DEFINE_integer("random_seed", None, "With sampling, a seed that makes the samples reproducible.")
 
 
 def main(argv) -> None:
@@ -29,8 +40,11 @@ def main(argv) -> None:
     run_request = run_flags.run_request(batch_size=FLAGS.batch_size)
     request = DecodeFileRequest(run_request, decode_from_file=FLAGS.decode_from_file,
                                 decode_to_file=FLAGS.decode_to_file, decode_reference=FLAGS.decode_reference,
-                                parallel_batches=FLAGS.parallel_batches, return_beams=FLAGS.return_beams)
-    decode_file(request, log=lambda line: print(line, file=sys.stderr))
+                                parallel_batches=FLAGS.parallel_batches, nbest=FLAGS.nbest,
+                                output_format=FLAGS.output_format, sampling_temperature=FLAGS.sampling_temperature,
+                                sampling_topk=FLAGS.sampling_topk, random_seed=FLAGS.random_seed,
+                                paper_bleu_language=FLAGS.paper_bleu_language)
+    decode_file(request, log=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def run() -> None:
