@@ -1,8 +1,11 @@
 """Scoring given translations: beam search's own scores, ensembles, batching and order, the command line."""
 import dataclasses
+import json
+import shutil
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from t2t_lite import config
 from t2t_lite.decoding.decode_lines import decode_lines
@@ -120,3 +123,18 @@ def test_the_cli_writes_one_line_per_pair_and_refuses_misaligned_files_in_one_li
     assert results["misaligned"].error == "--target_file has 1 lines but --source_file has 4; they must be line-aligned"
     assert not (tmp_path / "no.tsv").exists()
 
+
+
+def test_an_ensemble_of_runs_with_different_vocabularies_is_refused_before_scoring(reverse_run, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(reverse_run, other)
+    spec = json.loads((other / "hparams.json").read_text())
+    spec["hparams"]["model"]["vocab_size"] += 1
+    (other / "hparams.json").write_text(json.dumps(spec))
+    mine, theirs = tf.train.latest_checkpoint(reverse_run), tf.train.latest_checkpoint(str(other))
+    (tmp_path / "src.txt").write_text("012\n")
+    request = ScoreFileRequest(RunRequest(checkpoint_path=f"{mine},{theirs}"), str(tmp_path / "src.txt"),
+                               str(tmp_path / "src.txt"), str(tmp_path / "out.txt"))
+    with pytest.raises(UserError, match="an ensemble's models must share one vocabulary"):
+        score_file(request)
+    assert not (tmp_path / "out.txt").exists()
