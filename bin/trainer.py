@@ -51,6 +51,16 @@ flags.DEFINE_integer("max_nonfinite_steps", 20, "Stop when this many updates in 
                      "loss or a gradient was not finite (a skipped update changes nothing).")
 flags.DEFINE_bool("memory_probe", True, "Before training, run one forward and backward pass on the largest batch "
                   "the bucketing can produce, so a batch that does not fit fails at once.")
+flags.DEFINE_integer("eval_bleu_sentences", None, "At every evaluation, decode the first this many dev sentences "
+                     "with the run's beam settings (hparams.decode) and log the problem's dev metric beside dev "
+                     "loss: BLEU (sacreBLEU), bracket F1 for parsing, exact match for algorithmic problems. "
+                     "0 = off. Default: 200, or 0 for algorithmic problems.")
+flags.DEFINE_enum("best_checkpoint_metric", None, ["bleu", "loss"], "What chooses the best checkpoint, kept in "
+                  "--output_dir/best/ (decode it with --checkpoint=best): bleu = the problem's dev metric of "
+                  "--eval_bleu_sentences (BLEU, bracket F1 or exact match; higher is better), loss = dev loss. "
+                  "Default: bleu when --eval_bleu_sentences > 0, else loss.")
+flags.DEFINE_integer("early_stopping_patience", 0, "Stop (exit 0) after this many evaluations in a row without "
+                     "a better --best_checkpoint_metric score; 0 = never.")
 flags.DEFINE_integer("show_samples", 0, "After training, decode this many dev examples (beam search) and "
                      "print a few with the exact-match rate.")
 flags.DEFINE_bool("registry_help", False, "List registered models, hparams sets and problems, then exit.")
@@ -145,8 +155,16 @@ def check_run_flags() -> None:
         value = getattr(FLAGS, name)
         if value is not None and value < 1:
             raise UserError(f"--{name} must be at least 1, got {value}")
-    if FLAGS.eval_steps < 0:
-        raise UserError(f"--eval_steps must be 0 (the whole dev split) or more, got {FLAGS.eval_steps}")
+    for name, zero in (("eval_steps", "the whole dev split"), ("eval_bleu_sentences", "off"),
+                       ("early_stopping_patience", "never stop early")):
+        if (getattr(FLAGS, name) or 0) < 0:
+            raise UserError(f"--{name} must be 0 ({zero}) or more, got {getattr(FLAGS, name)}")
+    sentences = FLAGS.eval_bleu_sentences
+    if sentences is None and FLAGS.problem:
+        sentences = registry.problems.get(FLAGS.problem).dev_metric_sentences
+    if FLAGS.best_checkpoint_metric == "bleu" and sentences == 0:
+        raise UserError("--best_checkpoint_metric=bleu needs the dev metric: set --eval_bleu_sentences=N (N > 0), "
+                        "or use --best_checkpoint_metric=loss")
     if FLAGS.float32_output_projection and FLAGS.mixed_precision == "none":
         raise UserError("--float32_output_projection changes nothing without --mixed_precision: "
                         "add --mixed_precision=mixed_bfloat16 (or mixed_float16), or drop the flag")
@@ -183,7 +201,9 @@ def main(argv) -> None:
                     log_every_steps=FLAGS.log_every_steps, jit_compile=FLAGS.jit_compile,
                     mixed_precision=FLAGS.mixed_precision, float32_output_projection=FLAGS.float32_output_projection,
                     max_nonfinite_steps=FLAGS.max_nonfinite_steps,
-                    memory_probe=FLAGS.memory_probe)
+                    memory_probe=FLAGS.memory_probe, eval_bleu_sentences=FLAGS.eval_bleu_sentences,
+                    best_checkpoint_metric=FLAGS.best_checkpoint_metric,
+                    early_stopping_patience=FLAGS.early_stopping_patience)
     trainer = Trainer(problem, spec.hparams, run, strategy=strategy)
     trainer.train()
     if FLAGS.show_samples and chief:

@@ -219,3 +219,8 @@ class WsjParsing(Text2TextProblem):
           EVALB's summary lines and the number of malformed outputs repaired.
         """
         return evalb_summary(*score_linearized(outputs, references, sources))
+
+    def dev_metric(self, outputs: list[str], references: list[str], sources: list[str]) -> tuple[str, float]:
+        """EVALB's bracketing F1 (0 to 100) of the decoded trees, malformed ones repaired as `score` does."""
+        counts, _ = score_linearized(outputs, references, sources)
+        return "bracket F1", counts.f1

@@ -17,6 +17,8 @@ class Problem:
     """
 
     splits = ("train", "dev")
+    # How many dev sentences the trainer decodes for dev_metric at every evaluation unless told otherwise.
+    dev_metric_sentences = 200
 
     def __init__(self, data_dir: str | None = None):
         self.data_dir = data_dir
@@ -54,6 +56,20 @@ class Problem:
         from t2t_lite.metrics.chrf_ter import chrf_and_ter
 
         return [str(result) for result in bleu_scores(outputs, references) + chrf_and_ter(outputs, references)]
+
+    def dev_metric(self, outputs: list[str], references: list[str], sources: list[str]) -> tuple[str, float]:
+        """The one number training tracks on a dev sample (higher is better), and its name.
+
+        Default: sacreBLEU (13a, detokenized), 0 to 100.
+
+        Args:
+          outputs, references, sources: as for `score`.
+        Returns:
+          (name, value), e.g. ("BLEU", 27.3).
+        """
+        from t2t_lite.metrics.bleu import corpus_bleu
+
+        return "BLEU", corpus_bleu(outputs, references).score
 
     def check_split(self, split: str) -> None:
         if split not in self.splits:

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 
 import keras
@@ -25,9 +23,9 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.errors import UserError
-from t2t_lite.files import atomic_write_text
 from t2t_lite.models import build_model
-from t2t_lite.run import AVERAGED_SUBDIR, HPARAMS_FILE, RunSpec, load_spec, save_spec
+from t2t_lite.run import AVERAGED_SUBDIR, HPARAMS_FILE, RunSpec, load_spec, spec_json
+from t2t_lite.training.checkpoint_dir import write_model_dir
 
 # Written into every averaged directory; only a directory holding it is ever replaced.
 PROVENANCE_FILE = "averaged.json"
@@ -156,30 +154,7 @@ def _check_replaceable(destination: str, output_dir: str) -> None:
 def _save_atomically(model: keras.Model, spec: RunSpec, output_dir: str, sources: list[str],
                      destination: str) -> str:
     """Writes model, hparams.json and provenance into a temporary directory, then renames it to destination."""
-    parent = os.path.dirname(os.path.abspath(destination))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=parent, prefix=".tmp-averaged-")
     step = int(sources[-1].rsplit("-", 1)[1])  # the trainer names checkpoints ckpt-<step>
-    try:
-        manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging, max_to_keep=1,
-                                             checkpoint_name="ckpt")
-        manager.save(checkpoint_number=step)  # the state file records relative paths, so the rename keeps it valid
-        save_spec(staging, spec)
-        provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": [os.path.basename(p) for p in sources]}
-        atomic_write_text(os.path.join(staging, PROVENANCE_FILE), json.dumps(provenance, indent=2) + "\n")
-        _replace_dir(staging, destination)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return os.path.join(destination, f"ckpt-{step}")
-
-
-def _replace_dir(new: str, destination: str) -> None:
-    """Renames directory new to destination, first moving aside and deleting any old destination."""
-    if os.path.isdir(destination):
-        retired = new + "-retired"
-        os.rename(destination, retired)
-        os.rename(new, destination)
-        shutil.rmtree(retired)
-    else:
-        os.rename(new, destination)
+    provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": [os.path.basename(p) for p in sources]}
+    return write_model_dir(model, destination, step, {HPARAMS_FILE: spec_json(spec),
+                                                      PROVENANCE_FILE: json.dumps(provenance, indent=2) + "\n"})

@@ -16,6 +16,8 @@ from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
 from t2t_lite.training import distribution
 from t2t_lite.training.averaging import average_after_training
+from t2t_lite.training.best_checkpoint import METRIC_CHOICES, BestCheckpoint, save_model_weights_as_best
+from t2t_lite.training.dev_score import DevScore, DevScorer
 from t2t_lite.training.progress import Progress
 from t2t_lite.training.signals import stop_on_signals
 from t2t_lite.training.steps import TrainStep, make_eval_step, make_optimizer
@@ -53,12 +55,27 @@ class RunConfig:
     # Before training, one forward and backward pass on the largest batch shape the bucketing
     # can produce, so a batch that does not fit in memory fails at once rather than hours in.
     memory_probe: bool = True
+    # At every evaluation, decode the first this many dev sentences with hparams.decode's beam settings and
+    # score them with the problem's dev metric (BLEU, bracket F1, exact match); 0 decodes nothing.
+    # None: the problem's dev_metric_sentences (200 for translation and parsing, 0 for algorithmic problems).
+    eval_bleu_sentences: int | None = None
+    # What chooses the best checkpoint (output_dir/best/): "bleu", the problem's dev metric, or "loss";
+    # None: "bleu" when eval_bleu_sentences > 0, else "loss".
+    best_checkpoint_metric: str | None = None
+    # Stop after this many evaluations in a row without a better best-checkpoint score; 0 never stops.
+    early_stopping_patience: int = 0
+
+    @property
+    def tracked_metric(self) -> str:
+        """best_checkpoint_metric with its default resolved (eval_bleu_sentences must be resolved first)."""
+        return self.best_checkpoint_metric or ("bleu" if self.eval_bleu_sentences > 0 else "loss")
 
 
 @dataclasses.dataclass(frozen=True)
 class EvalResult:
     loss: float
     accuracy: float
+    dev: DevScore | None = None  # the dev metric, when RunConfig.eval_bleu_sentences > 0
 
 
 def train_batches(problem: Problem, hparams: HParams, seed: int, pad_to_boundary: bool = False,
@@ -113,6 +130,14 @@ class Trainer:
 
     def __init__(self, problem: Problem, hparams: HParams, run: RunConfig, log=print,
                  strategy: tf.distribute.Strategy | None = None):
+        if run.eval_bleu_sentences is None:
+            run = dataclasses.replace(run, eval_bleu_sentences=problem.dev_metric_sentences)
+        if run.best_checkpoint_metric not in (None, *METRIC_CHOICES):
+            raise UserError(f"--best_checkpoint_metric must be one of {', '.join(METRIC_CHOICES)}; "
+                            f"got {run.best_checkpoint_metric!r}")
+        if run.tracked_metric == "bleu" and run.eval_bleu_sentences < 1:
+            raise UserError("the best checkpoint can be chosen on the dev metric only when it is computed: "
+                            "set --eval_bleu_sentences=N (N > 0), or --best_checkpoint_metric=loss")
         self.problem, self.hparams, self.run, self.log = problem, hparams, run, log
         self.strategy = strategy or tf.distribute.get_strategy()
         self.is_chief = distribution.is_chief(self.strategy)
@@ -130,6 +155,17 @@ class Trainer:
                                                   step_counter=self.optimizer.iterations, checkpoint_name="ckpt")
         self._writers = {name: (tf.summary.create_file_writer(os.path.join(run.output_dir, name)) if self.is_chief
                                 else tf.summary.create_noop_writer()) for name in ("train", "eval")}
+        # Every worker reads the best-so-far state (a finished early stop ends every worker at once); only the
+        # chief decodes the dev sample and writes the state.
+        self.best = BestCheckpoint(run.output_dir, higher_is_better=run.tracked_metric != "loss",
+                                   patience=run.early_stopping_patience, log=log)
+        # A new instance of the problem: tf.random.set_seed (above) invalidates a SentencePiece tokenizer made
+        # before it, so the vocabulary `problem` holds may no longer encode or decode eagerly.
+        self._dev_scorer = (DevScorer(type(problem)(problem.data_dir), self.model, hparams.decode,
+                                      run.eval_bleu_sentences)
+                            if self.is_chief and run.eval_bleu_sentences > 0 else None)
+        self._plain_model = None  # built on first use: the best and averaged checkpoints are restored into it
+        self._stopping_early = False
 
     def _build_model_and_steps(self) -> None:
         """Creates model, optimizers and steps under the strategy and the mixed-precision policy."""
@@ -218,27 +254,37 @@ class Trainer:
         """
         self.restore_latest()
         start_step = self.step
+        if self.best.should_stop:
+            self.log(self._early_stopping_line() + " (in an earlier run); raise --early_stopping_patience to go on")
+            return
         try:
             if self.run.memory_probe and self.step < self.run.train_steps:
                 self.probe_memory()
             with stop_on_signals() as stop:
                 if self._train_until_done(stop):
                     self.save()
-                    self.log(f"{stop.signal_name or 'stop request from another worker'} received: "
-                             f"saved step {self.step}, stopping")
-                    return
+                    if not self._stopping_early:
+                        self.log(f"{stop.signal_name or 'stop request from another worker'} received: "
+                                 f"saved step {self.step}, stopping")
+                        return
         finally:
             if not self.is_chief:
                 shutil.rmtree(self._save_dir, ignore_errors=True)
+        if self._stopping_early:
+            self.log(self._early_stopping_line())
         if self.step > start_step and self.is_chief:
             # The paper decodes from the average of the last checkpoints (6.1); do it once, when training ends.
-            average_after_training(self.run.output_dir, self.hparams.train.average_last_checkpoints, self.log)
+            averaged = average_after_training(self.run.output_dir, self.hparams.train.average_last_checkpoints,
+                                              self.log)
+            if averaged and self.best.state.best_step is not None:
+                self._compare_averaged_with_best(averaged)
 
     def _train_until_done(self, stop) -> bool:
         """Steps to run.train_steps (returns False) or until any worker is asked to stop (returns True)."""
         progress = Progress(first_step=self.step, last_step=self.run.train_steps)
+        stop_requested = False
         while self.step < self.run.train_steps:
-            result = self._train_step(self.train_iterator, stop.requested)
+            result = self._train_step(self.train_iterator, stop.requested or stop_requested)
             if result.stop:
                 return True
             if result.skipped:
@@ -252,8 +298,14 @@ class Trainer:
             if self.step % self.run.save_checkpoints_steps == 0 or self.step == self.run.train_steps:
                 self.save()
                 if self.is_chief:
-                    self.evaluate()
+                    self._track_best(self.evaluate())
                 progress.restart_window()  # keep eval time out of tokens/s
+                if self.best.should_stop and self.is_chief:
+                    self._stopping_early = True
+                    if distribution.cluster_tasks() <= 1:
+                        return True
+                    # The other workers learn it from the stop vote of the next step, which they all take.
+                    stop_requested = True
         return False
 
     def _count_skipped_step(self, loss: float) -> None:
@@ -308,17 +360,71 @@ class Trainer:
         return self.manager.save(checkpoint_number=self.step)
 
     def evaluate(self) -> EvalResult:
-        """Label-smoothed loss and per-token accuracy on the dev split; logged and summarised."""
-        loss_sum = correct = tokens = 0.0
-        for batch in eval_batches(self.problem, self.hparams, self.run.eval_steps):
-            batch_loss, batch_correct, batch_tokens = self._eval_step(batch)
-            loss_sum, correct, tokens = loss_sum + float(batch_loss), correct + float(batch_correct), tokens + float(batch_tokens)
-        result = EvalResult(loss=loss_sum / max(tokens, 1.0), accuracy=correct / max(tokens, 1.0))
+        """Label-smoothed loss, per-token accuracy and (with eval_bleu_sentences) the dev metric; logged and summarised."""
+        result = self._dev_loss(self._eval_step)
+        if self._dev_scorer is not None:
+            result = dataclasses.replace(result, dev=self._dev_scorer.score())
         with self._writers["eval"].as_default(step=self.step):
             tf.summary.scalar("loss", result.loss)
             tf.summary.scalar("accuracy", result.accuracy)
-        self.log(f"step {self.step}: dev loss {result.loss:.4f}  dev accuracy {result.accuracy:.4f}")
+            if result.dev is not None:
+                tf.summary.scalar(result.dev.name.replace(" ", "_"), result.dev.value)
+        dev = f"  {result.dev}" if result.dev is not None else ""
+        self.log(f"step {self.step}: dev loss {result.loss:.4f}  dev accuracy {result.accuracy:.4f}{dev}")
         return result
+
+    def _dev_loss(self, eval_step) -> EvalResult:
+        loss_sum = correct = tokens = 0.0
+        for batch in eval_batches(self.problem, self.hparams, self.run.eval_steps):
+            batch_loss, batch_correct, batch_tokens = eval_step(batch)
+            loss_sum, correct, tokens = loss_sum + float(batch_loss), correct + float(batch_correct), tokens + float(batch_tokens)
+        return EvalResult(loss=loss_sum / max(tokens, 1.0), accuracy=correct / max(tokens, 1.0))
+
+    def _track_best(self, result: EvalResult) -> None:
+        """Hands the evaluation of the checkpoint just saved to the best-checkpoint bookkeeping."""
+        scores = {"loss": result.loss}
+        if result.dev is not None:
+            scores[result.dev.name] = result.dev.value
+        metric = "loss" if self.run.tracked_metric == "loss" else result.dev.name
+        checkpoint = self.manager.latest_checkpoint
+
+        def save_best(best_dir, best_json):
+            save_model_weights_as_best(self._plain(), checkpoint, self.run.output_dir, best_dir, best_json)
+
+        if self.best.record(self.step, metric, scores, save_best):
+            self.log(f"best checkpoint so far ({self.best.describe_best()}) copied to {self.best.best_dir}")
+        elif self.run.early_stopping_patience:
+            self.log(f"no improvement on the best {self.best.describe_best()} for "
+                     f"{self.best.state.evaluations_without_improvement} of {self.run.early_stopping_patience} "
+                     f"evaluations (early stopping patience)")
+
+    def _plain(self) -> keras.Model:
+        """A model of the run's hparams outside the distribution strategy, to restore saved checkpoints into."""
+        if self._plain_model is None:
+            self._plain_model = build_model(self.hparams)
+        return self._plain_model
+
+    def _early_stopping_line(self) -> str:
+        return (f"early stopping: {self.best.state.evaluations_without_improvement} evaluations in a row without "
+                f"improving on the best {self.best.describe_best()}; the best checkpoint is in {self.best.best_dir}")
+
+    def _compare_averaged_with_best(self, averaged: str) -> None:
+        """Scores the averaged checkpoint as the best one was scored, and says which did better."""
+        model = self._plain()
+        tf.train.Checkpoint(model=model).restore(averaged).expect_partial().assert_existing_objects_matched()
+        state = self.best.state
+        if state.metric == "loss":
+            score = self._dev_loss(make_eval_step(model, self.hparams.train.label_smoothing)).loss
+        elif self._dev_scorer is not None:
+            score = self._dev_scorer.score_other(model).value
+        else:
+            return  # the best was chosen on the dev metric in an earlier run, but this one decodes nothing
+        if score == state.best_score:
+            verdict = "both scored the same"
+        else:
+            verdict = f"the {'averaged' if self.best.improves(score) else 'best'} checkpoint scored better"
+        self.log(f"averaged checkpoint {averaged}: dev {state.metric} {score:.4g}; best checkpoint: "
+                 f"{self.best.describe_best()}; {verdict}")
 
     def _log_progress(self, progress: Progress) -> None:
         """Logs and summarises the mean loss and throughput of the steps since the last progress line."""

@@ -1,0 +1,159 @@
+"""The best checkpoint so far on a dev score, and early stopping: the bookkeeping, kept across resumes.
+
+After every evaluation the trainer hands `BestCheckpoint.record` the dev
+scores of the checkpoint it just saved. When the tracked score improves, that
+checkpoint's weights are copied into `<output_dir>/best/` (with best.json
+saying its step and score, and the run's hparams.json, so `t2t-lite-decoder
+--checkpoint=best` opens it); otherwise the count of evaluations without
+improvement goes up, and early stopping ends the run when it reaches the
+patience. The best score, the count and every evaluation's scores are kept in
+`<output_dir>/dev_scores.json`, so a resumed run carries on with them. Both
+are written whole or not at all; best/ is written first, so a kill between the
+two leaves a best/ newer than dev_scores.json, and loading prefers best.json's
+step and score.
+"""
+import dataclasses
+import json
+import os
+from collections.abc import Callable
+
+import keras
+import tensorflow as tf
+
+from t2t_lite.files import atomic_write_text
+from t2t_lite.run import BEST_FILE, BEST_SUBDIR, HPARAMS_FILE
+from t2t_lite.training.checkpoint_dir import write_model_dir
+
+STATE_FILE = "dev_scores.json"
+# What --best_checkpoint_metric may be: the problem's dev metric (BLEU; bracket F1 for parsing; exact match
+# for algorithmic problems), higher is better, or the dev loss, lower is better.
+METRIC_CHOICES = ("bleu", "loss")
+
+
+@dataclasses.dataclass
+class BestState:
+    """What dev_scores.json holds."""
+
+    metric: str | None = None  # the tracked score's name, e.g. "BLEU" or "loss"; None before any evaluation
+    best_step: int | None = None
+    best_score: float | None = None
+    best_loss: float | None = None  # breaks ties in the tracked score
+    evaluations_without_improvement: int = 0
+    # Every evaluation: {"step": S, "<score name>": value, ...}, oldest first.
+    evaluations: list = dataclasses.field(default_factory=list)
+
+
+class BestCheckpoint:
+    """Tracks one dev score across evaluations (and resumes) of the run in output_dir.
+
+    Args:
+      output_dir: the run directory; best/ and dev_scores.json go in it.
+      higher_is_better: True for BLEU-like metrics, False for the loss.
+      patience: early stopping after this many evaluations in a row without
+        improvement; 0 never stops.
+      log: receives a line when tracking restarts because the metric changed.
+    """
+
+    def __init__(self, output_dir: str, higher_is_better: bool, patience: int = 0,
+                 log: Callable[[str], None] = print):
+        self.output_dir, self.higher_is_better, self.patience, self.log = output_dir, higher_is_better, patience, log
+        self.best_dir = os.path.join(output_dir, BEST_SUBDIR)
+        self.state = load_state(output_dir)
+
+    @property
+    def should_stop(self) -> bool:
+        """Whether `patience` evaluations in a row have not improved on the best score."""
+        return self.patience > 0 and self.state.evaluations_without_improvement >= self.patience
+
+    def improves(self, score: float, loss: float | None = None) -> bool:
+        """Whether score beats the best; on a tie (BLEU 0 early on, exact match 100 late), a lower dev loss does."""
+        best = self.state.best_score
+        if best is None:
+            return True
+        if score == best:
+            return loss is not None and self.state.best_loss is not None and loss < self.state.best_loss
+        return score > best if self.higher_is_better else score < best
+
+    def record(self, step: int, metric: str, scores: dict[str, float],
+               save_best: Callable[[str, dict], None]) -> bool:
+        """Records one evaluation; when scores[metric] improves on the best, first calls save_best(best_dir, best_json).
+
+        Args:
+          step: the evaluated checkpoint's step.
+          metric: the tracked score's name, a key of scores.
+          scores: every dev score of this evaluation, e.g. {"loss": 2.1, "BLEU": 17.0}; "loss" breaks ties.
+          save_best: writes the checkpoint of `step` into best_dir with best.json (the given dict) beside it.
+        Returns:
+          Whether the score improved (and best/ now holds this step).
+        """
+        state = self.state
+        if state.metric not in (None, metric):
+            self.log(f"the best checkpoint was chosen on dev {state.metric}, now on dev {metric}: "
+                     f"tracking starts again")
+            state.best_step, state.best_score, state.best_loss, state.evaluations_without_improvement = (
+                None, None, None, 0)
+        state.metric = metric
+        score, loss = float(scores[metric]), scores.get("loss")
+        improved = self.improves(score, loss)
+        if improved:
+            save_best(self.best_dir, {"step": step, "metric": metric, "score": score,
+                                      "scores": {k: float(v) for k, v in scores.items()}})
+            state.best_step, state.best_score, state.best_loss = step, score, loss
+            state.evaluations_without_improvement = 0
+        else:
+            state.evaluations_without_improvement += 1
+        state.evaluations.append({"step": step, **{k: float(v) for k, v in scores.items()}})
+        atomic_write_text(os.path.join(self.output_dir, STATE_FILE),
+                          json.dumps(dataclasses.asdict(state), indent=2) + "\n")
+        return improved
+
+    def describe_best(self) -> str:
+        """E.g. "dev BLEU 17.00 at step 400"."""
+        return f"dev {self.state.metric} {self.state.best_score:.4g} at step {self.state.best_step}"
+
+
+def load_state(output_dir: str) -> BestState:
+    """dev_scores.json of output_dir (a fresh BestState if absent), its best taken from best/best.json if newer."""
+    path = os.path.join(output_dir, STATE_FILE)
+    state = BestState()
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            state = BestState(**json.load(f))
+    best = read_best_json(output_dir)
+    if best is not None and best["metric"] == state.metric and best["step"] != state.best_step:
+        # Killed after writing best/ but before dev_scores.json: best/ holds the newer best.
+        state.best_step, state.best_score, state.evaluations_without_improvement = best["step"], best["score"], 0
+        state.best_loss = best["scores"].get("loss")
+    return state
+
+
+def read_best_json(output_dir: str) -> dict | None:
+    """best/best.json of output_dir: {"step", "metric", "score", "scores"}; None when there is no best yet."""
+    path = os.path.join(output_dir, BEST_SUBDIR, BEST_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def save_model_weights_as_best(model: keras.Model, checkpoint: str, output_dir: str, best_dir: str,
+                               best_json: dict) -> str:
+    """Copies the model weights of a training checkpoint into best_dir, with best.json and the run's hparams.json.
+
+    Args:
+      model: a model of the run's hparams outside any distribution strategy, restored into
+        from `checkpoint` and saved from, so the live training model is never touched.
+      checkpoint: the trainer's checkpoint of the evaluated step.
+      output_dir: the run directory, whose hparams.json is copied beside the weights.
+      best_dir: where they go (replaced whole).
+      best_json: what best.json holds; its "step" names the checkpoint.
+    Returns:
+      The best checkpoint's prefix.
+    """
+    tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+    files = {BEST_FILE: json.dumps(best_json, indent=2) + "\n"}
+    hparams_path = os.path.join(output_dir, HPARAMS_FILE)
+    if os.path.exists(hparams_path):
+        with open(hparams_path, encoding="utf-8") as f:
+            files[HPARAMS_FILE] = f.read()
+    return write_model_dir(model, best_dir, best_json["step"], files)

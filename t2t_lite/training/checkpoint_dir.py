@@ -1,0 +1,54 @@
+"""A directory holding one model checkpoint and a few small files, written whole or not at all.
+
+The averaged checkpoint (`averaged/`) and the best checkpoint so far (`best/`)
+are such directories: `ckpt-<step>` beside a `checkpoint` state file and the
+run's hparams.json, so a decoder opens either like a run directory. Each is
+built in a temporary directory and renamed into place, so no half-written
+checkpoint ever carries the final name.
+"""
+import os
+import shutil
+import tempfile
+
+import keras
+import tensorflow as tf
+
+from t2t_lite.files import atomic_write_text
+
+
+def write_model_dir(model: keras.Model, destination: str, step: int, files: dict[str, str]) -> str:
+    """Saves model's weights as destination/ckpt-<step>, with `files` beside it, replacing any old destination.
+
+    Args:
+      model: whose weights are saved (only the model: no optimizer state).
+      destination: the directory to create or replace.
+      step: the checkpoint's number.
+      files: file name -> text, e.g. {"hparams.json": ...}.
+    Returns:
+      The checkpoint's prefix, <destination>/ckpt-<step>.
+    """
+    parent = os.path.dirname(os.path.abspath(destination))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=parent, prefix=f".tmp-{os.path.basename(os.path.abspath(destination))}-")
+    try:
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging, max_to_keep=1,
+                                             checkpoint_name="ckpt")
+        manager.save(checkpoint_number=step)  # the state file records relative paths, so the rename keeps it valid
+        for name, text in files.items():
+            atomic_write_text(os.path.join(staging, name), text)
+        replace_dir(staging, destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return os.path.join(destination, f"ckpt-{step}")
+
+
+def replace_dir(new: str, destination: str) -> None:
+    """Renames directory new to destination, first moving aside and deleting any old destination."""
+    if os.path.isdir(destination):
+        retired = new + "-retired"
+        os.rename(destination, retired)
+        os.rename(new, destination)
+        shutil.rmtree(retired)
+    else:
+        os.rename(new, destination)

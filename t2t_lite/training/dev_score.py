@@ -1,0 +1,79 @@
+"""The dev metric during training: the first N dev sentences, decoded as t2t-lite-decoder would, and scored.
+
+Dev loss says how well the model predicts the next reference token; the
+metric (BLEU, bracket F1, exact match: Problem.dev_metric) says how good its
+beam-search outputs are, which is what the best checkpoint should be chosen on.
+"""
+import dataclasses
+import time
+
+import keras
+
+from t2t_lite.config import DecodeHParams
+from t2t_lite.data.problem import Problem, strip_ids
+from t2t_lite.decoding.decode_lines import decode_lines
+from t2t_lite.decoding.decoder import Decoder
+
+
+@dataclasses.dataclass(frozen=True)
+class DevSample:
+    """The first sentences of the dev split as text, line-aligned."""
+
+    sources: list[str]
+    references: list[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class DevScore:
+    name: str  # e.g. "BLEU"
+    value: float  # higher is better
+    sentences: int
+    seconds: float  # decoding and scoring
+
+    def __str__(self) -> str:
+        return f"dev {self.name} {self.value:.2f} ({self.sentences} sentences decoded in {self.seconds:.1f} s)"
+
+
+def read_dev_sample(problem: Problem, count: int) -> DevSample:
+    """The first `count` dev examples (fewer if the split is smaller), turned back into text by the problem."""
+    sources, references = [], []
+    for example in problem.dataset("dev").take(count):
+        sources.append(problem.decode(strip_ids(example["inputs"].numpy())))
+        references.append(problem.decode(strip_ids(example["targets"].numpy())))
+    return DevSample(sources, references)
+
+
+def score_outputs(problem: Problem, decoder: Decoder, sample: DevSample, batch_size: int) -> DevScore:
+    """Decodes sample.sources with decoder (best beam) and scores them with problem.dev_metric."""
+    start = time.perf_counter()
+    results = decode_lines(problem, decoder, sample.sources, batch_size)
+    outputs = [hypotheses[0].text if hypotheses else "" for hypotheses in results]
+    name, value = problem.dev_metric(outputs, sample.references, sample.sources)
+    return DevScore(name, float(value), len(sample.sources), time.perf_counter() - start)
+
+
+class DevScorer:
+    """Scores one model, as its weights change during training, on a fixed dev sample.
+
+    The decoder is made once: its compiled search reads the model's variables
+    at every call, so later evaluations see the newest weights without retracing.
+
+    Args:
+      problem: the run's problem.
+      model: the model being trained.
+      decode_hparams: the run's beam size, alpha, extra length and batch size (hparams.decode).
+      count: dev sentences to decode, at least 1.
+    """
+
+    def __init__(self, problem: Problem, model: keras.Model, decode_hparams: DecodeHParams, count: int):
+        self.problem, self.decode_hparams = problem, decode_hparams
+        self.sample = read_dev_sample(problem, count)
+        self.decoder = Decoder(model, decode_hparams)
+
+    def score(self) -> DevScore:
+        return score_outputs(self.problem, self.decoder, self.sample, self.decode_hparams.batch_size)
+
+    def score_other(self, model: keras.Model) -> DevScore:
+        """The same sample's score for another model (e.g. the averaged checkpoint's)."""
+        return score_outputs(self.problem, Decoder(model, self.decode_hparams), self.sample,
+                             self.decode_hparams.batch_size)
