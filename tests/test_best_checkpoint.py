@@ -80,10 +80,10 @@ def test_state_survives_a_new_tracker_and_a_kill_between_best_and_state(tmp_path
 
 # The trainer, with tiny real training.
 
-def make_trainer(output_dir, train_steps, log=lambda line: None, **run_options):
+def make_trainer(output_dir, train_steps, log=lambda line: None, average_last=0, **run_options):
     problem = problems.get("algorithmic_reverse")()
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(),
-                                     f"{TINY},average_last_checkpoints=2,beam_size=2,extra_length=3")
+                                     f"{TINY},average_last_checkpoints={average_last},beam_size=2,extra_length=3")
     run_dir.ensure_writable(str(output_dir))
     save_spec(str(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
     run = RunConfig(output_dir=str(output_dir), train_steps=train_steps, eval_steps=1, save_checkpoints_steps=3,
@@ -93,7 +93,7 @@ def make_trainer(output_dir, train_steps, log=lambda line: None, **run_options):
 
 def test_training_keeps_the_best_checkpoint_on_the_dev_metric_and_the_decoder_opens_it(tmp_path):
     lines = []
-    trainer = make_trainer(tmp_path, train_steps=9, log=lines.append, eval_bleu_sentences=8)
+    trainer = make_trainer(tmp_path, train_steps=9, log=lines.append, average_last=2, eval_bleu_sentences=8)
     trainer.train()
     state = json.loads((tmp_path / STATE_FILE).read_text())
     evaluations = state["evaluations"]
@@ -126,7 +126,6 @@ def scripted_scores(monkeypatch, values):
     """DevScorer.score returns `values` in turn, without decoding."""
     calls = iter(values)
     monkeypatch.setattr(DevScorer, "score", lambda self: DevScore("BLEU", next(calls), 8, 0.0))
-    monkeypatch.setattr(DevScorer, "score_other", lambda self, model: DevScore("BLEU", 0.0, 8, 0.0))
 
 
 def test_early_stopping_after_exactly_patience_evaluations_and_resume_keeps_the_counters(tmp_path, monkeypatch):

@@ -226,7 +226,8 @@ def test_decoder_uses_the_sets_decode_defaults_and_prints_bracket_scores(sample,
     hparams = apply_overrides(hparams_sets.get("transformer_wsj_parsing_tiny")(), f"vocab_size={problem.vocab_size}")
     save_spec(str(output_dir), RunSpec("wsj_parsing", "transformer_wsj_parsing_tiny", "", hparams))
     Trainer(problem, hparams, RunConfig(output_dir=str(output_dir), train_steps=1, eval_steps=1,
-                                        save_checkpoints_steps=1, log_every_steps=1), log=lambda _: None).train()
+                                        save_checkpoints_steps=1, log_every_steps=1, eval_bleu_sentences=0),
+            log=lambda _: None).train()
     words.write_text(CAT_WORDS + "\n")
     gold.write_text(CAT_TARGETS + "\n")
     result = subprocess.run(
