@@ -1,4 +1,5 @@
-"""Decoding a file, or many lines of text: sorted by length for speed, returned in input order."""
+"""Decoding a file, standard input, or many lines of text: sorted by length for speed, returned in input order,
+written as text, Moses n-best lines or JSON Lines."""
 import concurrent.futures
 import dataclasses
 import json
@@ -170,7 +171,8 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     search = (f"sampling at temperature {sampling.temperature}, top-k {sampling.top_k or 'all'}" if sampling
               else f"beam {hp.beam_size}, alpha {hp.alpha}")
     what = "standard input" if streaming else f"{len(lines)} lines"
-    log(f"decoding {what} with {' + '.join(run.checkpoints)} ({search}) in {compute_dtype(request.run.mixed_precision)}")
+    precision = compute_dtype(request.run.mixed_precision)
+    log(f"decoding {what} with {' + '.join(run.checkpoints)} ({search}) in {precision}")
 
     def format_batch(sources, first_index=0):
         results = decode_lines(run.problem, decoder, sources, hp.batch_size, first_line=first_index + 1,
