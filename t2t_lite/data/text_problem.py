@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.batching import example_length
@@ -78,9 +79,10 @@ def count_longer_than(dataset: tf.data.Dataset, max_length: int) -> int:
     Returns:
       The number of examples with max(len(inputs), len(targets)) > max_length.
     """
-    lengths = dataset.map(example_length, num_parallel_calls=tf.data.AUTOTUNE)
-    return int(lengths.reduce(tf.constant(0, tf.int64),
-                              lambda count, n: count + tf.cast(n > max_length, tf.int64)))
+    # Counted in batches in numpy: Dataset.reduce calls its function once per example, which is
+    # several times slower on large splits.
+    lengths = dataset.map(example_length, num_parallel_calls=tf.data.AUTOTUNE).batch(8192)
+    return sum(int(np.count_nonzero(batch > max_length)) for batch in lengths.as_numpy_iterator())
 
 
 def _stderr(line: str) -> None:
