@@ -255,7 +255,7 @@ def last_time(measured: Measured, pattern: str) -> tuple[float, re.Match] | None
 
 def phase_at(measured: Measured, seconds: float) -> str:
     """What datagen was doing at `seconds`, from the last log line before it."""
-    phase = "starting"
+    phase = "start-up and scan"
     for t, line in measured.lines:
         if t > seconds:
             break
