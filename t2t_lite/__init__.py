@@ -37,3 +37,5 @@ if platform.machine().lower() in ("x86_64", "amd64"):
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 __version__ = "0.1.0"
+
+from t2t_lite.translator import Translator  # noqa: E402  (after the environment set-up above)

@@ -54,12 +54,13 @@ def iter_lines(path: str) -> Iterator[str]:
     with f:
         try:
             for number, raw in enumerate(f, start=1):
-                yield _decode_line(raw, path, number)
+                yield decode_line(raw, path, number)
         except (OSError, EOFError) as error:  # a corrupt or truncated .gz
             raise UserError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
 
 
-def _decode_line(raw: bytes, path: str, number: int) -> str:
+def decode_line(raw: bytes, path: str, number: int) -> str:
+    """One raw line (line end included) of `path` as text, as iter_lines reads it; number is 1-based."""
     raw = raw.removesuffix(b"\n").removesuffix(b"\r")
     if number == 1:
         raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark

@@ -18,6 +18,7 @@ import tensorflow as tf
 import t2t_lite.hparams  # noqa: F401
 import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
+from t2t_lite import Translator
 from t2t_lite.errors import UserError
 from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, text_vocabulary
 from t2t_lite.export.serving import ServingModule
@@ -255,6 +256,23 @@ def test_8_threads_of_100_requests_give_the_one_by_one_outputs(serve):
         answers = [pair for result in pool.map(client, range(8)) for pair in result]
     assert len(answers) == 800
     assert all(text == expected[line] for line, text in answers)
+
+
+def test_translator_from_export_gives_the_decoders_outputs_and_its_beams(exported, serve):
+    lines = exported["sentences"].read_text(encoding="utf-8").splitlines()[:20] + ["", "   "]
+    translator = Translator.from_export(exported["path"])
+    best = translator.translate(lines)
+    assert best == serve(lines)[0]
+    assert best[:20] == exported["decoded"].read_text(encoding="utf-8").splitlines()[:20]
+    nbest = translator.hypotheses(lines, nbest=4)
+    assert [hyps[0].text for hyps in nbest] == best and [len(h) for h in nbest[:20]] == [4] * 20
+    np.testing.assert_allclose([hyps[0].score for hyps in nbest], serve(lines)[1], rtol=1e-5)
+    with pytest.raises(UserError, match="holds beam search only"):
+        translator.score(lines, lines)
+    with pytest.raises(UserError, match=r"exported with \(4\); export again with --beam_size=2"):
+        translator.translate(lines, beam_size=2)
+    with pytest.raises(UserError, match="is not a t2t-lite export"):
+        Translator.from_export(str(exported["sentences"].parent))
 
 
 def test_second_export_is_version_2_with_the_decode_settings_asked_for(run, exported):

@@ -16,10 +16,11 @@ from t2t_lite.data.problem import EOS_ID, Problem, strip_ids
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.decoding.sampling import SamplingSettings
 from t2t_lite.errors import UserError
-from t2t_lite.files import _decode_line, atomic_write_text, read_lines
+from t2t_lite.files import decode_line, atomic_write_text, read_lines
 from t2t_lite.metrics.bleu import compound_split_bleu
 from t2t_lite.precision import compute_dtype
-from t2t_lite.run import RunRequest, open_run
+from t2t_lite.run import RunRequest
+from t2t_lite.translator import Translator
 
 # --decode_from_file's name for standard input.
 STDIN = "-"
@@ -161,13 +162,13 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     references = read_lines(request.decode_reference) if request.decode_reference else None
     if references is not None and len(references) != len(lines):
         raise UserError(f"--decode_reference has {len(references)} lines but --decode_from_file has {len(lines)}")
-    run = open_run(request.run, ensemble=True)
+    translator = Translator.from_request(request.run)
+    run = translator.run
     hp = run.decode_hparams
     if request.nbest > hp.beam_size:
         raise UserError(f"--nbest={request.nbest} is more than the beam size {hp.beam_size}; "
                         f"raise --beam_size or lower --nbest")
     sampling = sampling_settings(request)
-    decoder = Decoder(run.models, hp, sampling=sampling)
     search = (f"sampling at temperature {sampling.temperature}, top-k {sampling.top_k or 'all'}" if sampling
               else f"beam {hp.beam_size}, alpha {hp.alpha}")
     what = "standard input" if streaming else f"{len(lines)} lines"
@@ -175,8 +176,9 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     log(f"decoding {what} with {' + '.join(run.checkpoints)} ({search}) in {precision}")
 
     def format_batch(sources, first_index=0):
-        results = decode_lines(run.problem, decoder, sources, hp.batch_size, first_line=first_index + 1,
-                               progress=None if streaming else log, parallel_batches=request.parallel_batches)
+        results = translator.hypotheses(sources, nbest=request.nbest, sampling=sampling, first_line=first_index + 1,
+                                        progress=None if streaming else log,
+                                        parallel_batches=request.parallel_batches)
         return results, format_outputs(sources, results, request.nbest, request.output_format, first_index)
 
     if streaming:
@@ -249,7 +251,7 @@ def stdin_batches(source: BinaryIO, batch_size: int, wait: float = STREAM_WAIT) 
         while b"\n" in pending and len(batch) < batch_size:
             raw, pending = pending.split(b"\n", 1)
             number += 1
-            batch.append(_decode_line(raw, "standard input", number))
+            batch.append(decode_line(raw, "standard input", number))
         if len(batch) == batch_size:
             yield batch
             batch = []
@@ -262,7 +264,7 @@ def stdin_batches(source: BinaryIO, batch_size: int, wait: float = STREAM_WAIT) 
         chunk = os.read(fd, 1 << 16)
         if not chunk:  # end of input; a last line may lack its newline
             if pending:
-                batch.append(_decode_line(pending, "standard input", number + 1))
+                batch.append(decode_line(pending, "standard input", number + 1))
             if batch:
                 yield batch
             return

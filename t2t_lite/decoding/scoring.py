@@ -11,7 +11,8 @@ from t2t_lite.decoding.decode_lines import check_output_file, encode_lines
 from t2t_lite.errors import UserError
 from t2t_lite.files import atomic_write_text, read_lines
 from t2t_lite.precision import compute_dtype
-from t2t_lite.run import RunRequest, open_run
+from t2t_lite.run import RunRequest
+from t2t_lite.translator import Translator
 
 IDS_SIGNATURE = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.int32)]
 
@@ -122,11 +123,11 @@ def score_file(request: ScoreFileRequest, log: Callable[[str], None] = lambda li
     if len(sources) != len(targets):
         raise UserError(f"--target_file has {len(targets)} lines but --source_file has {len(sources)}; "
                         f"they must be line-aligned")
-    run = open_run(request.run, ensemble=True)
-    hp = run.decode_hparams
+    translator = Translator.from_request(request.run)
+    run, hp = translator.run, translator.run.decode_hparams
     log(f"scoring {len(sources)} pairs with {' + '.join(run.checkpoints)} (alpha {hp.alpha}) in "
         f"{compute_dtype(request.run.mixed_precision)}")
-    scores = score_pairs(run.problem, run.models, sources, targets, hp.batch_size, hp.alpha, progress=log)
+    scores = translator.score(sources, targets, progress=log)
     text = "".join(format_score(score) + "\n" for score in scores)
     if request.output_file:
         atomic_write_text(request.output_file, text)

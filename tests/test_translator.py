@@ -1,0 +1,89 @@
+"""The Python API (t2t_lite.Translator): a run as an object, decoding as t2t-lite-decoder does."""
+import dataclasses
+import shutil
+
+import numpy as np
+import pytest
+
+from t2t_lite import Translator
+from t2t_lite.decoding.decode_lines import decode_lines
+from t2t_lite.decoding.decoder import Decoder
+from t2t_lite.decoding.sampling import SamplingSettings
+from t2t_lite.errors import UserError
+from t2t_lite.run import RunRequest, open_run
+
+LINES = ["1234", "", "98765", "305"]
+
+
+@pytest.fixture(scope="module")
+def translator(reverse_run):
+    return Translator.from_run(reverse_run)
+
+
+def test_translate_keeps_empty_lines_and_the_input_order(translator):
+    together = translator.translate(LINES)
+    assert together == [translator.translate([line])[0] for line in LINES]
+    assert together[1] == "" and len(set(together)) == 4  # distinct outputs, so a swap would show
+
+
+def test_translate_gives_the_decoders_outputs_and_scores_for_each_beam_size(translator, reverse_run):
+    run = open_run(RunRequest(output_dir=reverse_run))
+    for beam_size in (1, 3):
+        decoder = Decoder(run.model, dataclasses.replace(run.decode_hparams, beam_size=beam_size))
+        expected = decode_lines(run.problem, decoder, LINES, batch_size=2)
+        got = translator.hypotheses(LINES, beam_size=beam_size, nbest=beam_size)
+        assert [[h.text for h in hyps] for hyps in got] == [[h.text for h in hyps] for hyps in expected]
+        assert [[round(h.score, 4) for h in hyps] for hyps in got] == \
+               [[round(h.score, 4) for h in hyps] for hyps in expected]
+
+
+def test_nbest_lists_are_best_first_and_start_with_the_single_best(translator):
+    best = translator.translate(LINES)
+    nbest = translator.translate(LINES, nbest=3)
+    assert [hyps[0] for hyps in nbest] == best
+    assert [len(hyps) for hyps in nbest] == [3, 1, 3, 3]
+    for hyps in translator.hypotheses(LINES, nbest=3):
+        scores = [h.score for h in hyps]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_checkpoint_choices_and_paths_open_those_checkpoints(reverse_run, tmp_path):
+    latest = Translator.from_run(reverse_run, checkpoint="latest")
+    assert latest.run.checkpoints == open_run(RunRequest(output_dir=reverse_run, checkpoint="latest")).checkpoints
+    by_path = Translator.from_run(checkpoint=latest.run.checkpoint)
+    assert by_path.translate(LINES) == latest.translate(LINES)
+    copy = tmp_path / "run"
+    shutil.copytree(reverse_run, copy, ignore=shutil.ignore_patterns("best"))
+    with pytest.raises(UserError, match="^no best checkpoint in --output_dir"):
+        Translator.from_run(str(copy), checkpoint="best")
+    with pytest.raises(UserError, match="^no checkpoint at --checkpoint_path"):
+        Translator.from_run(checkpoint=str(copy / "ckpt-7"))
+
+
+def test_mistakes_are_user_errors(translator):
+    with pytest.raises(UserError, match="takes a list of sentences"):
+        translator.translate("1234")
+    with pytest.raises(UserError, match=r"nbest \(5\) cannot exceed the beam size \(4\)"):
+        translator.translate(LINES, nbest=5)
+    with pytest.raises(UserError, match="nbest must be at least 1"):
+        translator.translate(LINES, nbest=0)
+    with pytest.raises(UserError, match="as many targets as sources"):
+        translator.score(["1"], [])
+
+
+def test_the_score_of_each_translation_is_the_score_beam_search_gave_it(translator):
+    hypotheses = translator.hypotheses(LINES)
+    scores = translator.score(LINES, [hyps[0].text for hyps in hypotheses])
+    assert scores[1] is None  # the empty line
+    for hyps, score, line in zip(hypotheses, scores, LINES):
+        if line:
+            assert score.tokens == len(hyps[0].ids) + 1  # with EOS
+            np.testing.assert_allclose(score.score, hyps[0].score, rtol=1e-4)
+
+
+def test_sampling_is_reproducible_and_gives_one_output(translator):
+    settings = SamplingSettings(temperature=1.0, seed=7)
+    first = translator.translate(LINES, sampling=settings)
+    assert translator.translate(LINES, sampling=settings) == first and first[1] == ""
+    with pytest.raises(UserError, match="sampling gives one output per sentence"):
+        translator.translate(LINES, nbest=2, sampling=settings)
