@@ -21,6 +21,7 @@ from t2t_lite.training.dev_score import DevScore, DevScorer
 from t2t_lite.training.progress import Progress
 from t2t_lite.training.signals import stop_on_signals
 from t2t_lite.training.steps import TrainStep, make_eval_step, make_optimizer
+from t2t_lite.training.warm_start import warm_start
 
 SHUFFLE_BUFFER = 10_000
 # Restored from every checkpoint. The other entries, "data" (the iterator's position) and
@@ -64,6 +65,11 @@ class RunConfig:
     best_checkpoint_metric: str | None = None
     # Stop after this many evaluations in a row without a better best-checkpoint score; 0 never stops.
     early_stopping_patience: int = 0
+    # A fresh run starts from this run directory's (or checkpoint's) weights: fine-tuning (warm_start.py).
+    # A run that has checkpoints of its own resumes from them instead.
+    warm_start_from: str | None = None
+    # With warm_start_from, also take the source's Adam moments (the step and schedule restart either way).
+    warm_start_optimizer: bool = False
 
     @property
     def tracked_metric(self) -> str:
@@ -222,7 +228,8 @@ class Trainer:
         number overwrites it. Model and optimizer must match the checkpoint.
         The data position and the float16 loss scale come back when both the
         checkpoint and this run have them, so a run may resume under another
-        distribution or precision.
+        distribution or precision. A run with no checkpoint yet starts from
+        run.warm_start_from's weights when it is given.
         """
         state = tf.train.get_checkpoint_state(self.run.output_dir)
         candidates = list(reversed(state.all_model_checkpoint_paths)) if state else []
@@ -239,6 +246,11 @@ class Trainer:
         if candidates:
             raise UserError(f"no checkpoint in --output_dir {self.run.output_dir!r} can be read; "
                             f"move them away to start afresh")
+        if self.run.warm_start_from:
+            source = warm_start(self.model, self.optimizer, self.hparams, self.run.warm_start_from,
+                                self.run.warm_start_optimizer)
+            self.log(f"warm start from {source}" + (" with its optimizer state" if self.run.warm_start_optimizer
+                                                      else "") + ": step 0, a fresh learning-rate schedule")
 
     def _restore(self, path: str) -> None:
         saved = _saved_entries(path)
@@ -248,9 +260,12 @@ class Trainer:
     def train(self) -> None:
         """Trains to run.train_steps, saving and evaluating every save_checkpoints_steps; stops cleanly on a signal.
 
-        A signal to any worker stops every worker after the same step. When
-        training reaches train_steps, the chief averages the last
-        hparams.train.average_last_checkpoints checkpoints into output_dir/averaged/.
+        A signal to any worker stops every worker after the same step. Every
+        evaluation may update output_dir/best/ (best_checkpoint.py); after
+        run.early_stopping_patience evaluations without a better one the run
+        ends as if it had reached train_steps. When training ends, the chief
+        averages the last hparams.train.average_last_checkpoints checkpoints
+        into output_dir/averaged/ and says whether they beat the best checkpoint.
         """
         self.restore_latest()
         start_step = self.step
