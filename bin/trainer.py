@@ -61,6 +61,11 @@ flags.DEFINE_enum("best_checkpoint_metric", None, ["bleu", "loss"], "What choose
                   "Default: bleu when --eval_bleu_sentences > 0, else loss.")
 flags.DEFINE_integer("early_stopping_patience", 0, "Stop (exit 0) after this many evaluations in a row without "
                      "a better --best_checkpoint_metric score; 0 = never.")
+flags.DEFINE_string("warm_start_from", None, "Start a new run from this run directory's weights (its averaged "
+                    "checkpoint if any, else its newest) or a checkpoint's: fine-tuning. Step, schedule and Adam "
+                    "state start afresh; the model and vocabulary must be the source's. A run with checkpoints "
+                    "of its own resumes them instead.")
+flags.DEFINE_bool("warm_start_optimizer", False, "With --warm_start_from, keep the source's Adam moments too.")
 flags.DEFINE_integer("show_samples", 0, "After training, decode this many dev examples (beam search) and "
                      "print a few with the exact-match rate.")
 flags.DEFINE_bool("registry_help", False, "List registered models, hparams sets and problems, then exit.")
@@ -203,7 +208,8 @@ def main(argv) -> None:
                     max_nonfinite_steps=FLAGS.max_nonfinite_steps,
                     memory_probe=FLAGS.memory_probe, eval_bleu_sentences=FLAGS.eval_bleu_sentences,
                     best_checkpoint_metric=FLAGS.best_checkpoint_metric,
-                    early_stopping_patience=FLAGS.early_stopping_patience)
+                    early_stopping_patience=FLAGS.early_stopping_patience,
+                    warm_start_from=FLAGS.warm_start_from, warm_start_optimizer=FLAGS.warm_start_optimizer)
     trainer = Trainer(problem, spec.hparams, run, strategy=strategy)
     trainer.train()
     if FLAGS.show_samples and chief:

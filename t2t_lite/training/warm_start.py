@@ -1,0 +1,70 @@
+"""Warm start: a new run that begins from another run's weights (fine-tuning, t2t's --warm_start_from).
+
+The new run has its own output_dir, step, learning-rate schedule and
+(unless asked otherwise) optimizer state; only the weights come from the
+source. Its problem and data may differ, but its vocabulary and model shape
+must be the source's, or the weights would mean nothing.
+"""
+import dataclasses
+import os
+
+import keras
+import tensorflow as tf
+
+from t2t_lite.config import HParams
+from t2t_lite.errors import UserError
+from t2t_lite.run import find_checkpoint, spec_beside
+
+# Model settings that change no weight's shape or meaning: a fine-tuning run may choose its own.
+FREE_MODEL_FIELDS = ("dropout", "attention_dropout", "relu_dropout")
+
+
+def source_checkpoint(source: str) -> str:
+    """The checkpoint a --warm_start_from names: a checkpoint path, or a run directory (its averaged
+    checkpoint if any, else its newest, as the decoder picks)."""
+    if tf.io.gfile.exists(source + ".index"):
+        return source
+    if os.path.isdir(source):
+        return find_checkpoint(source, None)
+    raise UserError(f"--warm_start_from {source!r} is neither a checkpoint (no {source}.index) nor a run directory")
+
+
+def check_compatible(source_hparams: HParams, hparams: HParams, checkpoint: str) -> None:
+    """Refuses, in one line naming what differs, a source whose vocabulary or model shape is not this run's."""
+    source, model = dataclasses.asdict(source_hparams.model), dataclasses.asdict(hparams.model)
+    differences = [f"{name} {source[name]} vs {model[name]}" for name in model
+                   if name not in FREE_MODEL_FIELDS and source.get(name) != model[name]]
+    if source_hparams.model_name != hparams.model_name:
+        differences.insert(0, f"model {source_hparams.model_name} vs {hparams.model_name}")
+    if differences:
+        raise UserError(f"cannot warm start from {checkpoint!r}: its model differs from this run's in "
+                        f"{', '.join(differences)} (source vs this run); use the source's hparams set and "
+                        f"vocabulary")
+
+
+def warm_start(model: keras.Model, optimizer: keras.optimizers.Optimizer, hparams: HParams, source: str,
+               keep_optimizer: bool = False) -> str:
+    """Loads the weights (and with keep_optimizer, Adam's moments) of `source` into a fresh run's model.
+
+    The step restarts at 0 either way, so the learning-rate schedule (warmup
+    included) starts afresh.
+
+    Args:
+      model, optimizer: the new run's, built (the optimizer's variables created).
+      hparams: the new run's.
+      source: a checkpoint path or a run directory.
+    Returns:
+      The checkpoint loaded.
+    """
+    checkpoint = source_checkpoint(source)
+    check_compatible(spec_beside(checkpoint, None).hparams, hparams, checkpoint)
+    state = {"model": model, "optimizer": optimizer} if keep_optimizer else {"model": model}
+    try:
+        status = tf.train.Checkpoint(**state).restore(checkpoint)
+        status.expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as error:
+        first_line = str(error).strip().splitlines()[0][:200]
+        hint = "; an averaged checkpoint holds no optimizer state, drop --warm_start_optimizer" if keep_optimizer else ""
+        raise UserError(f"cannot warm start from {checkpoint!r}: {first_line}{hint}") from None
+    optimizer.iterations.assign(0)
+    return checkpoint

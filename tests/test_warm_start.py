@@ -1,0 +1,86 @@
+"""Warm start (--warm_start_from): a new run begins from another run's weights, with a fresh step."""
+import dataclasses
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import t2t_lite.hparams  # noqa: F401
+import t2t_lite.problems  # noqa: F401
+from t2t_lite import config
+from t2t_lite.errors import UserError
+from t2t_lite.registry import hparams_sets, problems
+from t2t_lite.training.trainer import RunConfig, Trainer
+from trained_runs import REVERSE_TINY
+
+
+def trainer(problem_name, output_dir, overrides=REVERSE_TINY, **run_settings):
+    problem = problems.get(problem_name)()
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{overrides},vocab_size={problem.vocab_size}")
+    return Trainer(problem, hparams, RunConfig(output_dir=str(output_dir), train_steps=10, eval_steps=4,
+                                               **run_settings), log=lambda _: None)
+
+
+def test_a_warm_started_run_starts_from_the_source_models_dev_loss_at_step_0(reverse_run, tmp_path):
+    source = trainer("algorithmic_copy", tmp_path / "source")  # the source model, on the new problem's dev data
+    tf.train.Checkpoint(model=source.model).restore(tf.train.latest_checkpoint(reverse_run)).expect_partial()
+    source_loss = source.evaluate().loss
+
+    fresh = trainer("algorithmic_copy", tmp_path / "fresh")
+    fresh.restore_latest()
+    fresh_loss = fresh.evaluate().loss
+
+    warm = trainer("algorithmic_copy", tmp_path / "warm", warm_start_from=reverse_run)
+    warm.restore_latest()
+    assert warm.step == 0
+    np.testing.assert_allclose(warm.evaluate().loss, source_loss, rtol=1e-5)
+    assert abs(source_loss - fresh_loss) > 0.5  # the two starting points are far apart, so the check means something
+    for variable, expected in zip(warm.model.weights, source.model.weights):
+        np.testing.assert_array_equal(variable.numpy(), expected.numpy())
+    # A fresh optimizer: Adam's moments are zero.
+    assert all(not np.any(v.numpy()) for v in warm.optimizer.variables if "momentum" in v.path or "velocity" in v.path)
+
+
+def test_warm_start_optimizer_keeps_adams_moments_but_restarts_the_step(reverse_run, tmp_path):
+    shutil.copytree(reverse_run, tmp_path / "source")
+    source = trainer("algorithmic_reverse", tmp_path / "source")
+    source.restore_latest()
+    assert source.step == 150
+    warm = trainer("algorithmic_reverse", tmp_path / "warm", warm_start_from=f"{reverse_run}/ckpt-150",
+                   warm_start_optimizer=True)
+    warm.restore_latest()
+    assert warm.step == 0
+    def moments(optimizer):  # in creation order, which the same model gives both optimizers
+        return [v.numpy() for v in optimizer.variables if "momentum" in v.path or "velocity" in v.path]
+
+    assert moments(source.optimizer) and any(np.any(m) for m in moments(source.optimizer))
+    for warm_moment, source_moment in zip(moments(warm.optimizer), moments(source.optimizer), strict=True):
+        np.testing.assert_array_equal(warm_moment, source_moment)
+
+
+def test_a_resumed_run_resumes_itself_rather_than_warm_starting_again(reverse_run, tmp_path):
+    run = trainer("algorithmic_reverse", tmp_path / "run", warm_start_from=reverse_run)
+    run.train()
+    assert run.step == 10
+    again = trainer("algorithmic_reverse", tmp_path / "run", warm_start_from=reverse_run)
+    again.restore_latest()
+    assert again.step == 10
+
+
+def test_another_model_shape_or_vocabulary_is_refused_naming_what_differs(reverse_run, tmp_path):
+    wider = trainer("algorithmic_reverse", tmp_path / "wider", overrides=REVERSE_TINY.replace("d_model=32", "d_model=16"),
+                    warm_start_from=reverse_run)
+    with pytest.raises(UserError, match=r"^cannot warm start from .*: its model differs from this run's in "
+                                        r"d_model 32 vs 16 \(source vs this run\)"):
+        wider.restore_latest()
+    addition = trainer("algorithmic_addition", tmp_path / "addition", warm_start_from=reverse_run)
+    with pytest.raises(UserError, match=r"in vocab_size 12 vs 13 \(source"):  # addition adds a "+" token
+        addition.restore_latest()
+    with pytest.raises(UserError, match="is neither a checkpoint .* nor a run directory"):
+        trainer("algorithmic_reverse", tmp_path / "x", warm_start_from=str(tmp_path / "nowhere")).restore_latest()
+    # Dropout may differ: it changes no weight.
+    dropout = trainer("algorithmic_reverse", tmp_path / "dropout", overrides=REVERSE_TINY.replace("dropout=0,", "dropout=0.3,", 1),
+                      warm_start_from=reverse_run)
+    dropout.restore_latest()
+    assert dataclasses.asdict(dropout.hparams.model)["dropout"] == 0.3
