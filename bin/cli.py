@@ -34,7 +34,21 @@ def run_main(main, program: str) -> None:
             print(f"{program}: error: {error} (see --helpshort)", file=sys.stderr)
             sys.exit(2)
 
+    show_flags_of(sys.modules[main.__module__])
     app.run(guarded, flags_parser=parse_flags)
+
+
+def show_flags_of(module) -> None:
+    """Makes --helpshort list `module`'s flags and its docstring head the help.
+
+    absl shows the key flags of the module named by sys.argv[0]; an installed
+    console script's argv[0] is the script, not the module that defines its flags.
+    """
+    for flag in flags.FLAGS.get_key_flags_for_module(module):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    main_module = sys.modules["__main__"]
+    if main_module is not module and not main_module.__doc__:
+        main_module.__doc__ = module.__doc__
 
 
 def load_registries() -> None:
