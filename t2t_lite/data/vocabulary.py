@@ -186,8 +186,24 @@ class Vocabulary:
 
     def encode(self, text: str) -> list[int]:
         """One string -> its ids, without EOS."""
-        return self.tf_encode(tf.constant([text]))[0].numpy().tolist()
+        return self._eagerly(lambda: self.tf_encode(tf.constant([text]))[0].numpy().tolist())
 
     def decode(self, ids) -> str:
         """Ids -> one string, stopping at the first EOS and skipping PAD."""
-        return self.tf_decode(tf.constant([list(map(int, ids))], tf.int32))[0].numpy().decode("utf-8")
+        ids = tf.constant([list(map(int, ids))], tf.int32)
+        return self._eagerly(lambda: self.tf_decode(ids)[0].numpy().decode("utf-8"))
+
+    def _eagerly(self, run):
+        """run() now; if the tokenizer's resource is gone, again with a new tokenizer.
+
+        tf.random.set_seed (and so keras.utils.set_random_seed, which the
+        trainer calls) clears TensorFlow's eager caches, and with them the
+        resource a tokenizer made before it holds its parsed model in.
+        """
+        try:
+            return run()
+        except tf.errors.NotFoundError:
+            import tensorflow_text as tf_text
+
+            self._tokenizer = tf_text.SentencepieceTokenizer(model=self.model, out_type=tf.int32)
+            return run()

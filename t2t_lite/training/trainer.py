@@ -165,10 +165,7 @@ class Trainer:
         # chief decodes the dev sample and writes the state.
         self.best = BestCheckpoint(run.output_dir, higher_is_better=run.tracked_metric != "loss",
                                    patience=run.early_stopping_patience, log=log)
-        # A new instance of the problem: tf.random.set_seed (above) invalidates a SentencePiece tokenizer made
-        # before it, so the vocabulary `problem` holds may no longer encode or decode eagerly.
-        self._dev_scorer = (DevScorer(type(problem)(problem.data_dir), self.model, hparams.decode,
-                                      run.eval_bleu_sentences)
+        self._dev_scorer = (DevScorer(problem, self.model, hparams.decode, run.eval_bleu_sentences)
                             if self.is_chief and run.eval_bleu_sentences > 0 else None)
         self._plain_model = None  # built on first use: the best and averaged checkpoints are restored into it
         self._stopping_early = False
