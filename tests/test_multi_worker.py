@@ -58,8 +58,8 @@ def test_two_workers_train_the_chief_checkpoints_a_restart_resumes_and_a_signal_
     assert "step 2/2" in chief and "step 2/2" in worker
     assert "step 2: dev loss" in chief and "dev loss" not in worker  # only the chief evaluates
     assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-2")
-    assert sorted(os.listdir(run)) == ["averaged", "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
-                                       "eval", "hparams.json", "train"]
+    assert sorted(os.listdir(run)) == ["averaged", "best", "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
+                                       "dev_scores.json", "eval", "hparams.json", "train"]
     # The worker saved into a temporary directory of its own and removed it.
     assert os.listdir(temp_dirs[1]) == []
 
