@@ -35,7 +35,7 @@ setup(
         "absl-py",
         "sentencepiece",
     ],
-    extras_require={"test": ["pytest", "matplotlib"], "visualize": ["matplotlib"]},
+    extras_require={"test": ["pytest", "pytest-xdist", "matplotlib"], "visualize": ["matplotlib"]},
     entry_points={
         "console_scripts": [
             "t2t-lite-trainer=t2t_lite.bin.trainer:run",

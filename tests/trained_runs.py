@@ -2,8 +2,15 @@
 
 Training even a tiny model costs tens of seconds on a 2-core CPU, so modules
 share these instead of each training its own. They are read-only: a test that
-changes a run copies it first (shutil.copytree into its tmp_path).
+changes a run copies it first (shutil.copytree into its tmp_path). Under
+pytest-xdist the workers share one copy: the first to need a run trains it
+under a file lock, the others wait for it and read it.
 """
+import fcntl
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 
 import t2t_lite.hparams  # noqa: F401
@@ -40,12 +47,29 @@ def multi30k_lines(split: str, language: str, count: int) -> str:
         return "".join(f.readline() for _ in range(count))
 
 
+def made_once(tmp_path_factory, name: str, make) -> Path:
+    """A directory `make(directory)` filled, shared by every xdist worker of this session and made only once."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's directory, above each worker's own
+    directory, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if make() fails
+        if not done.exists():
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir()
+            make(directory)
+            done.touch()
+    return directory
+
+
 @pytest.fixture(scope="session")
 def reverse_run(tmp_path_factory) -> str:
     """The output_dir of algorithmic_reverse trained 150 steps (REVERSE_TINY): partly trained, distinct outputs."""
-    output_dir = str(tmp_path_factory.mktemp("reverse_run"))
-    train("algorithmic_reverse", problems.get("algorithmic_reverse")(), REVERSE_TINY, output_dir, steps=150)
-    return output_dir
+    def make(output_dir):
+        train("algorithmic_reverse", problems.get("algorithmic_reverse")(), REVERSE_TINY, str(output_dir), steps=150)
+
+    return str(made_once(tmp_path_factory, "reverse_run", make))
 
 
 @pytest.fixture(scope="session")
@@ -55,16 +79,17 @@ def multi30k_run(tmp_path_factory) -> dict:
     Returns {"data_dir", "output_dir", "raw"}: raw holds the text it was made from,
     {train,val}.{en,de}.
     """
-    root = tmp_path_factory.mktemp("multi30k_run")
-    raw = root / "raw"
-    raw.mkdir()
-    for split, count in (("train", 2000), ("val", 200)):
-        for language in ("en", "de"):
-            (raw / f"{split}.{language}").write_text(multi30k_lines(split, language, count), encoding="utf-8")
-    data_dir, output_dir = str(root / "data"), str(root / "run")
-    problem = problems.get("translate_files")(data_dir)
-    problem.generate_data(None, vocab_size=MULTI30K_VOCAB_SIZE, num_shards=1,
-                          train_files=f"{raw}/train.en,{raw}/train.de", dev_files=f"{raw}/val.en,{raw}/val.de",
-                          log=lambda line: None)
-    train("translate_files", problem, MULTI30K_TINY, output_dir, steps=100)
-    return {"data_dir": data_dir, "output_dir": output_dir, "raw": raw}
+    def make(root):
+        raw = root / "raw"
+        raw.mkdir()
+        for split, count in (("train", 2000), ("val", 200)):
+            for language in ("en", "de"):
+                (raw / f"{split}.{language}").write_text(multi30k_lines(split, language, count), encoding="utf-8")
+        problem = problems.get("translate_files")(str(root / "data"))
+        problem.generate_data(None, vocab_size=MULTI30K_VOCAB_SIZE, num_shards=1,
+                              train_files=f"{raw}/train.en,{raw}/train.de", dev_files=f"{raw}/val.en,{raw}/val.de",
+                              log=lambda line: None)
+        train("translate_files", problem, MULTI30K_TINY, str(root / "run"), steps=100)
+
+    root = made_once(tmp_path_factory, "multi30k_run", make)
+    return {"data_dir": str(root / "data"), "output_dir": str(root / "run"), "raw": root / "raw"}
