@@ -2,6 +2,7 @@
 
   python benchmarks/bench_pipeline.py [--batch_size=4096] [--quick] [--longer_side]
   python benchmarks/bench_pipeline.py --quick --pairs ../shared/data/wmt_ende_train_sample10k/{src,tgt}-train.txt
+  python benchmarks/bench_pipeline.py --data_dir=DATA_DIR [--problem=translate_files]
 
 Uses the peers' synthetic corpus (20,000 pairs, lengths 10-50) through the same
 `train_batches` the trainer uses; compare the tokens/s with the training
@@ -10,9 +11,14 @@ consumption from bench_train.py (the target: at least 20x, so training is never 
 both lengths (train.bucket_both_sides). `--pairs SRC TGT` measures the padding of a real
 parallel corpus instead, with whitespace words (+ EOS) standing in for subword tokens:
 real source and target lengths are correlated, unlike the synthetic corpus's.
+`--data_dir` reads a problem's TFRecord shards as training does (e.g. the 4.5M-pair
+shards bench_datagen_scale.py --work_dir keeps) and also reports the time to the
+first batch (opening the shards and filling the 10,000-example shuffle buffer)
+and the process's peak RSS.
 """
 import argparse
 import dataclasses
+import resource
 import time
 
 from common import training_corpus
@@ -26,26 +32,37 @@ def main():
     parser.add_argument("--longer_side", action="store_true", help="bucket by max(source, target) length (t2t)")
     parser.add_argument("--pairs", nargs=2, metavar=("SOURCE_FILE", "TARGET_FILE"),
                         help="a real parallel corpus, measured in whitespace words")
+    parser.add_argument("--data_dir", help="a problem's data_dir (its TFRecord shards), read as training reads it")
+    parser.add_argument("--problem", default="translate_files", help="the problem of --data_dir")
     args = parser.parse_args()
 
     import t2t_lite.hparams  # noqa: F401
+    import t2t_lite.problems  # noqa: F401
     from t2t_lite.data.problem import Problem, dataset_from_lists
-    from t2t_lite.registry import hparams_sets
+    from t2t_lite.registry import hparams_sets, problems
     from t2t_lite.training.trainer import train_batches
 
-    inputs, targets = training_corpus() if args.pairs is None else word_ids(*args.pairs)
+    if args.data_dir:
+        problem = problems.get(args.problem)(args.data_dir)
+    else:
+        inputs, targets = training_corpus() if args.pairs is None else word_ids(*args.pairs)
 
-    class Synthetic(Problem):
-        vocab_size = 32_768
+        class Synthetic(Problem):
+            vocab_size = 32_768
 
-        def dataset(self, split):
-            return dataset_from_lists(inputs, targets)
+            def dataset(self, split):
+                return dataset_from_lists(inputs, targets)
+
+        problem = Synthetic()
 
     hp = hparams_sets.get("transformer_base")()
     hp = dataclasses.replace(hp, train=dataclasses.replace(hp.train, batch_size=args.batch_size,
                                                            bucket_both_sides=not args.longer_side))
-    batches = iter(train_batches(Synthetic(), hp, seed=1))
+    start = time.perf_counter()
+    batches = iter(train_batches(problem, hp, seed=1))
     next(batches)  # fill the shuffle buffer outside the timing
+    if args.data_dir:
+        print(f"pipeline ({args.data_dir}): first batch after {time.perf_counter() - start:.1f} s")
     count = 200 if args.quick else args.batches
     real_src = real_tgt = padded_src = padded_tgt = 0
     start = time.perf_counter()
@@ -59,7 +76,8 @@ def main():
           f"{', ' + args.pairs[0] if args.pairs else ''}): {count} batches of ~{args.batch_size} tokens in {seconds:.1f} s: "
           f"{real_tgt / seconds:,.0f} target tokens/s, {(real_src + real_tgt) / seconds:,.0f} source+target tokens/s; "
           f"real tokens / padded positions: source {real_src / padded_src:.1%}, target {real_tgt / padded_tgt:.1%}; "
-          f"{real_tgt / count:.0f} target tokens per batch")
+          f"{real_tgt / count:.0f} target tokens per batch"
+          + (f"; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB" if args.data_dir else ""))
 
 
 def word_ids(source_file: str, target_file: str) -> tuple[list[list[int]], list[list[int]]]:
