@@ -1,12 +1,17 @@
-"""t2t-lite-datagen killed (SIGKILL) while it encodes the train split: the rerun resumes and writes the same bytes.
+"""t2t-lite-datagen killed (SIGKILL) twice and rerun: the last run writes the bytes of an uninterrupted one.
 
-tests/test_datagen_cli.py kills datagen after its first train shard is written;
-this kills it earlier, in the scatter pass of the shuffled layout
-(records.write_shuffled_shards), after a commit and with buckets written past it.
+One data_dir goes through three runs of the same command: the first is killed in the
+scatter pass of the shuffled layout (records.write_shuffled_shards), after a commit and
+with buckets written past it; the second must go on from that commit, and is killed once
+its first train shard is finished; the third finishes the shards. A reference data_dir is
+generated in-process meanwhile (on the other core while the commands start TensorFlow).
 """
+import concurrent.futures
+import fcntl
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,10 +21,15 @@ import pytest
 from t2t_lite.data.records import SCATTER
 from t2t_lite.errors import UserError
 from t2t_lite.problems.translate import TranslateFiles
+from cli_helpers import ENV
 from shared_data import require_shared
 
 COMMAND = [sys.executable, "-m", "t2t_lite.bin.datagen"]
-PAIRS = 8_000  # datagen commits every 1,000 examples; the kill comes at the first commit
+PAIRS = 8_000  # datagen commits every 1,000 examples; the first kill comes at the first commit
+SHARDS = 100  # 80 examples each: more "done" lines than the stderr pipe holds (see _run_until)
+# The kernel's smallest pipe (one page): a killed command can have written at most this much beyond what
+# the test read, so it cannot finish all SHARDS shards between its first "done" line and the kill.
+PIPE_BYTES = 4096
 
 
 def _files(tmp_path) -> dict[str, str]:
@@ -38,43 +48,83 @@ def _encoded(line: str) -> int | None:
     return int(match.group(1).replace(",", "")) if match else None
 
 
-def test_killed_while_encoding_resumes_to_the_uninterrupted_bytes(tmp_path):
-    files = _files(tmp_path)
-    options = {**files, "vocab_size": 600, "num_shards": 4}
-    flags = ["--problem=translate_files", "--max_length=0", *(f"--{k}={v}" for k, v in options.items())]
-    killed = tmp_path / "killed"
-    process = subprocess.Popen([*COMMAND, f"--data_dir={killed}", *flags], stderr=subprocess.PIPE, text=True)
+def _run_until(flags: list[str], moment) -> tuple[int, list[str]]:
+    """Runs datagen, SIGKILLs it at the first stderr line for which moment(line) holds; (returncode, lines read)."""
+    process = subprocess.Popen([*COMMAND, *flags], stderr=subprocess.PIPE, text=True, env=ENV)
+    # A command blocks once the pipe is full, so however late the kill, it is at most a pipe ahead of the line.
+    fcntl.fcntl(process.stderr.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    lines = []
     for line in process.stderr:
-        if _encoded(line):  # the first commit of the scatter pass
+        lines.append(line)
+        if moment(line):
             process.send_signal(signal.SIGKILL)
             break
     process.wait(timeout=300)
-    assert process.returncode == -signal.SIGKILL
-    assert not list(killed.glob("train-*.tfrecord")), "datagen wrote shards before it could be killed"
-    with open(killed / f"train{SCATTER}" / "state.json") as f:
-        committed = sum(json.load(f)["counts"])
-    assert 0 < committed < PAIRS
+    process.stderr.close()
+    return process.returncode, lines
 
-    rerun = subprocess.run([*COMMAND, f"--data_dir={killed}", *flags], check=False, capture_output=True,
-                           text=True, timeout=300)
-    assert rerun.returncode == 0, rerun.stderr
-    assert f"train: {PAIRS:,} examples in 4 shards" in rerun.stdout
+
+def _train_shards(data_dir) -> list[str]:
+    return sorted(p.name for p in data_dir.glob("train-*.tfrecord"))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("restart")
+    options = {**_files(tmp), "vocab_size": 600, "num_shards": SHARDS}
+    flags = ["--problem=translate_files", f"--data_dir={tmp / 'killed'}",
+             *(f"--{k}={v}" for k, v in options.items())]
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        reference = pool.submit(TranslateFiles(str(tmp / "reference")).generate_data, None,
+                                log=lambda line: None, **options)
+        killed = tmp / "killed"
+        first = _run_until(flags, _encoded)  # the first commit of the scatter pass
+        first_shards = _train_shards(killed)
+        with open(killed / f"train{SCATTER}" / "state.json") as f:
+            committed = sum(json.load(f)["counts"])
+        second = _run_until(flags, lambda line: "train-" in line and "done)" in line)
+        second_shards = _train_shards(killed)
+        third = subprocess.run([*COMMAND, *flags], check=False, capture_output=True, text=True, timeout=300, env=ENV)
+        reference.result()
+    return {"options": options, "killed": killed, "reference": tmp / "reference", "first": first,
+            "first_shards": first_shards, "committed": committed, "second": second, "second_shards": second_shards,
+            "third": third}
+
+
+def test_killed_while_encoding_resumes_from_its_last_commit(runs):
+    returncode, _ = runs["first"]
+    assert returncode == -signal.SIGKILL
+    assert not runs["first_shards"], "datagen wrote shards before it could be killed"
+    assert 0 < runs["committed"] < PAIRS
     # The rerun went on from the commit rather than starting over.
-    first = next(n for n in map(_encoded, rerun.stderr.splitlines()) if n)
-    assert first >= committed + 1_000, rerun.stderr
+    _, lines = runs["second"]
+    first = next(n for n in map(_encoded, lines) if n)
+    assert first >= runs["committed"] + 1_000, "".join(lines)
 
-    reference = tmp_path / "reference"
-    TranslateFiles(str(reference)).generate_data(None, log=lambda line: None, **options)
+
+def test_killed_after_a_shard_keeps_the_finished_shards(runs):
+    returncode, lines = runs["second"]
+    assert returncode == -signal.SIGKILL, "".join(lines)
+    assert 1 <= len(runs["second_shards"]) < SHARDS, "datagen finished before it could be killed"
+
+
+def test_killed_datagen_reruns_to_the_uninterrupted_output(runs):
+    third = runs["third"]
+    assert third.returncode == 0, third.stderr
+    assert f"train: {PAIRS:,} examples in {SHARDS} shards" in third.stdout
+    assert "dev: 200 examples in 1 shards" in third.stdout
+    # Only the shards the second run had not finished were written.
+    written = [line for line in third.stderr.splitlines() if "train-" in line and "done)" in line]
+    assert len(written) == SHARDS - len(runs["second_shards"]), third.stderr
+    killed, reference = runs["killed"], runs["reference"]
     assert sorted(os.listdir(killed)) == sorted(os.listdir(reference))
     for name in os.listdir(reference):
         assert (killed / name).read_bytes() == (reference / name).read_bytes(), name
 
 
-def test_train_shards_in_file_order_are_kept_but_not_finished_in_shuffled_order(tmp_path):
-    files = _files(tmp_path)
-    options = {**files, "vocab_size": 600, "num_shards": 2}
-    data_dir = tmp_path / "data"
-    TranslateFiles(str(data_dir)).generate_data(None, log=lambda line: None, **options)
+def test_train_shards_in_file_order_are_kept_but_not_finished_in_shuffled_order(runs, tmp_path):
+    options, data_dir = runs["options"], tmp_path / "data"
+    shutil.copytree(runs["reference"], data_dir)
     # What an earlier t2t-lite left: the same config without "train_order" (its shards were in file order).
     config = json.loads((data_dir / "problem_config.json").read_text())
     assert config.pop("train_order") == "shuffled"
@@ -83,7 +133,8 @@ def test_train_shards_in_file_order_are_kept_but_not_finished_in_shuffled_order(
     TranslateFiles(str(data_dir)).generate_data(None, log=lambda line: None, **options)  # complete: kept
     assert {p.name: p.stat().st_mtime_ns for p in data_dir.iterdir()} == stamps
 
-    (data_dir / "train-00001-of-00002.tfrecord").unlink()
+    shard = data_dir / f"train-00001-of-{SHARDS:05d}.tfrecord"
+    shard.unlink()
     with pytest.raises(UserError, match="train shards in file order.*new --data_dir"):
         TranslateFiles(str(data_dir)).generate_data(None, log=lambda line: None, **options)
-    assert not (data_dir / "train-00001-of-00002.tfrecord").exists()
+    assert not shard.exists()
