@@ -4,6 +4,7 @@ The updates are compared after one SGD step with learning rate 1, so the
 weights differ exactly by the gradients. Adam would hide errors of scale: its
 first step is about lr * sign(gradient) whatever the gradient's size.
 """
+import contextlib
 import json
 import os
 import subprocess
@@ -95,35 +96,43 @@ def mirrored_matches_one_device() -> dict:
         # 1 to 8 sentences of 3 to 17 tokens per replica, padding inside: 3 to ~130 target tokens each.
         "uneven": [random_batch(rng, 1 + i, 3 + 2 * i) for i in range(REPLICAS)],
     }
+    # Tracing the 8-replica step is most of this test's time, so one trace serves every case: its loss
+    # turns NaN on the replica nan_replica names, and no replica has that id (-1) until the last case.
+    nan_replica = tf.Variable(-1)
     result = {}
     for name, per_replica in cases.items():
         reference = weights_after_one_step(model, step, initial, [concatenate(per_replica)], one_device)
-        replicated = weights_after_one_step(mirrored_model, mirrored_step, initial, per_replica, mirrored)
+        with loss_is_nan_on(nan_replica):  # read when mirrored_step is traced, i.e. on its first call
+            replicated = weights_after_one_step(mirrored_model, mirrored_step, initial, per_replica, mirrored)
         result[name] = {
             "max_difference": max(float(np.max(np.abs(a - b))) for a, b in zip(reference, replicated)),
             "max_update": max(float(np.max(np.abs(a - b))) for a, b in zip(reference, initial)),
             "replica_tokens": replica_target_tokens(mirrored, per_replica),
         }
-    result["nan_on_one_replica"] = update_when_one_replica_has_a_nan_loss(mirrored, hparams, initial, cases["uneven"])
+    nan_replica.assign(3)
+    mirrored_model.set_weights(initial)
+    skipped = mirrored_step(iter(mirrored.distribute_datasets_from_function(
+        lambda context: dataset_of(cases["uneven"])))).skipped
+    moved = max(float(np.max(np.abs(w.numpy() - w0))) for w, w0 in zip(mirrored_model.trainable_variables, initial))
+    result["nan_on_one_replica"] = {"skipped": skipped, "max_update": moved}
     return result
 
 
-def update_when_one_replica_has_a_nan_loss(strategy, hparams, initial, per_replica) -> dict:
-    """Replica 3 gets a NaN loss; returns whether the step was skipped and how far the weights moved."""
+@contextlib.contextmanager
+def loss_is_nan_on(nan_replica: tf.Variable):
+    """While active, a newly traced TrainStep's loss sum is NaN on the replica whose id nan_replica holds."""
     finite_loss = steps.projected_smoothed_cross_entropy
 
-    def nan_on_replica_3(states, kernel, targets, label_smoothing):
+    def nan_on_one_replica(states, kernel, targets, label_smoothing):
         loss_sum, tokens = finite_loss(states, kernel, targets, label_smoothing)
         replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-        return tf.where(tf.equal(replica, 3), float("nan"), loss_sum), tokens
+        return tf.where(tf.equal(replica, nan_replica), float("nan"), loss_sum), tokens
 
-    steps.projected_smoothed_cross_entropy = nan_on_replica_3  # read when the new TrainStep is traced
-    model, step = sgd_train_step(strategy, hparams)
-    model.set_weights(initial)
-    result = step(iter(strategy.distribute_datasets_from_function(lambda context: dataset_of(per_replica))))
-    steps.projected_smoothed_cross_entropy = finite_loss
-    moved = max(float(np.max(np.abs(w.numpy() - w0))) for w, w0 in zip(model.trainable_variables, initial))
-    return {"skipped": result.skipped, "max_update": moved}
+    steps.projected_smoothed_cross_entropy = nan_on_one_replica
+    try:
+        yield
+    finally:
+        steps.projected_smoothed_cross_entropy = finite_loss
 
 
 @pytest.mark.slow
@@ -141,34 +150,45 @@ def test_mirrored_on_8_cpu_devices_gives_the_one_device_update_also_with_uneven_
     assert len(tokens) == REPLICAS and max(tokens) > 10 * min(tokens)
 
 
-def test_accumulating_k_micro_batches_gives_the_update_of_their_concatenation():
+@pytest.fixture(scope="module")
+def one_and_accumulated():
+    """One SGD update from 3 uneven micro-batches accumulated, and one from their concatenation.
+
+    Both tests below read it: tracing the two steps is what costs here. Returns the initial weights, the
+    weights after each update ("reference", "accumulated_weights"), each update's StepResult ("one",
+    "accumulated"), the micro-batches and the accumulating TrainStep.
+    """
     strategy = tf.distribute.get_strategy()
     hparams = tiny_hparams()
     rng = np.random.default_rng(1)
     micro = [random_batch(rng, 3, 5), random_batch(rng, 2, 9), random_batch(rng, 4, 4)]  # uneven token counts
     model, one_step = sgd_train_step(strategy, hparams)
     initial = model.get_weights()
-    reference = weights_after_one_step(model, one_step, initial, [concatenate(micro)], strategy)
-    accumulating_model, accumulating = sgd_train_step(strategy, hparams, accumulation_steps=3)
-    accumulated = weights_after_one_step(accumulating_model, accumulating, initial, micro, strategy)
-    for a, b in zip(reference, accumulated):
-        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
-    assert max(float(np.max(np.abs(a - s))) for a, s in zip(reference, initial)) > 1e-3
-    assert int(accumulating.optimizer.iterations.numpy()) == 1  # one update, one schedule step
-
-
-def test_accumulation_reports_loss_and_tokens_of_the_whole_step():
-    strategy = tf.distribute.get_strategy()
-    hparams = tiny_hparams()
-    rng = np.random.default_rng(2)
-    micro = [random_batch(rng, 2, 7), random_batch(rng, 5, 3)]
-    _, one_step = sgd_train_step(strategy, hparams)
     one = one_step(iter(dataset_of([concatenate(micro)])))
-    _, accumulating = sgd_train_step(strategy, hparams, accumulation_steps=2)
+    reference = [w.numpy() for w in model.trainable_variables]
+    accumulating_model, accumulating = sgd_train_step(strategy, hparams, accumulation_steps=3)
+    accumulating_model.set_weights(initial)
     accumulated = accumulating(iter(dataset_of(micro)))
-    assert one.tokens == accumulated.tokens == sum(np.count_nonzero(b["targets"]) for b in micro)
+    return {"initial": initial, "reference": reference, "one": one, "micro": micro, "accumulating": accumulating,
+            "accumulated_weights": [w.numpy() for w in accumulating_model.trainable_variables],
+            "accumulated": accumulated}
+
+
+def test_accumulating_k_micro_batches_gives_the_update_of_their_concatenation(one_and_accumulated):
+    run = one_and_accumulated
+    for a, b in zip(run["reference"], run["accumulated_weights"]):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+    assert max(float(np.max(np.abs(a - s))) for a, s in zip(run["reference"], run["initial"])) > 1e-3
+    assert int(run["accumulating"].optimizer.iterations.numpy()) == 1  # one update, one schedule step
+
+
+def test_accumulation_reports_loss_and_tokens_of_the_whole_step(one_and_accumulated):
+    one, accumulated = one_and_accumulated["one"], one_and_accumulated["accumulated"]
+    assert one.tokens == accumulated.tokens == sum(np.count_nonzero(b["targets"])
+                                                   for b in one_and_accumulated["micro"])
     np.testing.assert_allclose(one.loss, accumulated.loss, rtol=1e-6)
     assert one.stop is False and one.skipped is False
+    assert accumulated.stop is False and accumulated.skipped is False
 
 
 def test_auto_is_one_device_on_one_cpu_and_multi_worker_needs_tf_config(monkeypatch):
