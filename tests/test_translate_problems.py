@@ -28,6 +28,17 @@ def _files(*relpaths: str) -> str:
     return ",".join(str(require_shared(p)) for p in relpaths)
 
 
+def _head(directory, count: int, *relpaths: str) -> str:
+    """The first `count` lines of each shared file, written into directory: a corpus that encodes in seconds."""
+    paths = []
+    for relpath in relpaths:
+        with open(require_shared(relpath), encoding="utf-8", newline="\n") as f:
+            lines = [f.readline() for _ in range(count)]
+        paths.append(directory / os.path.basename(relpath))
+        paths[-1].write_text("".join(lines), encoding="utf-8", newline="\n")
+    return ",".join(map(str, paths))
+
+
 def _raw_pairs(files: str) -> list[tuple[str, str]]:
     """The files' line pairs, read independently of the code under test."""
     src, tgt = files.split(",")
@@ -51,7 +62,9 @@ def _decoded_pairs(problem, split: str) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def multi30k(tmp_path_factory):
-    files = {"train_files": _files("multi30k/raw/train.en", "multi30k/raw/train.de"),
+    # 3,000 of the 29,000 training pairs: byte fallback keeps the round trip exact with a vocabulary of fewer pairs.
+    files = {"train_files": _head(tmp_path_factory.mktemp("multi30k_raw"), 3000,
+                                  "multi30k/raw/train.en", "multi30k/raw/train.de"),
              "dev_files": _files("multi30k/raw/val.en", "multi30k/raw/val.de")}
     data_dir = str(tmp_path_factory.mktemp("multi30k"))
     config = TranslateFiles(data_dir).generate_data(None, vocab_size=1000, num_shards=3, **files, **QUIET)
@@ -138,9 +151,12 @@ def test_replaced_vocabulary_is_refused(multi30k, wmt_ende, tmp_path):
 @pytest.fixture(scope="module")
 def wmt_ende(tmp_path_factory):
     # newstest2012 stands in for the newstest2014 path a user supplies.
-    files = {"train_files": _files("wmt_ende_train_sample10k/src-train.txt", "wmt_ende_train_sample10k/tgt-train.txt"),
+    # 3,000 of the sample's 10,000 training pairs, 300 of newstest2012's 3,003.
+    raw = tmp_path_factory.mktemp("wmt_ende_raw")
+    files = {"train_files": _head(raw, 3000, "wmt_ende_train_sample10k/src-train.txt",
+                                  "wmt_ende_train_sample10k/tgt-train.txt"),
              "dev_files": _files("newstest2013/newstest2013.en", "newstest2013/newstest2013.de"),
-             "test_files": _files("newstest2012/newstest2012.en", "newstest2012/newstest2012.de")}
+             "test_files": _head(raw, 300, "newstest2012/newstest2012.en", "newstest2012/newstest2012.de")}
     data_dir = str(tmp_path_factory.mktemp("wmt_ende"))
     config = WmtEnde(data_dir).generate_data(None, vocab_size=2000, num_shards=2, **files, **QUIET)
     return data_dir, files, config
@@ -151,7 +167,7 @@ def test_wmt_ende_on_local_files(wmt_ende):
     problem = WmtEnde(data_dir)
     assert problem.splits == ("train", "dev", "test")
     assert config["vocab"]["model_type"] == "bpe" and problem.vocab_size == 2000
-    assert {s: c["examples"] for s, c in config["splits"].items()} == {"train": 10000, "dev": 3000, "test": 3003}
+    assert {s: c["examples"] for s, c in config["splits"].items()} == {"train": 3000, "dev": 3000, "test": 300}
     # newstest2013 German carries non-breaking spaces: they survive too.
     dev = _decoded_pairs(problem, "dev")
     assert sum("\u00a0" in tgt for _, tgt in dev) == 11
@@ -159,15 +175,18 @@ def test_wmt_ende_on_local_files(wmt_ende):
 
 
 def test_wmt_enfr_skips_and_counts_pairs_with_an_empty_side(tmp_path):
-    files = {"train_files": _files("europarl_fr_en_sample20k/europarl-v7.fr-en.sample20k.en",
-                                   "europarl_fr_en_sample20k/europarl-v7.fr-en.sample20k.fr"),
-             "dev_files": _files("newstest2013/newstest2013.en", "newstest2013/newstest2013.fr")}
-    problem = WmtEnfr(str(tmp_path))
-    config = problem.generate_data(None, vocab_size=1000, num_shards=2, max_vocab_sentences=4000, **files, **QUIET)
+    # The first 4,000 of the sample's 20,000 pairs, 13 of them with an empty side.
+    raw_dir = tmp_path / "raw"
+    raw_dir.mkdir()
+    files = {"train_files": _head(raw_dir, 4000, "europarl_fr_en_sample20k/europarl-v7.fr-en.sample20k.en",
+                                  "europarl_fr_en_sample20k/europarl-v7.fr-en.sample20k.fr"),
+             "dev_files": _head(raw_dir, 500, "newstest2013/newstest2013.en", "newstest2013/newstest2013.fr")}
+    problem = WmtEnfr(str(tmp_path / "data"))
+    config = problem.generate_data(None, vocab_size=1000, num_shards=2, max_vocab_sentences=1500, **files, **QUIET)
     raw = _raw_pairs(files["train_files"])
     usable = [(a, b) for a, b in raw if a.strip() and b.strip()]
-    assert len(raw) - len(usable) == 36
-    assert config["splits"]["train"] == {"examples": len(usable), "skipped_empty": 36, "num_shards": 2}
+    assert len(raw) - len(usable) == 13
+    assert config["splits"]["train"] == {"examples": len(usable), "skipped_empty": 13, "num_shards": 2}
     assert config["vocab"]["model_type"] == "unigram"
     assert collections.Counter(_decoded_pairs(problem, "train")) == collections.Counter(usable)
 
