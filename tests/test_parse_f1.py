@@ -41,6 +41,12 @@ def raw_sample_trees():
     return [t for path in sorted(mrg_dir.glob("wsj_*.mrg")) for t in read_mrg(path)]
 
 
+@pytest.fixture(scope="module")
+def stripped_sample_trees(raw_sample_trees):
+    """strip_tree of every sample tree, made once for the tests that score them."""
+    return [strip_tree(t) for t in raw_sample_trees]
+
+
 def test_gold_brackets_ignore_top_pos_and_punctuation():
     words, brackets = evalb_brackets(GOLD)
     assert words == ["The", "cat", "sat", "on", "the", "mat"]
@@ -171,23 +177,23 @@ def test_score_corpus_rejects_unequal_lengths():
         score_corpus([GOLD, GOLD], [GOLD])
 
 
-def test_gold_against_itself_is_100_on_sample(raw_sample_trees):
-    stripped = [strip_tree(t) for t in raw_sample_trees]
+def test_gold_against_itself_is_100_on_sample(stripped_sample_trees):
+    stripped = stripped_sample_trees
     counts = score_corpus(stripped, stripped)
     assert counts.errors == counts.skipped == 0
     assert counts.matched == counts.gold == counts.predicted > 10_000
     assert counts.f1 == 100.0
 
 
-def test_delinearized_gold_scores_100_on_sample(raw_sample_trees):
-    gold = [strip_tree(t) for t in raw_sample_trees]
+def test_delinearized_gold_scores_100_on_sample(stripped_sample_trees):
+    gold = stripped_sample_trees
     rebuilt = [delinearize(*linearize(t)) for t in gold]
     assert score_corpus(gold, rebuilt).f1 == 100.0
 
 
-def test_raw_and_stripped_trees_score_alike_on_sample(raw_sample_trees):
+def test_raw_and_stripped_trees_score_alike_on_sample(raw_sample_trees, stripped_sample_trees):
     # EVALB's zero-width and label-cutting rules reproduce strip_tree, except for
     # the PTB's undecided "ADVP|PRT", which strip_tree alone resolves to ADVP.
-    for raw in raw_sample_trees:
+    for raw, stripped in zip(raw_sample_trees, stripped_sample_trees):
         if "|" not in str(raw):
-            assert evalb_brackets(raw) == evalb_brackets(strip_tree(raw)), str(raw)
+            assert evalb_brackets(raw) == evalb_brackets(stripped), str(raw)
