@@ -27,6 +27,10 @@ flags.DEFINE_bool("generate_data", False, "First prepare --problem's data in --d
                   "(from the same flags: --train_files, --dev_files, --tmp_dir, ...), then train; data already "
                   "prepared with the same options is kept.")
 flags.DEFINE_integer("train_steps", None, "Total steps; defaults to the hparams set's train_steps.")
+flags.DEFINE_float("train_minutes", 0.0, "A time budget: stop once the run has trained this many minutes (counted "
+                   "across restarts, start-up excluded), saving, evaluating and averaging as at --train_steps, "
+                   "whichever comes first; with train.average_span the averaged checkpoints are spread over the "
+                   "budget's end. 0 = none.")
 flags.DEFINE_integer("eval_steps", 100, "Dev batches per evaluation; 0 = the whole dev split.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint and evaluate every this many steps.")
 flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints kept (the paper averages the last 5 or 20).")
@@ -160,7 +164,8 @@ def check_run_flags() -> None:
         value = getattr(FLAGS, name)
         if value is not None and value < 1:
             raise UserError(f"--{name} must be at least 1, got {value}")
-    for name, zero in (("eval_steps", "the whole dev split"), ("eval_bleu_sentences", "off"),
+    for name, zero in (("train_minutes", "no time budget"), ("eval_steps", "the whole dev split"),
+                       ("eval_bleu_sentences", "off"),
                        ("early_stopping_patience", "never stop early")):
         if (getattr(FLAGS, name) or 0) < 0:
             raise UserError(f"--{name} must be 0 ({zero}) or more, got {getattr(FLAGS, name)}")
@@ -209,7 +214,8 @@ def main(argv) -> None:
                     memory_probe=FLAGS.memory_probe, eval_bleu_sentences=FLAGS.eval_bleu_sentences,
                     best_checkpoint_metric=FLAGS.best_checkpoint_metric,
                     early_stopping_patience=FLAGS.early_stopping_patience,
-                    warm_start_from=FLAGS.warm_start_from, warm_start_optimizer=FLAGS.warm_start_optimizer)
+                    warm_start_from=FLAGS.warm_start_from, warm_start_optimizer=FLAGS.warm_start_optimizer,
+                    train_minutes=FLAGS.train_minutes)
     trainer = Trainer(problem, spec.hparams, run, strategy=strategy)
     trainer.train()
     if FLAGS.show_samples and chief:

@@ -80,6 +80,9 @@ class TrainHParams:
     train_steps: int = 100_000
     # Average this many final checkpoints after training (paper: 5 base, 20 big); 0 = off.
     average_last_checkpoints: int = 5
+    # 0: average the last regular checkpoints. s > 0: save those checkpoints at evenly spaced points of the
+    # last fraction s of the run (of --train_minutes if given, else of train_steps), so the average is of its end.
+    average_span: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,6 +188,8 @@ def validate(hparams: HParams) -> HParams:
             raise UserError(f"{name} must be positive, got {value}")
     if hparams.train.batch_size <= 0 or hparams.train.max_length <= 0:
         raise UserError("train.batch_size and train.max_length must be positive")
+    if not 0.0 <= hparams.train.average_span <= 1.0:
+        raise UserError(f"train.average_span is a fraction of the run, 0 to 1; got {hparams.train.average_span}")
     if hparams.train.accumulation_steps < 1:
         raise UserError(f"train.accumulation_steps must be at least 1, got {hparams.train.accumulation_steps}")
     return hparams

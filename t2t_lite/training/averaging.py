@@ -56,7 +56,7 @@ def checkpoints_to_average(output_dir: str, last_n: int) -> list[str]:
 
 
 def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | None = None,
-                        log: Callable[[str], None] = print) -> str:
+                        log: Callable[[str], None] = print, checkpoint_dir: str | None = None) -> str:
     """Averages the model weights of the newest last_n checkpoints of output_dir into a new checkpoint.
 
     Args:
@@ -66,6 +66,8 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
       destination_dir: where the result goes; default <output_dir>/averaged.
         A previous result there is replaced; any other non-empty directory is refused.
       log: receives one line naming the averaged checkpoints and one naming the result.
+      checkpoint_dir: where the checkpoints to average are listed, if not output_dir itself
+        (the trainer's <output_dir>/average_sources, averaging_schedule.py).
     Returns:
       The new checkpoint's prefix, <destination_dir>/ckpt-<step of the newest averaged>,
       loadable with tf.train.Checkpoint(model=model).restore(prefix).
@@ -75,14 +77,15 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
       RuntimeError: the model holds weights that tf.train.Checkpoint cannot
         reach, so no checkpoint has them (a bug in the model, not the run).
     """
-    paths = checkpoints_to_average(output_dir, last_n)
+    paths = checkpoints_to_average(checkpoint_dir or output_dir, last_n)
     spec = load_spec(output_dir)
     if spec is None:
         raise UserError(f"no {HPARAMS_FILE} in {output_dir!r}: it is not a t2t-lite run directory")
     destination = destination_dir or os.path.join(output_dir, AVERAGED_SUBDIR)
     _check_replaceable(destination, output_dir)
     shortfall = f" (asked for {last_n}, only {len(paths)} present)" if len(paths) < last_n else ""
-    log(f"averaging {len(paths)} checkpoints{shortfall}: {', '.join(os.path.basename(p) for p in paths)}")
+    where = f" of {checkpoint_dir}" if checkpoint_dir else ""
+    log(f"averaging {len(paths)} checkpoints{where}{shortfall}: {', '.join(os.path.basename(p) for p in paths)}")
     model = build_model(spec.hparams)
     _check_all_weights_checkpointed(model)
     for weight, mean in zip(_float_weights(model), _mean_weights(model, paths)):
@@ -92,17 +95,19 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
     return result
 
 
-def average_after_training(output_dir: str, last_n: int, log: Callable[[str], None] = print) -> str | None:
+def average_after_training(output_dir: str, last_n: int, log: Callable[[str], None] = print,
+                           checkpoint_dir: str | None = None) -> str | None:
     """What the trainer runs once training ends: average into <output_dir>/averaged, unless last_n is 0.
 
     Args:
       output_dir: the run directory.
       last_n: hparams.train.average_last_checkpoints; 0 turns averaging off.
       log: as for average_checkpoints.
+      checkpoint_dir: as for average_checkpoints.
     Returns:
       The averaged checkpoint's prefix, or None when last_n is 0.
     """
-    return average_checkpoints(output_dir, last_n, log=log) if last_n > 0 else None
+    return average_checkpoints(output_dir, last_n, log=log, checkpoint_dir=checkpoint_dir) if last_n > 0 else None
 
 
 def _float_weights(model: keras.Model) -> list:
@@ -155,6 +160,8 @@ def _save_atomically(model: keras.Model, spec: RunSpec, output_dir: str, sources
                      destination: str) -> str:
     """Writes model, hparams.json and provenance into a temporary directory, then renames it to destination."""
     step = int(sources[-1].rsplit("-", 1)[1])  # the trainer names checkpoints ckpt-<step>
-    provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": [os.path.basename(p) for p in sources]}
+    # Relative to output_dir: "ckpt-900", or "average_sources/ckpt-980" for the end-of-run sources.
+    names = [os.path.relpath(os.path.abspath(p), os.path.abspath(output_dir)) for p in sources]
+    provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": names}
     return write_model_dir(model, destination, step, {HPARAMS_FILE: spec_json(spec),
                                                       PROVENANCE_FILE: json.dumps(provenance, indent=2) + "\n"})

@@ -4,6 +4,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 
 import keras
 import tensorflow as tf
@@ -16,16 +17,20 @@ from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
 from t2t_lite.training import distribution
 from t2t_lite.training.averaging import average_after_training
+from t2t_lite.training.averaging_schedule import (SOURCES_SUBDIR, AveragingSchedule, averaging_points,
+                                                  averaging_steps, sources_manager)
 from t2t_lite.training.best_checkpoint import METRIC_CHOICES, BestCheckpoint, save_model_weights_as_best
 from t2t_lite.training.dev_score import DevScore, DevScorer
 from t2t_lite.training.progress import Progress
+from t2t_lite.training.progress import clock as hms
 from t2t_lite.training.signals import stop_on_signals
 from t2t_lite.training.steps import TrainStep, make_eval_step, make_optimizer
+from t2t_lite.training.time_budget import TrainingClock
 from t2t_lite.training.warm_start import warm_start
 
 SHUFFLE_BUFFER = 10_000
-# Restored from every checkpoint. The other entries, "data" (the iterator's position) and
-# "loss_scale" (float16), are restored when the checkpoint has them and this run uses them.
+# Restored from every checkpoint. The other entries, "data" (the iterator's position), "loss_scale"
+# (float16) and "clock" (seconds trained), are restored when the checkpoint has them and this run uses them.
 REQUIRED_STATE = ("model", "optimizer")
 
 
@@ -70,6 +75,9 @@ class RunConfig:
     warm_start_from: str | None = None
     # With warm_start_from, also take the source's Adam moments (the step and schedule restart either way).
     warm_start_optimizer: bool = False
+    # Stop, save and average (as at train_steps) once the run has trained this long (time_budget.py: counted
+    # across restarts, start-up excluded); whichever of this and train_steps comes first ends it. 0 = no budget.
+    train_minutes: float = 0.0
 
     @property
     def tracked_metric(self) -> str:
@@ -132,10 +140,11 @@ class Trainer:
       run: RunConfig.
       log: where progress lines go.
       strategy: from distribution.make_strategy; default TensorFlow's default (one device).
+      clock: the monotonic clock the time budget is counted with (tests pass their own).
     """
 
     def __init__(self, problem: Problem, hparams: HParams, run: RunConfig, log=print,
-                 strategy: tf.distribute.Strategy | None = None):
+                 strategy: tf.distribute.Strategy | None = None, clock: Callable[[], float] = time.monotonic):
         if run.eval_bleu_sentences is None:
             run = dataclasses.replace(run, eval_bleu_sentences=problem.dev_metric_sentences)
         if run.best_checkpoint_metric not in (None, *METRIC_CHOICES):
@@ -144,11 +153,18 @@ class Trainer:
         if run.tracked_metric == "bleu" and run.eval_bleu_sentences < 1:
             raise UserError("the best checkpoint can be chosen on the dev metric only when it is computed: "
                             "set --eval_bleu_sentences=N (N > 0), or --best_checkpoint_metric=loss")
+        if run.train_minutes < 0:
+            raise UserError(f"--train_minutes must be 0 (no time budget) or more, got {run.train_minutes}")
+        if run.train_minutes and distribution.cluster_tasks() > 1:
+            # Each worker's clock would end its run at a different step.
+            raise UserError("--train_minutes works in one process; give a multi-worker run --train_steps instead")
         self.problem, self.hparams, self.run, self.log = problem, hparams, run, log
         self.strategy = strategy or tf.distribute.get_strategy()
         self.is_chief = distribution.is_chief(self.strategy)
         self._saved_step = None  # the step this process last saved or restored
         self.skipped_steps, self._skipped_in_a_row = 0, 0  # updates skipped for non-finite values
+        self.clock = TrainingClock(clock)
+        self._averaging, self._sources, self._source_step = None, None, None  # set up by train()
         keras.utils.set_random_seed(run.random_seed)
         self._build_model_and_steps()
         # TensorFlow 2.21 checkpoints a tf.data iterator but not a distributed one.
@@ -188,7 +204,7 @@ class Trainer:
 
     def _checkpointed_state(self) -> dict:
         """What a checkpoint holds: REQUIRED_STATE, plus "data" and "loss_scale" when this run has them."""
-        state = {"model": self.model, "optimizer": self.optimizer}
+        state = {"model": self.model, "optimizer": self.optimizer, "clock": self.clock.variable}
         if self._data_checkpointed:
             # The data iterator is checkpointed with the model so a resumed run
             # sees exactly the batches an uninterrupted one would have.
@@ -263,17 +279,28 @@ class Trainer:
         ends as if it had reached train_steps. When training ends, the chief
         averages the last hparams.train.average_last_checkpoints checkpoints
         into output_dir/averaged/ and says whether they beat the best checkpoint.
+        With hparams.train.average_span > 0 those are saved at the end of the run
+        (averaging_schedule.py). With run.train_minutes the run also ends, as at
+        train_steps, once it has trained that long.
         """
         self.restore_latest()
         start_step = self.step
         if self.best.should_stop:
             self.log(self._early_stopping_line() + " (in an earlier run); raise --early_stopping_patience to go on")
             return
+        if self._budget_spent():
+            self.log(f"the time budget of {self.run.train_minutes:g} minutes was spent by an earlier run "
+                     f"(step {self.step}); raise --train_minutes to go on")
+            return
+        self._set_up_averaging()
         try:
             if self.run.memory_probe and self.step < self.run.train_steps:
                 self.probe_memory()
             with stop_on_signals() as stop:
                 if self._train_until_done(stop):
+                    if self._averaging is not None and self._averaging.due(self._averaging_position()):
+                        # The step a stop vote came with can cross a point; a resumed run counts it as passed.
+                        self._save_averaging_source()
                     self.save()
                     if not self._stopping_early:
                         self.log(f"{stop.signal_name or 'stop request from another worker'} received: "
@@ -284,10 +311,14 @@ class Trainer:
                 shutil.rmtree(self._save_dir, ignore_errors=True)
         if self._stopping_early:
             self.log(self._early_stopping_line())
+        elif self._budget_spent():
+            self.log(f"time budget of {self.run.train_minutes:g} minutes spent at step {self.step}")
+        if self.step > start_step and self._sources is not None:
+            self._save_averaging_source()  # the end of training is always the last one averaged
         if self.step > start_step and self.is_chief:
             # The paper decodes from the average of the last checkpoints (6.1); do it once, when training ends.
             averaged = average_after_training(self.run.output_dir, self.hparams.train.average_last_checkpoints,
-                                              self.log)
+                                              self.log, checkpoint_dir=self._sources and self._sources.directory)
             if averaged and self.best.state.best_step is not None:
                 self._compare_averaged_with_best(averaged)
 
@@ -295,7 +326,8 @@ class Trainer:
         """Steps to run.train_steps (returns False) or until any worker is asked to stop (returns True)."""
         progress = Progress(first_step=self.step, last_step=self.run.train_steps)
         stop_requested = False
-        while self.step < self.run.train_steps:
+        self.clock.start()
+        while self.step < self.run.train_steps and not self._budget_spent():
             result = self._train_step(self.train_iterator, stop.requested or stop_requested)
             if result.stop:
                 return True
@@ -307,7 +339,10 @@ class Trainer:
             if self.step % self.run.log_every_steps == 0:
                 self._log_progress(progress)
                 progress.restart_window()
-            if self.step % self.run.save_checkpoints_steps == 0 or self.step == self.run.train_steps:
+            if self._averaging is not None and self._averaging.due(self._averaging_position()):
+                self._save_averaging_source()
+            if (self.step % self.run.save_checkpoints_steps == 0 or self.step == self.run.train_steps
+                    or self._budget_spent()):
                 self.save()
                 if self.is_chief:
                     self._track_best(self.evaluate())
@@ -319,6 +354,37 @@ class Trainer:
                     # The other workers learn it from the stop vote of the next step, which they all take.
                     stop_requested = True
         return False
+
+    def _budget_spent(self) -> bool:
+        return self.run.train_minutes > 0 and self.clock.seconds() >= self.run.train_minutes * 60
+
+    def _averaging_position(self) -> float:
+        """Where the run is on the averaging schedule: seconds trained under a time budget, else steps."""
+        return self.clock.seconds() if self.run.train_minutes else self.step
+
+    def _set_up_averaging(self) -> None:
+        """With train.average_span > 0, the points of the run's end to save checkpoints for averaging at."""
+        t = self.hparams.train
+        if t.average_span <= 0 or t.average_last_checkpoints <= 0:
+            return
+        if self.run.train_minutes:
+            points = averaging_points(self.run.train_minutes * 60, t.average_span, t.average_last_checkpoints)
+            where = ", ".join(hms(p) for p in points) + " of training"
+        else:
+            points = averaging_steps(self.run.train_steps, t.average_span, t.average_last_checkpoints)
+            where = "steps " + ", ".join(str(p) for p in points)
+        self._averaging = AveragingSchedule(points, self._averaging_position())
+        self._sources = sources_manager(tf.train.Checkpoint(model=self.model),
+                                        os.path.join(self._save_dir, SOURCES_SUBDIR),
+                                        t.average_last_checkpoints, self.step)
+        self.log(f"checkpoints for averaging at {where} (the last {t.average_span:g} of the run), "
+                 f"kept in {self._sources.directory}")
+
+    def _save_averaging_source(self) -> None:
+        """Saves the model's weights at this step as one of the checkpoints to average, once per step."""
+        if self._source_step != self.step:
+            self._source_step = self.step
+            self._sources.save(checkpoint_number=self.step)
 
     def _count_skipped_step(self, loss: float) -> None:
         """Logs an update skipped for a non-finite loss or gradient; stops the run after too many in a row.
@@ -369,6 +435,7 @@ class Trainer:
         if self._saved_step == self.step:
             return self.manager.latest_checkpoint
         self._saved_step = self.step
+        self.clock.record()
         return self.manager.save(checkpoint_number=self.step)
 
     def evaluate(self) -> EvalResult:
@@ -445,9 +512,14 @@ class Trainer:
             tf.summary.scalar("loss", progress.mean_loss)
             tf.summary.scalar("learning_rate", learning_rate)
             tf.summary.scalar("target_tokens_per_second", tokens_per_second)
+        if self.run.train_minutes:
+            seconds, budget = self.clock.seconds(), self.run.train_minutes * 60
+            times = f"trained {hms(seconds)}  remaining ~{hms(max(budget - seconds, 0.0))} of the time budget"
+        else:
+            times = progress.times(self.step)
         self.log(f"step {self.step}/{self.run.train_steps}  loss {progress.mean_loss:.4f} "
                  f"(mean of {progress.steps} steps)  lr {learning_rate:.3e}  "
-                 f"target tokens/s {tokens_per_second:,.0f}  {progress.times(self.step)}")
+                 f"target tokens/s {tokens_per_second:,.0f}  {times}")
 
 
 def _saved_entries(checkpoint_path: str) -> set[str]:

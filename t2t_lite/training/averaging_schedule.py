@@ -1,0 +1,82 @@
+"""Checkpoints for averaging taken at the end of training, not wherever the regular saves happen to fall.
+
+With train.average_span = s > 0, the trainer saves the model's weights at `average_last_checkpoints`
+evenly spaced points of the last fraction s of the run (of the time budget when there is one, else of
+train_steps), the last at its end, into <output_dir>/average_sources/, and averages those. They live
+beside, not among, the regular checkpoints, so keep_checkpoint_max never deletes them; that directory's
+own manager keeps the newest `average_last_checkpoints`.
+"""
+import math
+import os
+
+import tensorflow as tf
+
+SOURCES_SUBDIR = "average_sources"
+
+
+def averaging_points(end: float, span: float, count: int) -> list[float]:
+    """`count` evenly spaced points ending at `end`, covering the last `span` fraction of [0, end].
+
+    Each point stands for the span / count of training before it, so together they cover the span:
+    end=1000, span=0.1, count=5 -> [920, 940, 960, 980, 1000].
+    """
+    width = end * span
+    return [end - width * k / count for k in reversed(range(count))]
+
+
+def averaging_steps(train_steps: int, span: float, count: int) -> list[int]:
+    """averaging_points over steps, rounded up to whole steps (at least 1), without repeats."""
+    return sorted({max(1, math.ceil(p - 1e-9)) for p in averaging_points(train_steps, span, count)})
+
+
+class AveragingSchedule:
+    """Says after which steps to save a checkpoint for averaging.
+
+    Args:
+      points: ascending points, in steps or in trained seconds.
+      position: where training is now (a resumed run is past some points already; they were saved then).
+    """
+
+    def __init__(self, points: list[float], position: float):
+        self.points = list(points)
+        self._next = sum(1 for p in self.points if p <= position)
+
+    def due(self, position: float) -> bool:
+        """True once per crossing: when `position` has reached the next point (several at once count once)."""
+        crossed = False
+        while self._next < len(self.points) and position >= self.points[self._next]:
+            self._next, crossed = self._next + 1, True
+        return crossed
+
+
+def sources_manager(checkpoint: tf.train.Checkpoint, directory: str, count: int,
+                    current_step: int) -> tf.train.CheckpointManager:
+    """The manager of the averaging sources in `directory`, keeping the newest `count`.
+
+    Sources newer than current_step were saved by a process that died before its next regular
+    checkpoint; the resumed run retrains those steps (and, under a time budget, may cross the points at
+    other steps), so they are dropped rather than averaged with the new ones.
+    """
+    state = tf.train.get_checkpoint_state(directory)
+    if state is not None:
+        paths = list(state.all_model_checkpoint_paths)
+        kept = [p for p in paths if _step(p) <= current_step]
+        if kept != paths:
+            for path in paths:
+                if path not in kept:
+                    for name in tf.io.gfile.glob(path + ".*"):
+                        tf.io.gfile.remove(name)
+            if kept:
+                # The manager takes over only the paths whose timestamps it finds.
+                times = dict(zip(paths, state.all_model_checkpoint_timestamps))
+                tf.compat.v1.train.update_checkpoint_state(
+                    directory, kept[-1], all_model_checkpoint_paths=kept,
+                    all_model_checkpoint_timestamps=[times[p] for p in kept],
+                    last_preserved_timestamp=state.last_preserved_timestamp)
+            else:
+                tf.io.gfile.remove(os.path.join(directory, "checkpoint"))
+    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=count, checkpoint_name="ckpt")
+
+
+def _step(checkpoint_path: str) -> int:
+    return int(checkpoint_path.rsplit("-", 1)[1])  # the trainer names checkpoints ckpt-<step>

@@ -1,0 +1,168 @@
+"""The training time budget (--train_minutes) and checkpoints for averaging taken at the end of the run.
+
+The trainer's clock is injected: each step takes exactly SECONDS_PER_STEP, so the stop and the points
+of the schedule fall on known steps.
+"""
+import json
+import os
+import signal
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import t2t_lite.hparams  # noqa: F401
+import t2t_lite.problems  # noqa: F401
+from t2t_lite import config
+from t2t_lite.errors import UserError
+from t2t_lite.models import build_model
+from t2t_lite.registry import hparams_sets, problems
+from t2t_lite.run import RunSpec, save_spec
+from t2t_lite.training import run_dir
+from t2t_lite.training.averaging_schedule import (AveragingSchedule, averaging_points, averaging_steps,
+                                                  sources_manager)
+from t2t_lite.training.time_budget import TrainingClock
+from t2t_lite.training.trainer import RunConfig, Trainer
+
+TINY = "vocab_size=12,d_model=32,d_ff=64,num_heads=4,dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=256"
+SECONDS_PER_STEP = 10.0
+
+
+def make_trainer(output_dir, train_steps, log=lambda line: None, span=0.5, average_last=3, **run_options):
+    problem = problems.get("algorithmic_reverse")()
+    overrides = f"{TINY},average_last_checkpoints={average_last},average_span={span}"
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), overrides)
+    run_dir.ensure_writable(str(output_dir))
+    save_spec(str(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", overrides, hparams))
+    options = dict(eval_steps=1, save_checkpoints_steps=4, keep_checkpoint_max=1, log_every_steps=1,
+                   random_seed=7, memory_probe=False, eval_bleu_sentences=0)
+    options.update(run_options)
+    run = RunConfig(output_dir=str(output_dir), train_steps=train_steps, **options)
+    box = {}
+    # Time advances only with steps: evaluation and saving take no time on this clock.
+    trainer = Trainer(problem, hparams, run, log=log, clock=lambda: box["trainer"].step * SECONDS_PER_STEP)
+    box["trainer"] = trainer
+    return trainer
+
+
+def model_weights(hparams, path):
+    model = build_model(hparams)
+    tf.train.Checkpoint(model=model).restore(str(path)).expect_partial()
+    return [w.numpy() for w in model.weights if keras.backend.is_float_dtype(w.dtype)]
+
+
+def test_averaging_points_cover_the_last_span_and_end_at_the_end():
+    assert averaging_points(1000.0, 0.1, 5) == pytest.approx([920, 940, 960, 980, 1000])
+    assert averaging_points(60.0, 1.0, 1) == [60.0]
+    # Steps round up and never repeat: 1620 steps, the last 10%, 5 checkpoints.
+    assert averaging_steps(1620, 0.1, 5) == [1491, 1523, 1556, 1588, 1620]
+    assert averaging_steps(4, 0.1, 5) == [4]
+
+
+def test_schedule_is_due_once_per_crossing_and_skips_points_already_passed():
+    schedule = AveragingSchedule([40.0, 50.0, 60.0], position=0.0)
+    assert [schedule.due(t) for t in (35, 40, 45, 49.9, 61)] == [False, True, False, False, True]
+    assert not schedule.due(70)  # both later points were crossed by one step: one save
+    resumed = AveragingSchedule([40.0, 50.0, 60.0], position=50.0)
+    assert [resumed.due(t) for t in (55, 60)] == [False, True]
+
+
+def test_training_clock_adds_this_process_seconds_to_the_restored_ones():
+    now = [100.0]
+    training_clock = TrainingClock(lambda: now[0])
+    training_clock.variable.assign(30.0)  # as restored from a checkpoint
+    training_clock.start()
+    now[0] = 112.5
+    assert training_clock.seconds() == 42.5
+    training_clock.record()
+    assert float(training_clock.variable.numpy()) == 42.5
+
+
+@pytest.fixture(scope="module")
+def budgeted_run(tmp_path_factory):
+    """A run of 1 minute at 10 s a step, keeping one regular checkpoint: (trainer, output_dir, log lines)."""
+    output_dir, lines = tmp_path_factory.mktemp("budgeted"), []
+    trainer = make_trainer(output_dir, train_steps=1000, log=lines.append, train_minutes=1.0)
+    trainer.train()
+    return trainer, output_dir, lines
+
+
+def test_budget_stops_saves_and_averages_the_end_whatever_keep_checkpoint_max(budgeted_run):
+    trainer, run, lines = budgeted_run
+    # 60 s at 10 s a step: the budget is spent at step 6, the last 50% of it is 30-60 s, so
+    # the three averaged checkpoints are those of 40, 50 and 60 s: steps 4, 5 and 6.
+    assert trainer.step == 6
+    assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-6")
+    assert any("time budget of 1 minutes spent at step 6" in line for line in lines)
+    assert any("remaining ~0:00:50 of the time budget" in line for line in lines)
+    # keep_checkpoint_max=1 left one regular checkpoint; the averaging sources are all there.
+    assert tf.train.get_checkpoint_state(str(run)).all_model_checkpoint_paths == [str(run / "ckpt-6")]
+    provenance = json.loads((run / "averaged" / "averaged.json").read_text())
+    assert provenance["checkpoints"] == [f"average_sources/ckpt-{s}" for s in (4, 5, 6)]
+    sources = [model_weights(trainer.hparams, run / "average_sources" / f"ckpt-{s}") for s in (4, 5, 6)]
+    averaged = model_weights(trainer.hparams, run / "averaged" / "ckpt-6")
+    for mean, *values in zip(averaged, *sources):
+        np.testing.assert_allclose(mean, np.mean(values, axis=0), rtol=1e-5, atol=1e-7)
+    assert not np.allclose(sources[0][0], sources[2][0])  # the sources differ, so the mean is a real test
+
+
+def test_interrupted_budgeted_run_resumes_to_the_same_step_weights_and_average(budgeted_run, tmp_path):
+    straight, straight_dir, _ = budgeted_run
+
+    def interrupt_at_step_4(line):
+        if line.startswith("step 4/"):
+            os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C would; the trainer saves and returns
+
+    first = make_trainer(tmp_path, train_steps=1000, log=interrupt_at_step_4, train_minutes=1.0)
+    first.train()
+    assert 4 <= first.step < 6
+    assert not (tmp_path / "averaged").exists()
+    lines = []
+    second = make_trainer(tmp_path, train_steps=1000, log=lines.append, train_minutes=1.0)
+    second.train()
+    assert any("resumed from" in line and f"step {first.step}" in line for line in lines)
+    # The seconds trained came back with the checkpoint: the budget ends at the same step.
+    assert second.step == straight.step == 6
+    assert second.clock.seconds() == straight.clock.seconds() == 60.0
+    for a, b in zip(straight.model.weights, second.model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    names = json.loads((tmp_path / "averaged" / "averaged.json").read_text())["checkpoints"]
+    assert names == [f"average_sources/ckpt-{s}" for s in (4, 5, 6)]
+    for a, b in zip(model_weights(straight.hparams, straight_dir / "averaged" / "ckpt-6"),
+                    model_weights(straight.hparams, tmp_path / "averaged" / "ckpt-6")):
+        np.testing.assert_array_equal(a, b)
+    # A rerun finds the budget spent and trains nothing.
+    rerun_lines = []
+    rerun = make_trainer(tmp_path, train_steps=1000, log=rerun_lines.append, train_minutes=1.0)
+    rerun.train()
+    assert rerun.step == 6 and any("was spent by an earlier run" in line for line in rerun_lines)
+
+
+def test_without_a_budget_the_span_is_a_fraction_of_train_steps(tmp_path):
+    trainer = make_trainer(tmp_path, train_steps=10, span=0.3)
+    trainer.train()
+    provenance = json.loads((tmp_path / "averaged" / "averaged.json").read_text())
+    assert provenance["checkpoints"] == [f"average_sources/ckpt-{s}" for s in (8, 9, 10)]
+
+
+def test_sources_newer_than_the_resumed_step_are_dropped(tmp_path):
+    variable = tf.Variable(1.0)
+    checkpoint = tf.train.Checkpoint(v=variable)
+    manager = tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=5, checkpoint_name="ckpt")
+    for step in (2, 4, 6):
+        manager.save(checkpoint_number=step)
+    # A process died after saving the step-6 source but before its next regular checkpoint (step 4).
+    resumed = sources_manager(checkpoint, str(tmp_path), 5, current_step=4)
+    assert [os.path.basename(p) for p in resumed.checkpoints] == ["ckpt-2", "ckpt-4"]
+    assert not tf.io.gfile.glob(str(tmp_path / "ckpt-6.*"))
+    # Resumed before every source: none is left, nor the state file naming them.
+    assert sources_manager(checkpoint, str(tmp_path), 5, current_step=0).checkpoints == []
+    assert not tf.io.gfile.exists(str(tmp_path / "checkpoint"))
+
+
+def test_average_span_outside_0_to_1_and_a_negative_budget_are_user_errors(tmp_path):
+    with pytest.raises(UserError, match="average_span"):
+        config.apply_overrides(hparams_sets.get("transformer_tiny")(), "average_span=1.5")
+    with pytest.raises(UserError, match="--train_minutes"):
+        make_trainer(tmp_path, train_steps=10, train_minutes=-1.0)
