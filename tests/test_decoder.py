@@ -1,9 +1,9 @@
 """Decoding a file with a trained run: batch independence, order, empty lines, bad input."""
 import dataclasses
 import glob
+import io
+import os
 import shutil
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -12,7 +12,7 @@ import pytest
 import t2t_lite.hparams  # noqa: F401
 import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
-from t2t_lite.decoding.decode_lines import decode_lines
+from t2t_lite.decoding.decode_lines import DecodeFileRequest, decode_file, decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.errors import UserError
 from t2t_lite.layers import attention
@@ -20,6 +20,7 @@ from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.run import RunRequest, RunSpec, open_run, save_spec
 
+from cli_helpers import run_tools
 from trained_runs import REVERSE_TINY as TINY
 
 
@@ -27,12 +28,6 @@ from trained_runs import REVERSE_TINY as TINY
 def run(reverse_run):
     """A briefly trained algorithmic_reverse run directory (shared, read-only)."""
     return reverse_run
-
-
-def decoder_cli(*flags):
-    result = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decoder", *flags],
-                            capture_output=True, text=True, timeout=300)
-    return result.returncode, result.stdout, result.stderr
 
 
 def test_every_sentence_decodes_the_same_alone_and_in_a_batch_of_32():
@@ -99,45 +94,8 @@ def test_every_beam_score_equals_rescoring_its_hypothesis_with_the_full_pass(set
                for b in range(3))
 
 
-def test_decoder_cli_keeps_input_order_and_empty_lines(run, tmp_path):
-    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
-    source.write_text("0123456\n\n98\n5550011\n   \n1\n")
-    code, _, err = decoder_cli(f"--output_dir={run}", f"--decode_from_file={source}", f"--decode_to_file={output}",
-                               "--batch_size=2", "--parallel_batches=2")
-    assert code == 0, err
-    outputs = output.read_text().split("\n")[:-1]
-    assert len(outputs) == 6 and outputs[1] == "" and outputs[4] == ""
-    # Each output equals decoding that line on its own (order restored after length sorting).
-    for line, out in zip(source.read_text().split("\n"), outputs):
-        if line.strip():
-            alone = tmp_path / "one.txt"
-            alone.write_text(line + "\n")
-            code, stdout, _ = decoder_cli(f"--output_dir={run}", f"--decode_from_file={alone}")
-            assert stdout == out + "\n"
-            break  # one spot check keeps the test fast; batch independence is tested above
-
-
-def test_decoder_cli_decodes_in_bfloat16_as_the_library_does(run, tmp_path):
-    source = tmp_path / "in.txt"
-    source.write_text("0123456\n98\n5550011\n")
-    code, stdout, err = decoder_cli(f"--output_dir={run}", f"--decode_from_file={source}",
-                                    "--mixed_precision=mixed_bfloat16")
-    assert code == 0 and "mixed_bfloat16" in err, err
-    opened = open_run(RunRequest(output_dir=run, mixed_precision="mixed_bfloat16"))
-    decoder = Decoder(opened.model, opened.decode_hparams)
-    expected = decode_lines(opened.problem, decoder, source.read_text().split("\n")[:-1],
-                            opened.decode_hparams.batch_size)
-    assert stdout == "".join(hyps[0].text + "\n" for hyps in expected)
-
-
-def test_decoder_cli_prints_bleu_with_reference(run, tmp_path):
-    source, reference = tmp_path / "in.txt", tmp_path / "ref.txt"
-    source.write_text("0123\n4567\n")
-    reference.write_text("3210\n7654\n")
-    code, stdout, err = decoder_cli(f"--output_dir={run}", f"--decode_from_file={source}",
-                                    f"--decode_reference={reference}")
-    assert code == 0, err
-    assert "tok:13a" in stdout and "tok:intl" in stdout
+ORDER_INPUT = "0123456\n\n98\n5550011\n   \n1\n"
+BF16_INPUT = "0123456\n98\n5550011\n"
 
 
 def _bad_utf8(tmp_path):
@@ -146,31 +104,108 @@ def _bad_utf8(tmp_path):
     return path
 
 
+# Refusals the decoder's flags make (absl) and one the library makes, each shown from the command line:
+# exit code 2, one line, no traceback, no output file. The library's other refusals are tested in-process below.
+CLI_REFUSALS = {
+    "invalid_utf8": "line 2 is not valid UTF-8",
+    "zero_parallel_batches": "--parallel_batches=0: 0 is not a positive integer",
+    "unknown_precision": "--mixed_precision=float8: value should be one of <none|mixed_bfloat16|mixed_float16>",
+}
+
+
+@pytest.fixture(scope="module")
+def cli(run, tmp_path_factory):
+    """Every t2t-lite-decoder command of this module, run together (each pays TensorFlow's start-up)."""
+    tmp = tmp_path_factory.mktemp("decoder_cli")
+    (tmp / "order.txt").write_text(ORDER_INPUT)
+    (tmp / "bf16.txt").write_text(BF16_INPUT)
+    good = tmp / "good.txt"
+    good.write_text("0123\n")
+    refusals = {
+        "invalid_utf8": [f"--decode_from_file={_bad_utf8(tmp)}"],
+        "zero_parallel_batches": [f"--decode_from_file={good}", "--parallel_batches=0"],
+        "unknown_precision": [f"--decode_from_file={good}", "--mixed_precision=float8"],
+    }
+    for name in refusals:
+        (tmp / name).mkdir()
+    commands = {
+        "order": ("decoder", [f"--output_dir={run}", f"--decode_from_file={tmp / 'order.txt'}",
+                              f"--decode_to_file={tmp / 'order.out'}", "--batch_size=2", "--parallel_batches=2"]),
+        "bf16": ("decoder", [f"--output_dir={run}", f"--decode_from_file={tmp / 'bf16.txt'}",
+                             "--mixed_precision=mixed_bfloat16"]),
+        **{name: ("decoder", [f"--output_dir={run}", *flags, f"--decode_to_file={tmp / name / 'out.txt'}"])
+           for name, flags in refusals.items()},
+    }
+    return tmp, run_tools(commands, max_running=3)
+
+
+def test_decoder_cli_keeps_input_order_and_empty_lines(run, cli):
+    tmp, results = cli
+    assert results["order"].returncode == 0, results["order"].stderr
+    outputs = (tmp / "order.out").read_text().split("\n")[:-1]
+    assert len(outputs) == 6 and outputs[1] == "" and outputs[4] == ""
+    # Each output equals decoding that line on its own (order restored after length sorting).
+    opened = open_run(RunRequest(output_dir=run))
+    decoder = Decoder(opened.model, opened.decode_hparams)
+    lines = ORDER_INPUT.split("\n")[:-1]
+    alone = [decode_lines(opened.problem, decoder, [line], batch_size=1)[0] for line in lines if line.strip()]
+    assert [out for line, out in zip(lines, outputs) if line.strip()] == [hyps[0].text for hyps in alone]
+    assert len(set(outputs)) > 3  # distinct outputs, so a swap would show
+
+
+def test_decoder_cli_decodes_in_bfloat16_as_the_library_does(run, cli):
+    _, results = cli
+    result = results["bf16"]
+    assert result.returncode == 0 and "mixed_bfloat16" in result.stderr, result.stderr
+    opened = open_run(RunRequest(output_dir=run, mixed_precision="mixed_bfloat16"))
+    decoder = Decoder(opened.model, opened.decode_hparams)
+    expected = decode_lines(opened.problem, decoder, BF16_INPUT.split("\n")[:-1], opened.decode_hparams.batch_size)
+    assert result.stdout == "".join(hyps[0].text + "\n" for hyps in expected)
+
+
+@pytest.mark.parametrize("case", sorted(CLI_REFUSALS))
+def test_cli_refuses_bad_input_with_one_line_and_no_output_file(cli, case):
+    tmp, results = cli
+    result = results[case]
+    assert result.returncode == 2 and CLI_REFUSALS[case] in result.error, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert os.listdir(tmp / case) == []  # no output file, no temporary one left behind
+
+
+def test_decoder_prints_bleu_with_reference(run, tmp_path):
+    source, reference = tmp_path / "in.txt", tmp_path / "ref.txt"
+    source.write_text("0123\n4567\n")
+    reference.write_text("3210\n7654\n")
+    out = io.StringIO()
+    decode_file(DecodeFileRequest(RunRequest(output_dir=run), str(source), decode_reference=str(reference)), out=out)
+    report = out.getvalue().splitlines()[2:]
+    assert any("tok:13a" in line for line in report) and any("tok:intl" in line for line in report)
+
+
 @pytest.mark.parametrize("case, message", [
     ("missing_checkpoint", "no checkpoint"),
     ("other_hparams_set", "was trained with hparams set 'transformer_tiny', not 'transformer_base'"),
     ("unreadable_input", "cannot read"),
     ("invalid_utf8", "line 2 is not valid UTF-8"),
     ("bad_symbol", "input line 1"),
-    ("zero_parallel_batches", "--parallel_batches=0: 0 is not a positive integer"),
-    ("unknown_precision", "--mixed_precision=float8: value should be one of <none|mixed_bfloat16|mixed_float16>"),
+    ("zero_parallel_batches", "parallel_batches must be at least 1"),
 ])
-def test_bad_input_fails_with_one_line_and_no_output_file(run, tmp_path, case, message):
+def test_bad_input_is_refused_before_any_output_file(run, tmp_path, case, message):
+    """What the decoder command calls (decode_file) refuses; the command's one-line form is tested above."""
     good = tmp_path / "in.txt"
     good.write_text("0123\n")
-    output = tmp_path / "out.txt"
-    flags = {"missing_checkpoint": [f"--output_dir={tmp_path / 'empty'}", f"--decode_from_file={good}"],
-             "other_hparams_set": [f"--output_dir={run}", "--hparams_set=transformer_base", f"--decode_from_file={good}"],
-             "unreadable_input": [f"--output_dir={run}", f"--decode_from_file={tmp_path / 'nope.txt'}"],
-             "invalid_utf8": [f"--output_dir={run}", f"--decode_from_file={_bad_utf8(tmp_path)}"],
-             "bad_symbol": [f"--output_dir={run}", f"--decode_from_file={tmp_path / 'sym.txt'}"],
-             "zero_parallel_batches": [f"--output_dir={run}", f"--decode_from_file={good}", "--parallel_batches=0"],
-             "unknown_precision": [f"--output_dir={run}", f"--decode_from_file={good}", "--mixed_precision=float8"]}[case]
     (tmp_path / "sym.txt").write_text("01x3\n")
-    code, _, err = decoder_cli(*flags, f"--decode_to_file={output}")
-    errors = [line for line in err.splitlines() if line.startswith("t2t-lite-decoder: error:")]
-    assert code == 2 and len(errors) == 1 and message in errors[0], err
-    assert "Traceback" not in err
+    output = tmp_path / "out.txt"
+    settings = {"missing_checkpoint": ({"output_dir": str(tmp_path / "empty")}, good, {}),
+                "other_hparams_set": ({"hparams_set": "transformer_base"}, good, {}),
+                "unreadable_input": ({}, tmp_path / "nope.txt", {}),
+                "invalid_utf8": ({}, _bad_utf8(tmp_path), {}),
+                "bad_symbol": ({}, tmp_path / "sym.txt", {}),
+                "zero_parallel_batches": ({}, good, {"parallel_batches": 0})}
+    run_settings, source, file_settings = settings[case]
+    request = RunRequest(**{"output_dir": run, **run_settings})
+    with pytest.raises(UserError, match=message):
+        decode_file(DecodeFileRequest(request, str(source), decode_to_file=str(output), **file_settings))
     assert not output.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
 
@@ -183,10 +218,8 @@ def test_checkpoint_of_a_different_shape_is_reported(run, tmp_path):
     for path in glob.glob(f"{run}/ckpt-150*"):
         shutil.copy(path, other)
     (other / "checkpoint").write_text('model_checkpoint_path: "ckpt-150"\n')
-    source = tmp_path / "in.txt"
-    source.write_text("0123\n")
-    code, _, err = decoder_cli(f"--output_dir={other}", f"--decode_from_file={source}")
-    assert code == 2 and "does not fit hparams set" in err
+    with pytest.raises(UserError, match="does not fit hparams set"):
+        open_run(RunRequest(output_dir=str(other)))
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
