@@ -96,6 +96,7 @@ def test_budget_stops_saves_and_averages_the_end_whatever_keep_checkpoint_max(bu
     assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-6")
     assert any("time budget of 1 minutes spent at step 6" in line for line in lines)
     assert any("remaining ~0:00:50 of the time budget" in line for line in lines)
+    assert any(line.startswith("trained steps 1-6: ") and "0:01:00 of training" in line for line in lines)
     # keep_checkpoint_max=1 left one regular checkpoint; the averaging sources are all there.
     assert tf.train.get_checkpoint_state(str(run)).all_model_checkpoint_paths == [str(run / "ckpt-6")]
     provenance = json.loads((run / "averaged" / "averaged.json").read_text())

@@ -164,6 +164,7 @@ class Trainer:
         self._saved_step = None  # the step this process last saved or restored
         self.skipped_steps, self._skipped_in_a_row = 0, 0  # updates skipped for non-finite values
         self.clock = TrainingClock(clock)
+        self.tokens_trained = 0.0  # target tokens of this process's updates: what a throughput is made of
         self._averaging, self._sources, self._source_step = None, None, None  # set up by train()
         keras.utils.set_random_seed(run.random_seed)
         self._build_model_and_steps()
@@ -313,6 +314,9 @@ class Trainer:
             self.log(self._early_stopping_line())
         elif self._budget_spent():
             self.log(f"time budget of {self.run.train_minutes:g} minutes spent at step {self.step}")
+        if self.step > start_step:
+            self.log(f"trained steps {start_step + 1}-{self.step}: {self.tokens_trained:,.0f} target tokens; "
+                     f"{hms(self.clock.seconds())} of training in this run directory")
         if self.step > start_step and self._sources is not None:
             self._save_averaging_source()  # the end of training is always the last one averaged
         if self.step > start_step and self.is_chief:
@@ -335,6 +339,7 @@ class Trainer:
                 self._count_skipped_step(result.loss)
                 continue
             self._skipped_in_a_row = 0
+            self.tokens_trained += result.tokens
             progress.add(result.loss, result.tokens)
             if self.step % self.run.log_every_steps == 0:
                 self._log_progress(progress)
