@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from cli_helpers import run_tools
+
 
 def trainer(*flags):
     result = subprocess.run([sys.executable, "-m", "t2t_lite.bin.trainer", *flags],
@@ -30,7 +32,7 @@ def test_registry_help_lists_models_sets_and_problems():
         assert f"  {name}\n" in out
 
 
-@pytest.mark.parametrize("flags, message", [
+BAD_COMMANDS = [
     (["--problem=algorithmic_revers", "--hparams_set=transformer_tiny"], "unknown problem 'algorithmic_revers'; did you mean algorithmic_reverse"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tinny"], "unknown hparams set 'transformer_tinny'; did you mean transformer_tiny"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--hparams=d_modell=3"], "unknown hparams key 'd_modell'"),
@@ -40,13 +42,25 @@ def test_registry_help_lists_models_sets_and_problems():
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--max_nonfinite_steps=0"], "--max_nonfinite_steps must be at least 1, got 0"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--distribution=mirored"], "flag --distribution=mirored: value should be one of"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--float32_output_projection"], "--float32_output_projection changes nothing without --mixed_precision"),
-])
-def test_bad_names_and_overrides_fail_with_one_line(tmp_path, flags, message):
-    code, _, err = trainer(*flags, f"--output_dir={tmp_path / 'run'}")
-    assert code == 2
-    assert len(error_lines(err)) == 1 and message in error_lines(err)[0]
-    assert "Traceback" not in err
-    assert not (tmp_path / "run").exists()
+]
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory):
+    """BAD_COMMANDS run side by side once (each pays TensorFlow's start-up): index -> (Result, its output_dir)."""
+    root = tmp_path_factory.mktemp("refused")
+    results = run_tools({index: ("trainer", (*flags, f"--output_dir={root / str(index) / 'run'}"))
+                         for index, (flags, _) in enumerate(BAD_COMMANDS)})
+    return {index: (result, root / str(index) / "run") for index, result in results.items()}
+
+
+@pytest.mark.parametrize("index", range(len(BAD_COMMANDS)))
+def test_bad_names_and_overrides_fail_with_one_line(refused, index):
+    result, run = refused[index]
+    assert result.returncode == 2
+    assert len(result.error_lines) == 1 and BAD_COMMANDS[index][1] in result.error_lines[0]
+    assert "Traceback" not in result.stderr
+    assert not run.exists()
 
 
 def test_unwritable_output_dir_fails_with_one_line(tmp_path):
@@ -76,19 +90,6 @@ def test_different_hparams_set_than_saved_is_refused_and_nothing_is_overwritten(
     assert {p: (p.read_bytes(), os.stat(p).st_mtime_ns) for p in run.iterdir()} == before
 
 
-def test_files_the_trainer_writes_are_readable_by_others_like_any_new_file(tmp_path):
-    # Written through a temporary file and a rename; mkstemp alone would leave them owner-only.
-    old_umask = os.umask(0o022)
-    try:
-        code, _, err = trainer("--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
-                               f"--output_dir={tmp_path / 'run'}", "--train_steps=1", "--eval_steps=1",
-                               "--hparams=d_model=16,d_ff=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1")
-    finally:
-        os.umask(old_umask)
-    assert code == 0, err[-2000:]
-    assert (tmp_path / "run" / "hparams.json").stat().st_mode & 0o777 == 0o644
-
-
 def test_a_problem_that_needs_prepared_data_says_how_to_make_it(tmp_path):
     code, _, err = trainer("--problem=wmt_ende", "--hparams_set=transformer_base", f"--output_dir={tmp_path / 'run'}")
     assert code == 2 and "Traceback" not in err
@@ -109,15 +110,34 @@ def _tiny_parallel_files(directory, split: str, count: int) -> str:
     return f"{src},{tgt}"
 
 
-def test_generate_data_prepares_then_trains_in_one_command(tmp_path):
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """One --generate_data run (prepare, then train 2 steps) under umask 022, for the tests below."""
+    tmp_path = tmp_path_factory.mktemp("generate_data")
     data_dir, run = tmp_path / "data", tmp_path / "run"
     command = ["--problem=translate_files", "--hparams_set=transformer_tiny", f"--output_dir={run}",
                f"--data_dir={data_dir}", "--generate_data", "--vocab_size=300", "--num_shards=2",
                f"--train_files={_tiny_parallel_files(tmp_path, 'train', 200)}",
                f"--dev_files={_tiny_parallel_files(tmp_path, 'dev', 20)}", "--eval_steps=1", "--eval_bleu_sentences=0",
+               "--nomemory_probe",
                "--hparams=d_model=16,d_ff=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1"]
-    code, out, err = trainer(*command, "--train_steps=2")
+    old_umask = os.umask(0o022)
+    try:
+        code, out, err = trainer(*command, "--train_steps=2")
+    finally:
+        os.umask(old_umask)
     assert code == 0, err[-2000:]
+    return {"command": command, "data_dir": data_dir, "run": run, "out": out,
+            "hparams_mode": (run / "hparams.json").stat().st_mode & 0o777}
+
+
+def test_files_the_trainer_writes_are_readable_by_others_like_any_new_file(generated):
+    # Written through a temporary file and a rename; mkstemp alone would leave them owner-only.
+    assert generated["hparams_mode"] == 0o644
+
+
+def test_generate_data_prepares_then_trains_in_one_command(generated):
+    command, data_dir, run, out = generated["command"], generated["data_dir"], generated["run"], generated["out"]
     assert "train: 200 examples in 2 shards" in out and f"data ready in {data_dir}" in out
     config = json.loads((data_dir / "problem_config.json").read_text())
     assert config["problem"] == "translate_files" and config["vocab"]["size"] == 300
