@@ -32,7 +32,7 @@ rm -rf "$Q/model_sbs"
 date +%s.%N > "$WORK/train.start"
 (cd "$Q/scripts" && /usr/bin/time -v -o "$WORK/train.time" "$ONMT/bin/python" 02_train.py "$BUDGET" \
    "$Q/scripts/config_sbs.yml" 2>&1 | tee "$WORK/train.log")
-echo "training wall time: $(python3 -c "import time; print(round(time.time() - $(cat "$WORK/train.start"))))") s"
+echo "training wall time: $(python3 -c "import time; print(round(time.time() - $(cat "$WORK/train.start")))") s"
 "$ONMT/bin/python" "$Q/scripts/parse_train_log.py" "$WORK/train.log" > "$WORK/train_summary.json"
 
 (cd "$Q/scripts" && CONFIG="$Q/scripts/config_sbs.yml" MODEL="$Q/model_sbs" SUFFIX=.sbs MULTI30K_RAW="$RAW" \

@@ -31,7 +31,7 @@ date +%s.%N > "$WORK/train.start"  # plot_quality_curve.py measures checkpoint t
   --hparams_set=transformer_small_data --hparams="${HPARAMS:-}" --output_dir="$WORK/run" \
   --train_minutes="$MINUTES" --train_steps=1000000 --save_checkpoints_steps=200 --keep_checkpoint_max=100000 \
   --eval_steps=20 --eval_bleu_sentences=0 --random_seed="$SEED" --log_every_steps=100 2>&1 | tee "$WORK/train.log"
-echo "training wall time: $(python3 -c "import time; print(round(time.time() - $(cat "$WORK/train.start"))))") s"
+echo "training wall time: $(python3 -c "import time; print(round(time.time() - $(cat "$WORK/train.start")))") s"
 
 # The averaged checkpoint (the run's default) on both splits.
 for split in test_2016_flickr val; do
