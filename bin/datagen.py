@@ -16,7 +16,7 @@ from t2t_lite.bin.cli import load_registries, run_main
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(prepare)
 flags.DEFINE_integer("max_length", 256, "Report how many examples are longer than this (training drops "
-                     "them); 0 skips the count, a full read of the data.")
+                     "them); 0 skips the count.")
 flags.mark_flags_as_required(["problem", "data_dir"])
 
 

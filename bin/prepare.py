@@ -23,9 +23,9 @@ def generate_data(problem, max_length: int = 0) -> None:
 
     Args:
       problem: a registered problem constructed with --data_dir.
-      max_length: also count the examples longer than this (a full read of the data); 0 skips the count.
+      max_length: also report how many examples are longer than this; 0 skips the count.
     """
-    from t2t_lite.data.text_problem import Text2TextProblem, count_longer_than
+    from t2t_lite.data.text_problem import Text2TextProblem
 
     if not isinstance(problem, Text2TextProblem):
         print(f"{FLAGS.problem} generates its examples in memory; there is nothing to prepare")
@@ -35,7 +35,7 @@ def generate_data(problem, max_length: int = 0) -> None:
         line = (f"{split}: {counts['examples']:,} examples in {counts['num_shards']} shards; "
                 f"{counts['skipped_empty']:,} pairs skipped with an empty side")
         if max_length > 0:
-            longer = count_longer_than(problem.dataset(split), max_length)
+            longer = problem.count_longer_than(split, max_length)
             line += f"; {longer:,} longer than {max_length} tokens (training drops them)"
         print(line)
     print(f"vocabulary: {problem.vocab_size} pieces; data ready in {problem.data_dir}")

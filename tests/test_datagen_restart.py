@@ -18,7 +18,8 @@ import sys
 
 import pytest
 
-from t2t_lite.data.records import SCATTER
+from t2t_lite.data.records import SCATTER, count_longer
+from t2t_lite.data.text_problem import CONFIG_FILE, LENGTHS
 from t2t_lite.errors import UserError
 from t2t_lite.problems.translate import TranslateFiles
 from cli_helpers import ENV
@@ -30,6 +31,7 @@ SHARDS = 100  # 80 examples each: more "done" lines than the stderr pipe holds (
 # The kernel's smallest pipe (one page): a killed command can have written at most this much beyond what
 # the test read, so it cannot finish all SHARDS shards between its first "done" line and the kill.
 PIPE_BYTES = 4096
+MAX_LENGTH = 24  # some of the examples are longer, so the reported count means something
 
 
 def _files(tmp_path) -> dict[str, str]:
@@ -72,7 +74,7 @@ def _train_shards(data_dir) -> list[str]:
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("restart")
     options = {**_files(tmp), "vocab_size": 600, "num_shards": SHARDS}
-    flags = ["--problem=translate_files", f"--data_dir={tmp / 'killed'}",
+    flags = ["--problem=translate_files", f"--data_dir={tmp / 'killed'}", f"--max_length={MAX_LENGTH}",
              *(f"--{k}={v}" for k, v in options.items())]
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         reference = pool.submit(TranslateFiles(str(tmp / "reference")).generate_data, None,
@@ -84,11 +86,12 @@ def runs(tmp_path_factory):
             committed = sum(json.load(f)["counts"])
         second = _run_until(flags, lambda line: "train-" in line and "done)" in line)
         second_shards = _train_shards(killed)
+        second_config = json.loads((killed / CONFIG_FILE).read_text())
         third = subprocess.run([*COMMAND, *flags], check=False, capture_output=True, text=True, timeout=300, env=ENV)
         reference.result()
     return {"options": options, "killed": killed, "reference": tmp / "reference", "first": first,
             "first_shards": first_shards, "committed": committed, "second": second, "second_shards": second_shards,
-            "third": third}
+            "second_config": second_config, "third": third}
 
 
 def test_killed_while_encoding_resumes_from_its_last_commit(runs):
@@ -106,6 +109,9 @@ def test_killed_after_a_shard_keeps_the_finished_shards(runs):
     returncode, lines = runs["second"]
     assert returncode == -signal.SIGKILL, "".join(lines)
     assert 1 <= len(runs["second_shards"]) < SHARDS, "datagen finished before it could be killed"
+    # The train split's length histogram was saved when its encoding ended, before its first shard.
+    lengths = runs["second_config"]["splits"]["train"][LENGTHS]
+    assert sum(lengths.values()) == PAIRS
 
 
 def test_killed_datagen_reruns_to_the_uninterrupted_output(runs):
@@ -117,6 +123,15 @@ def test_killed_datagen_reruns_to_the_uninterrupted_output(runs):
     written = [line for line in third.stderr.splitlines() if "train-" in line and "done)" in line]
     assert len(written) == SHARDS - len(runs["second_shards"]), third.stderr
     killed, reference = runs["killed"], runs["reference"]
+    # The count of long examples comes from the histograms, which the runs' config holds like the reference's.
+    config = json.loads((killed / CONFIG_FILE).read_text())
+    for split, examples in (("train", PAIRS), ("dev", 200)):
+        lengths = config["splits"][split][LENGTHS]
+        assert sum(lengths.values()) == examples
+        assert f"{split}: {examples:,} examples in " in third.stdout
+        longer = count_longer(lengths, MAX_LENGTH)
+        assert 0 < longer < examples
+        assert f"; {longer:,} longer than {MAX_LENGTH} tokens" in third.stdout
     assert sorted(os.listdir(killed)) == sorted(os.listdir(reference))
     for name in os.listdir(reference):
         assert (killed / name).read_bytes() == (reference / name).read_bytes(), name

@@ -29,15 +29,21 @@ def _expected(pairs) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     return [(tuple(map(ord, src)), tuple(map(ord, tgt))) for src, tgt in pairs]
 
 
+def _histogram(pairs) -> dict[str, int]:
+    """The length histogram of _codepoints-encoded pairs, counted independently of records."""
+    counts = collections.Counter(max(len(src), len(tgt)) for src, tgt in pairs)
+    return {str(length): counts[length] for length in sorted(counts)}
+
+
 def _read(files) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     return [(tuple(ex["inputs"].tolist()), tuple(ex["targets"].tolist()))
             for ex in records.read_records(files).as_numpy_iterator()]
 
 
-def _write(prefix: str, pairs=None, num_examples: int = NUM_EXAMPLES) -> int:
+def _write(prefix: str, pairs=None, num_examples: int = NUM_EXAMPLES, **kwargs) -> int:
     source = pairs if pairs is not None else _pairs()
     return records.write_shards(lambda: iter(source), _codepoints, prefix, num_examples, NUM_SHARDS,
-                                log=lambda line: None)
+                                log=lambda line: None, **kwargs)
 
 
 @pytest.fixture
@@ -46,7 +52,9 @@ def prefix(tmp_path) -> str:
 
 
 def test_read_back_equals_source_ids(prefix):
-    assert _write(prefix) == NUM_SHARDS
+    lengths = []
+    assert _write(prefix, on_lengths=lengths.append) == NUM_SHARDS
+    assert lengths == [_histogram(_pairs())]
     paths = records.shard_paths(prefix, NUM_SHARDS)
     assert sorted(os.listdir(os.path.dirname(prefix))) == sorted(map(os.path.basename, paths))
     # Each shard alone holds the next contiguous run of the source, in order.
@@ -85,7 +93,9 @@ def test_interrupted_run_completes_without_duplicates(prefix):
     # The pattern matches the stale file too, but it is never read as data: shards 0 and 2 hold 250 + 251.
     assert len(_read(prefix + "-*")) == 501
 
-    assert _write(prefix) == 2
+    lengths = []
+    assert _write(prefix, on_lengths=lengths.append) == 2
+    assert lengths == []  # this run encoded two of the four shards: no histogram of the split
     assert os.stat(paths[0]).st_mtime_ns == kept
     assert not [f for f in os.listdir(os.path.dirname(prefix)) if f.endswith(records.INCOMPLETE)]
     assert collections.Counter(_read(prefix + "-*")) == collections.Counter(_expected(_pairs()))
@@ -201,7 +211,9 @@ def test_shuffled_shards_are_the_same_on_every_run(tmp_path):
 def test_scatter_interrupted_between_commits_resumes_to_the_same_bytes(tmp_path, monkeypatch):
     reference = str(tmp_path / "reference" / "train")
     os.makedirs(os.path.dirname(reference))
-    _write_shuffled(reference, chunk=100)
+    reference_lengths = []
+    _write_shuffled(reference, chunk=100, on_lengths=reference_lengths.append)
+    assert reference_lengths == [_histogram(_pairs())]
     # Commit every 100 examples and flush buckets often, so the failure leaves bytes past the last commit.
     monkeypatch.setattr(records, "_commit_every", lambda n: 100)
     monkeypatch.setattr(records, "_FLUSH_BYTES", 64)
@@ -222,7 +234,10 @@ def test_scatter_interrupted_between_commits_resumes_to_the_same_bytes(tmp_path,
         committed = json.load(f)["next"]
     assert 0 < committed <= 650
 
-    assert _write_shuffled(prefix, chunk=100) == NUM_SHARDS
+    # The histogram committed with the scatter goes on from the commit, counting no example twice.
+    lengths = []
+    assert _write_shuffled(prefix, chunk=100, on_lengths=lengths.append) == NUM_SHARDS
+    assert lengths == reference_lengths
     assert list(_shard_bytes(prefix).values()) == list(_shard_bytes(reference).values())
     assert not os.path.exists(prefix + records.SCATTER)
 
@@ -238,8 +253,10 @@ def test_rerun_rebuilds_a_lost_shard_identically_tokenizing_only_its_examples(pr
         with tf.control_dependencies([tokenized.assign_add(tf.size(texts, out_type=tf.int64))]):
             return _codepoints(tf.identity(texts))
 
-    assert _write_shuffled(prefix, encode=counting, chunk=100) == 1
+    lengths = []
+    assert _write_shuffled(prefix, encode=counting, chunk=100, on_lengths=lengths.append) == 1
     assert _shard_bytes(prefix) == before
+    assert lengths == []  # this run saw a quarter of the examples: no histogram of the split
     # Only the lost shard's examples (about a quarter) were tokenized again, once per side.
     shard_size = len(_read([lost]))
     assert int(tokenized.numpy()) == 2 * shard_size and shard_size < NUM_EXAMPLES // 2

@@ -1,14 +1,16 @@
 """Translation problems on real data: Multi30k, the WMT En-De sample, Europarl Fr-En."""
 import collections
 import gzip
+import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 import t2t_lite.problems  # noqa: F401  (registers the problems)
 from t2t_lite.data.problem import EOS_ID, PAD_ID
-from t2t_lite.data.text_problem import DatagenOptions, count_longer_than
+from t2t_lite.data.text_problem import CONFIG_FILE, LENGTHS, DatagenOptions
 from t2t_lite.errors import UserError
 from t2t_lite.problems.translate import (
     TranslateFiles,
@@ -90,17 +92,42 @@ def test_trainer_needs_only_the_data_dir(multi30k):
     assert problem.config["options"]["train_files"] == files["train_files"]
 
 
-def test_count_longer_than_matches_an_independent_count(multi30k):
+def _record_lengths(problem, split: str) -> list[int]:
+    """max(len(inputs), len(targets)) of every record of a split, EOS included, read back from the shards."""
+    lengths = []
+    for batch in problem.dataset(split).padded_batch(1024).as_numpy_iterator():
+        lengths.extend(np.maximum((batch["inputs"] != PAD_ID).sum(axis=1), (batch["targets"] != PAD_ID).sum(axis=1)))
+    return lengths
+
+
+def test_recorded_count_longer_than_matches_independent_counts(multi30k, tmp_path):
     import sentencepiece as spm
 
-    data_dir, files, _ = multi30k
+    data_dir, files, config = multi30k
     problem = TranslateFiles(data_dir)
     processor = spm.SentencePieceProcessor(model_proto=problem.vocabulary.model)
     pairs = _raw_pairs(files["dev_files"])
-    lengths = [max(len(processor.encode(a)), len(processor.encode(b))) + 1 for a, b in pairs]  # + EOS
-    for max_length in (16, 24, 256):
-        assert count_longer_than(problem.dataset("dev"), max_length) == sum(n > max_length for n in lengths)
-    assert 0 < sum(n > 24 for n in lengths) < len(pairs)
+    from_text = [max(len(processor.encode(a)), len(processor.encode(b))) + 1 for a, b in pairs]  # + EOS
+    assert 0 < sum(n > 24 for n in from_text) < len(pairs)
+    # An earlier t2t-lite's data_dir: the same config without the histograms, counted by reading the records.
+    old = tmp_path / "old"
+    shutil.copytree(data_dir, old)
+    old_config = json.loads((old / CONFIG_FILE).read_text())
+    for split in ("train", "dev"):
+        assert split in config["splits"] and LENGTHS in config["splits"][split]
+        del old_config["splits"][split][LENGTHS]
+    (old / CONFIG_FILE).write_text(json.dumps(old_config))
+    for split in ("train", "dev"):
+        from_records = _record_lengths(problem, split)
+        counts = config["splits"][split]
+        assert sum(counts[LENGTHS].values()) == len(from_records) == counts["examples"]
+        if split == "dev":
+            assert sorted(from_records) == sorted(from_text)
+        for max_length in (16, 24, 256):
+            expected = sum(n > max_length for n in from_records)
+            assert problem.count_longer_than(split, max_length) == expected, (split, max_length)
+            if split == "dev":  # reading the records is the slow path this replaces; dev is enough to check it
+                assert TranslateFiles(str(old)).count_longer_than(split, max_length) == expected, max_length
 
 
 def test_rerun_with_same_options_does_nothing(multi30k):
@@ -186,6 +213,7 @@ def test_wmt_enfr_skips_and_counts_pairs_with_an_empty_side(tmp_path):
     raw = _raw_pairs(files["train_files"])
     usable = [(a, b) for a, b in raw if a.strip() and b.strip()]
     assert len(raw) - len(usable) == 13
+    assert sum(config["splits"]["train"].pop(LENGTHS).values()) == len(usable)
     assert config["splits"]["train"] == {"examples": len(usable), "skipped_empty": 13, "num_shards": 2}
     assert config["vocab"]["model_type"] == "unigram"
     assert collections.Counter(_decoded_pairs(problem, "train")) == collections.Counter(usable)

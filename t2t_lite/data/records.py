@@ -16,6 +16,9 @@ A shard is written as `<name>.incomplete` and renamed when complete, so:
   example is ever written twice.
 `read_records` interleaves the shards one example at a time.
 
+Both writers can report the split's length histogram (`LengthHistogram`), counted
+while encoding, so nobody reads the shards back to learn how many examples are long.
+
 Text is tokenized inside tf.data with parallel calls while Python serializes
 and writes, so datagen keeps both cores busy; memory holds a few batches,
 however large the corpus.
@@ -42,6 +45,9 @@ from t2t_lite.files import atomic_write_text
 PairSource = Callable[[], Iterable[tuple[str, str]]]
 # tf.string [B] -> int ragged [B, None], EOS included.
 Encoder = Callable[[tf.Tensor], tf.RaggedTensor]
+# {str(length): number of examples}, length = max(len(inputs), len(targets)) with EOS, the length
+# training buckets and drops by (batching.example_length); string keys, as JSON stores them.
+LengthHistogram = dict[str, int]
 
 INCOMPLETE = ".incomplete"
 _ENCODE_BATCH = 512  # strings per tokenizer call: large enough to amortise the op's overhead.
@@ -84,7 +90,7 @@ def serialize_example(inputs: list[int], targets: list[int]) -> bytes:
 
 
 def write_shards(pairs: PairSource, encode: Encoder, prefix: str, num_examples: int,
-                 num_shards: int, log=None) -> int:
+                 num_shards: int, log=None, on_lengths: Callable[[LengthHistogram], None] | None = None) -> int:
     """Tokenizes and writes the shards of one split that do not exist yet.
 
     Args:
@@ -95,6 +101,9 @@ def write_shards(pairs: PairSource, encode: Encoder, prefix: str, num_examples: 
       num_examples: pairs in the split.
       num_shards: shards in the split.
       log: progress lines go here (default: stderr).
+      on_lengths: called with the split's length histogram once every shard is
+        written, if this call wrote them all (a rerun that finishes some has not
+        seen the others' examples).
     Returns:
       The number of shards written by this call (0 when all existed).
     """
@@ -104,8 +113,15 @@ def write_shards(pairs: PairSource, encode: Encoder, prefix: str, num_examples: 
     if not todo:
         return 0
     wanted = [bounds[k] for k in todo]
-    examples = (record for record, _ in
-                _serialized(_encoded_batches(_indexed_batches(_select(pairs(), wanted, num_examples)), encode)))
+    lengths: LengthHistogram = {}
+
+    def counted(serialized):
+        for record, _, length in serialized:
+            lengths[str(length)] = lengths.get(str(length), 0) + 1
+            yield record
+
+    examples = counted(
+        _serialized(_encoded_batches(_indexed_batches(_select(pairs(), wanted, num_examples)), encode)))
     progress = Progress(os.path.basename(prefix), sum(stop - start for start, stop in wanted), log)
     for k in todo:
         start, stop = bounds[k]
@@ -113,6 +129,8 @@ def write_shards(pairs: PairSource, encode: Encoder, prefix: str, num_examples: 
     if next(examples, None) is not None:
         raise UserError(f"{os.path.basename(prefix)} text has more than the {num_examples} pairs "
                         "counted before writing; did the input files change during datagen?")
+    if on_lengths is not None and len(todo) == num_shards:
+        on_lengths(_sorted(lengths))
     return len(todo)
 
 
@@ -131,7 +149,8 @@ def _select(pairs: Iterable[tuple[str, str]], ranges: list[tuple[int, int]],
 
 def write_shuffled_shards(pairs: PairSource, encode: Encoder, prefix: str, num_examples: int,
                           num_shards: int, log=None, seed: int = SHUFFLE_SEED,
-                          chunk: int = SHUFFLE_CHUNK) -> int:
+                          chunk: int = SHUFFLE_CHUNK,
+                          on_lengths: Callable[[LengthHistogram], None] | None = None) -> int:
     """Tokenizes and writes the shards of one split that do not exist yet, in a seeded random order.
 
     Example i goes to bucket `shuffle_buckets(i)`, a hash of (seed, i), among
@@ -147,7 +166,8 @@ def write_shuffled_shards(pairs: PairSource, encode: Encoder, prefix: str, num_e
        it got and the bucket files' sizes; a killed run's rerun truncates the
        buckets to those sizes and goes on from there, reading but not
        tokenizing the pairs before it. The buckets take as much disk as the
-       split's shards until those are written.
+       split's shards until those are written. The length histogram of the
+       encoded examples is committed with the rest, so it survives a kill too.
     2. shuffle: per missing shard, read its buckets one at a time, shuffle
        each (seeded by its number), write the shard as `.incomplete` and
        rename it; then delete its buckets.
@@ -157,6 +177,8 @@ def write_shuffled_shards(pairs: PairSource, encode: Encoder, prefix: str, num_e
     Args and return value: as `write_shards`, plus
       seed: seed of the order.
       chunk: most examples a bucket is expected to hold.
+    `on_lengths` is called between the passes (before any shard is written), if
+    the scatter covered every shard of the split.
     """
     paths = shard_paths(prefix, num_shards)
     directory = prefix + SCATTER
@@ -168,7 +190,9 @@ def write_shuffled_shards(pairs: PairSource, encode: Encoder, prefix: str, num_e
     sizes = bucket_sizes(num_examples, num_shards * chunks, seed)
     layout = {"num_examples": num_examples, "num_shards": num_shards, "chunks": chunks, "seed": seed}
     name = os.path.basename(prefix)
-    _scatter(pairs, encode, directory, layout, todo, sizes, name, log)
+    state = _scatter(pairs, encode, directory, layout, todo, sizes, name, log)
+    if on_lengths is not None and state.get("lengths") is not None and state["todo"] == list(range(num_shards)):
+        on_lengths(_sorted(state["lengths"]))
     wanted = sum(int(sizes[k * chunks:(k + 1) * chunks].sum()) for k in todo)
     progress = Progress(name, wanted, log, what="examples shuffled into shards")
     for k in todo:
@@ -250,18 +274,23 @@ def _save_scatter_state(directory: str, state: dict) -> None:
 
 
 def _scatter(pairs: PairSource, encode: Encoder, directory: str, layout: dict, todo: list[int],
-             sizes: np.ndarray, name: str, log) -> None:
-    """Pass 1 of write_shuffled_shards: fills (or finishes filling) the bucket files of the shards in `todo`."""
+             sizes: np.ndarray, name: str, log) -> dict:
+    """Pass 1 of write_shuffled_shards: fills (or finishes filling) the bucket files of the shards in `todo`.
+
+    Returns the final state: {"todo": the shards it covers, "lengths": their length histogram
+    (None for a scatter an earlier t2t-lite began, which kept none), ...}.
+    """
     num_buckets, chunks = len(sizes), layout["chunks"]
     state = _load_scatter_state(directory, layout, todo)
     if state is None:
         shutil.rmtree(directory, ignore_errors=True)
         os.makedirs(directory)
         state = {"layout": layout, "todo": todo, "next": 0, "bytes": [0] * num_buckets,
-                 "counts": [0] * num_buckets, "complete": False}
+                 "counts": [0] * num_buckets, "lengths": {}, "complete": False}
         _save_scatter_state(directory, state)
     if state["complete"]:
-        return
+        return state
+    lengths = state.setdefault("lengths", None)
     wanted = np.zeros(num_buckets, bool)
     for k in state["todo"]:
         wanted[k * chunks:(k + 1) * chunks] = True
@@ -285,7 +314,7 @@ def _scatter(pairs: PairSource, encode: Encoder, directory: str, layout: dict, t
         pending_bytes[bucket] = 0
 
     since_commit, every = 0, _commit_every(num_examples)
-    for record, tag in _serialized(_encoded_batches(batches, encode)):
+    for record, tag, length in _serialized(_encoded_batches(batches, encode)):
         if tag < 0:
             raise UserError(f"{progress.name} text has more than the {num_examples} pairs counted "
                             "before writing; did the input files change during datagen?")
@@ -293,6 +322,8 @@ def _scatter(pairs: PairSource, encode: Encoder, directory: str, layout: dict, t
         pending.setdefault(bucket, []).append(struct.pack("<I", len(record)) + record)
         pending_bytes[bucket] += 4 + len(record)
         state["counts"][bucket] += 1
+        if lengths is not None:
+            lengths[str(length)] = lengths.get(str(length), 0) + 1
         if pending_bytes[bucket] >= _FLUSH_BYTES:
             flush(bucket)
         progress.done += 1
@@ -311,6 +342,7 @@ def _scatter(pairs: PairSource, encode: Encoder, directory: str, layout: dict, t
     state["next"], state["complete"] = num_examples, True
     _save_scatter_state(directory, state)
     progress.report()
+    return state
 
 
 def _scatter_batches(indexed_pairs: Iterator[tuple[int, tuple[str, str]]], wanted: np.ndarray,
@@ -328,6 +360,16 @@ def _scatter_batches(indexed_pairs: Iterator[tuple[int, tuple[str, str]]], wante
         if tags:
             kept = [pair for (_, pair), k in zip(chunk, keep) if k]
             yield [src for src, _ in kept], [tgt for _, tgt in kept], tags
+
+
+def _sorted(lengths: LengthHistogram) -> LengthHistogram:
+    """The histogram by increasing length, so the same examples always give the same JSON."""
+    return {key: lengths[key] for key in sorted(lengths, key=int)}
+
+
+def count_longer(lengths: LengthHistogram, max_length: int) -> int:
+    """How many examples of a length histogram are longer than max_length."""
+    return sum(count for length, count in lengths.items() if int(length) > max_length)
 
 
 def _shuffled_bucket(directory: str, bucket: int, seed: int) -> list[bytes]:
@@ -368,15 +410,16 @@ def _encoded_batches(batches: Iterator[tuple[list[str], list[str], list[int]]], 
     return iter(encoded)
 
 
-def _serialized(batches: Iterator[tuple]) -> Iterator[tuple[bytes, int]]:
-    """(serialized tf.train.Example, tag) per row of each batch, in order."""
+def _serialized(batches: Iterator[tuple]) -> Iterator[tuple[bytes, int, int]]:
+    """(serialized tf.train.Example, tag, max(len(inputs), len(targets))) per row of each batch, in order."""
     for inputs, targets, tags in batches:
         # Slicing Python lists is much faster than slicing RaggedTensors row by row.
         in_ids, in_splits = inputs.flat_values.numpy().tolist(), inputs.row_splits.numpy().tolist()
         tgt_ids, tgt_splits = targets.flat_values.numpy().tolist(), targets.row_splits.numpy().tolist()
         for row, tag in enumerate(tags.numpy().tolist()):
-            yield serialize_example(in_ids[in_splits[row]:in_splits[row + 1]],
-                                    tgt_ids[tgt_splits[row]:tgt_splits[row + 1]]), tag
+            yield (serialize_example(in_ids[in_splits[row]:in_splits[row + 1]],
+                                     tgt_ids[tgt_splits[row]:tgt_splits[row + 1]]), tag,
+                   max(in_splits[row + 1] - in_splits[row], tgt_splits[row + 1] - tgt_splits[row]))
 
 
 def _write_shard(path: str, examples: Iterable[bytes], expected: int, progress: "Progress") -> None:

@@ -9,7 +9,9 @@ Order of work, so that nothing half-written is ever mistaken for finished:
 read every input once (validating it, counting pairs, sampling the vocabulary's
 training text), and only then create data_dir; write vocab.model, then
 problem_config.json, then the shards. A rerun with the same options finds the
-config and skips to the shards still missing.
+config and skips to the shards still missing. Each split's length histogram,
+counted while encoding, is added to the config once known (for train, before its
+shards are written), so how many examples are too long needs no read of the data.
 
 The train shards hold the corpus in a seeded random order (records.write_shuffled_shards),
 so any stretch of training examples mixes the corpus's parts; dev and test keep
@@ -29,7 +31,15 @@ import tensorflow as tf
 
 from t2t_lite.data.batching import example_length
 from t2t_lite.data.problem import EOS_ID, Problem, strip_ids
-from t2t_lite.data.records import PairSource, read_records, shard_paths, write_shards, write_shuffled_shards
+from t2t_lite.data.records import (
+    LengthHistogram,
+    PairSource,
+    count_longer,
+    read_records,
+    shard_paths,
+    write_shards,
+    write_shuffled_shards,
+)
 from t2t_lite.data.vocabulary import (
     SentenceSample,
     Vocabulary,
@@ -45,6 +55,8 @@ SPLIT_ORDER = ("train", "dev", "test")
 # "train_order" in problem_config.json: how the train shards order the examples (dev and
 # test are always in file order). Configs from before the shuffled order have none.
 SHUFFLED, FILE_ORDER = "shuffled", "file"
+# A split's key in problem_config.json for its records.LengthHistogram; configs from before it have none.
+LENGTHS = "lengths"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +83,9 @@ def is_usable(src: str, tgt: str) -> bool:
 
 
 def count_longer_than(dataset: tf.data.Dataset, max_length: int) -> int:
-    """How many examples training drops as longer than `max_length` (see batching.batch_by_length).
+    """How many examples training drops as longer than `max_length` (see batching.batch_by_length), read from the data.
+
+    For data_dirs whose config holds no length histogram (Text2TextProblem.count_longer_than reads that).
 
     Args:
       dataset: unbatched {"inputs", "targets"} examples.
@@ -140,7 +154,8 @@ class Text2TextProblem(Problem):
           **options: DatagenOptions fields.
         Returns:
           The saved problem config: {"problem", "options", "splits": {split:
-          {"examples", "skipped_empty", "num_shards"}}, "train_order": "shuffled", "vocab": {...}}.
+          {"examples", "skipped_empty", "num_shards", "lengths"}}, "train_order": "shuffled", "vocab": {...}}
+          ("lengths": the split's records.LengthHistogram, absent when unknown).
         """
         if not self.data_dir:
             raise UserError("datagen needs --data_dir")
@@ -163,8 +178,26 @@ class Text2TextProblem(Problem):
                 continue
             write = write_shuffled_shards if order == SHUFFLED else write_shards
             write(functools.partial(_usable_pairs, source), encode, prefix, counts["examples"],
-                  counts["num_shards"], log)
+                  counts["num_shards"], log, on_lengths=functools.partial(self._save_lengths, config, split))
         return config
+
+    def _save_lengths(self, config: dict, split: str, lengths: LengthHistogram) -> None:
+        """Adds a split's length histogram to the config file, unless it holds one (the same: same options)."""
+        counts = config["splits"][split]
+        if LENGTHS in counts:
+            return
+        counts[LENGTHS] = lengths
+        atomic_write_text(self._config_path(), json.dumps(config, indent=2) + "\n")
+
+    def count_longer_than(self, split: str, max_length: int) -> int:
+        """How many examples of a split training drops as longer than `max_length`.
+
+        From the length histogram datagen recorded; data_dirs without one are read through.
+        """
+        lengths = self.config["splits"][split].get(LENGTHS)
+        if lengths is None:
+            return count_longer_than(self.dataset(split), max_length)
+        return count_longer(lengths, max_length)
 
     def _prepare(self, opts: DatagenOptions, sources: dict[str, PairSource], log) -> dict:
         """Reads the inputs once, trains the vocabulary, then writes vocab.model and the config."""
