@@ -9,8 +9,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-TINY = ("vocab_size=12,d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,"
-        "train.batch_size=128,average_last_checkpoints=2")
+TINY = ("vocab_size=12,d_model=16,d_ff=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1,"
+        "train.batch_size=128,train.max_length=32,average_last_checkpoints=2")
 
 
 def free_ports(count):
@@ -34,7 +34,7 @@ def start_cluster(output_dir, train_steps, temp_dirs):
         command = [sys.executable, "-m", "t2t_lite.bin.trainer", "--problem=algorithmic_reverse",
                    "--hparams_set=transformer_tiny", f"--hparams={TINY}", f"--output_dir={output_dir}",
                    f"--train_steps={train_steps}", "--save_checkpoints_steps=2", "--log_every_steps=1",
-                   "--eval_steps=1", "--distribution=multi_worker"]
+                   "--eval_steps=1", "--distribution=multi_worker", "--nomemory_probe"]
         processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                           env=env))
     return processes
