@@ -8,6 +8,7 @@ variants of a check already shown from the command line are tested on the
 function the command calls.
 """
 import json
+import os
 import random
 import shutil
 
@@ -89,8 +90,7 @@ def cases(tmp, world):
     new_run = lambda name: tmp / f"new_run_{name}"  # noqa: E731  (an output_dir a refused trainer must not create)
     exports = tmp / "exports"
     outputs = tmp / "outputs"  # each decoder case's own (existing, empty) directory for --decode_to_file
-    for name in ("vocab", "reference"):
-        (outputs / name).mkdir(parents=True)
+    (outputs / "vocab").mkdir(parents=True)
     tf_config = lambda value: {"TF_CONFIG": value if isinstance(value, str) else json.dumps(value)}  # noqa: E731
     return {
         # t2t-lite-trainer
@@ -127,16 +127,6 @@ def cases(tmp, world):
                         f"--decode_to_file={outputs / 'vocab' / 'out.txt'}"], {},
             f"the vocabulary of --data_dir '{data}' has {DATA_VOCAB_SIZE} ids but the model was trained with "
             f"{RUN_VOCAB_SIZE}; pass the run's --data_dir", [outputs / "vocab", run]),
-        "decoder reference line count": (
-            "decoder", [f"--output_dir={run}", f"--data_dir={data}", f"--decode_from_file={decode / 'two.txt'}",
-                        f"--decode_reference={decode / 'one.txt'}",
-                        f"--decode_to_file={outputs / 'reference' / 'out.txt'}"], {},
-            "--decode_reference has 1 lines but --decode_from_file has 2", [outputs / "reference", run]),
-        "decoder output directory missing": (
-            "decoder", [f"--output_dir={run}", f"--data_dir={data}", f"--decode_from_file={decode / 'one.txt'}",
-                        f"--decode_to_file={tmp / 'no_dir' / 'out.txt'}"], {},
-            f"--decode_to_file '{tmp / 'no_dir' / 'out.txt'}': directory '{tmp / 'no_dir'}' does not exist; "
-            "create it first", [tmp / "no_dir"]),
         # t2t-lite-exporter
         "exporter vocabulary of another size": (
             "exporter", [f"--output_dir={run}", f"--data_dir={data}", f"--export_dir={exports}"], {},
@@ -253,14 +243,45 @@ def test_datagen_empty_corpus(refused):
     assert not (refused[1] / "new_data").exists()
 
 
-@pytest.mark.parametrize("name, output", [
-    pytest.param("decoder vocabulary of another size", "outputs/vocab/out.txt", id="vocab size"),
-    pytest.param("decoder reference line count", "outputs/reference/out.txt", id="reference line count"),
-    pytest.param("decoder output directory missing", "no_dir/out.txt", id="output directory missing"),
-])
-def test_decoder_refuses(refused, name, output):
-    check_refused(refused, name)
-    assert not (refused[1] / output).exists()
+def test_decoder_refuses(refused):
+    check_refused(refused, "decoder vocabulary of another size")
+    assert not (refused[1] / "outputs/vocab/out.txt").exists()
+
+
+def decoder_library_cases(tmp, world):
+    """name -> (DecodeFileRequest settings, the exact error message, directories that must stay as they were)."""
+    run, decode = world["run"], world["decode"]
+    reference = tmp / "outputs" / "reference"
+    reference.mkdir(parents=True, exist_ok=True)
+    return {
+        "reference line count": (
+            {"decode_from_file": str(decode / "two.txt"), "decode_reference": str(decode / "one.txt"),
+             "decode_to_file": str(reference / "out.txt")},
+            "--decode_reference has 1 lines but --decode_from_file has 2", [reference, run]),
+        "output directory missing": (
+            {"decode_from_file": str(decode / "one.txt"), "decode_to_file": str(tmp / "no_dir" / "out.txt")},
+            f"--decode_to_file '{tmp / 'no_dir' / 'out.txt'}': directory '{tmp / 'no_dir'}' does not exist; "
+            "create it first", [tmp / "no_dir"]),
+    }
+
+
+@pytest.mark.parametrize("name", ["reference line count", "output directory missing"])
+def test_decoder_library_refuses(world, name):
+    """What decode_file, the decoder command's one call, refuses; the command's one-line form is shown above."""
+    from t2t_lite.decoding.decode_lines import DecodeFileRequest, decode_file
+    from t2t_lite.errors import UserError
+    from t2t_lite.run import RunRequest
+
+    tmp = world["tmp"]
+    settings, message, directories = decoder_library_cases(tmp, world)[name]
+    before = [snapshot(path) for path in directories]
+    request = RunRequest(output_dir=str(world["run"]), data_dir=str(world["data"]))
+    with pytest.raises(UserError) as refusal:
+        decode_file(DecodeFileRequest(request, **settings))
+    assert str(refusal.value) == message
+    assert [snapshot(path) for path in directories] == before  # nothing created, written, changed or removed
+    assert not os.path.exists(settings["decode_to_file"])
+    assert not list(tmp.rglob(".tmp-*")) and not list(tmp.rglob("*.incomplete"))
 
 
 def test_unparsable_problem_config(world):

@@ -52,7 +52,7 @@ def test_visualize_sentence_writes_one_png_per_kind_and_layer(tmp_path):
 def test_visualize_cli_opens_the_run_and_prints_one_path_per_plot(tmp_path):
     import tensorflow as tf
 
-    from cli_helpers import run_tool
+    from cli_helpers import run_tools
     from t2t_lite.run import RunSpec, save_spec
 
     model, hp = tiny_model()
@@ -60,9 +60,13 @@ def test_visualize_cli_opens_the_run_and_prints_one_path_per_plot(tmp_path):
     run.mkdir()
     save_spec(str(run), RunSpec("algorithmic_reverse", "transformer_tiny", "", hp))
     tf.train.Checkpoint(model=model).save(str(run / "ckpt"))
-    result = run_tool("visualize", f"--output_dir={run}", "--sentence=0123", f"--plot_dir={tmp_path / 'plots'}")
+    # Both commands at once: each pays TensorFlow's start-up.
+    results = run_tools({"plots": ("visualize", [f"--output_dir={run}", "--sentence=0123",
+                                                 f"--plot_dir={tmp_path / 'plots'}"]),
+                         "refused": ("visualize", [f"--output_dir={run}", "--sentence=01x3",
+                                                   f"--plot_dir={tmp_path / 'other'}"])}, max_running=2)
+    result, refused = results["plots"], results["refused"]
     assert result.returncode == 0, result.stderr
     paths = result.stdout.split()
     assert len(paths) == 3 * 2 and sorted(paths) == sorted(map(str, (tmp_path / "plots").glob("*.png")))
-    refused = run_tool("visualize", f"--output_dir={run}", "--sentence=01x3", f"--plot_dir={tmp_path / 'other'}")
     assert refused.returncode == 2 and refused.error.startswith("--sentence: "), refused.stderr
