@@ -1,6 +1,6 @@
 """Prints the side-by-side table of benchmarks/multi30k_side_by_side.sh from the two work directories.
 
-  python benchmarks/multi30k_summary.py OURS_WORK_DIR PEER_WORK_DIR RAW_DIR
+  python benchmarks/multi30k_summary.py OURS_WORK_DIR PEER_WORK_DIR RAW_DIR [MORE_OURS_WORK_DIR ...]
 
 Steps, target tokens seen, throughput, peak RSS of training, and sacreBLEU (13a, cased) of each
 toolkit's averaged checkpoint on val and test_2016_flickr, both scored here the same way against the
@@ -47,10 +47,10 @@ def bleu(hypotheses: str, raw_dir: str, split: str) -> float | None:
     return sacrebleu.corpus_bleu(hyps, [refs]).score
 
 
-def ours(work: str) -> dict:
+def ours(work: str, label: str = "t2t-lite") -> dict:
     log = open(os.path.join(work, "train.log"), encoding="utf-8").read()
     found = re.findall(r"trained steps \d+-(\d+): ([\d,]+) target tokens; (\d+):(\d\d):(\d\d) of training", log)
-    row = {"toolkit": "t2t-lite"}
+    row = {"toolkit": label}
     if found:
         step, tokens, h, m, s = found[-1]
         row.update(steps=int(step), tokens=int(tokens.replace(",", "")),
@@ -85,9 +85,12 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(ours_work: str, peer_work: str, raw_dir: str) -> None:
+def main(ours_work: str, peer_work: str, raw_dir: str, *more_ours: str) -> None:
     rows = []
-    for work, row in ((ours_work, ours(ours_work)), (peer_work, peer(peer_work))):
+    runs = [(ours_work, ours(ours_work, f"t2t-lite ({os.path.basename(ours_work)})" if more_ours else "t2t-lite")),
+            (peer_work, peer(peer_work))]
+    runs += [(work, ours(work, f"t2t-lite ({os.path.basename(work)})")) for work in more_ours]
+    for work, row in runs:
         row["rss"] = peak_rss_gib(os.path.join(work, "train.time"))
         row["wall"] = wall_seconds(os.path.join(work, "train.time"))
         for split in SPLITS:
@@ -99,6 +102,6 @@ def main(ours_work: str, peer_work: str, raw_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
+    if len(sys.argv) < 4:
         sys.exit(__doc__.strip().splitlines()[2].strip())
     main(*sys.argv[1:])

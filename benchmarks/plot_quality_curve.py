@@ -1,7 +1,10 @@
 """Time-to-BLEU curve: val sacreBLEU of every kept checkpoint of both side-by-side runs against wall-clock minutes.
 
-  python benchmarks/plot_quality_curve.py --ours=WORK/t2t_lite --peer=WORK/opennmt_tf --raw=RAW_DIR \\
-      [--sentences=300] [--out=curve.png]
+  python benchmarks/plot_quality_curve.py --ours=WORK/t2t_lite [--ours=LABEL=WORK2 ...] --peer=WORK/opennmt_tf \\
+      --raw=RAW_DIR [--sentences=300] [--out=curve.png]
+
+--ours may be given several times (runs of t2t-lite with other seeds or settings); LABEL= names a
+run in the legend (default: t2t-lite, then its directory's name).
 
 Each checkpoint's time is its index file's modification time less the launch of its training
 process (WORK/train.start), start-up included, the same clock for both toolkits. Each is decoded on
@@ -64,6 +67,15 @@ def decode_peer(checkpoint: str, source_pieces: str, scratch: str, venv: str) ->
     return [pieces.decode_pieces(line.split()) for line in open(output, encoding="utf-8").read().splitlines()]
 
 
+def ours_runs(values: list[str]) -> list[tuple[str, str]]:
+    """(legend label, work directory) of each --ours value: DIR or LABEL=DIR."""
+    runs = []
+    for value in values:
+        label, _, work = value.rpartition("=")
+        runs.append((label or ("t2t-lite" if len(values) == 1 else f"t2t-lite ({os.path.basename(work)})"), work))
+    return runs
+
+
 def curve(args) -> list[dict]:
     references = open(os.path.join(args.raw, "val.de"), encoding="utf-8").read().splitlines()[: args.sentences]
     points = []
@@ -72,7 +84,8 @@ def curve(args) -> list[dict]:
         with open(os.path.join(args.raw, "val.en"), encoding="utf-8") as f:
             lines = f.read().splitlines()[: args.sentences]
         open(source, "w", encoding="utf-8").write("\n".join(lines) + "\n")
-        runs = [("t2t-lite", args.ours, os.path.join(args.ours, "run"), glob.glob(f"{args.ours}/run/averaged/ckpt-*.index"))]
+        runs = [(label, work, os.path.join(work, "run"), glob.glob(f"{work}/run/averaged/ckpt-*.index"))
+                for label, work in ours_runs(args.ours)]
         if args.peer:
             peer_run = open(os.path.join(args.peer, "model_dir")).read().strip()
             pieces = os.path.join(scratch, "val.sp.en")
@@ -83,16 +96,16 @@ def curve(args) -> list[dict]:
         for toolkit, work, run_dir, averaged in runs:
             kept = checkpoints(run_dir)
             for step, prefix in kept:
-                decode = (decode_ours(work, prefix, source, scratch) if toolkit == "t2t-lite"
-                          else decode_peer(prefix, pieces, scratch, args.venv))
+                decode = (decode_peer(prefix, pieces, scratch, args.venv) if toolkit == "OpenNMT-tf"
+                          else decode_ours(work, prefix, source, scratch))
                 points.append(dict(toolkit=toolkit, checkpoint=f"step {step}", step=step,
                                    minutes=minutes_since_start(prefix, work), bleu=score(decode, references)))
                 print(f"{toolkit} step {step}: {points[-1]['minutes']:.1f} min, val BLEU {points[-1]['bleu']:.2f}",
                       flush=True)
             if averaged and kept:
                 path = averaged[0][: -len(".index")] if averaged[0].endswith(".index") else averaged[0]
-                decode = (decode_ours(work, path, source, scratch) if toolkit == "t2t-lite"
-                          else decode_peer(path, pieces, scratch, args.venv))
+                decode = (decode_peer(path, pieces, scratch, args.venv) if toolkit == "OpenNMT-tf"
+                          else decode_ours(work, path, source, scratch))
                 points.append(dict(toolkit=toolkit, checkpoint="averaged", step=kept[-1][0],
                                    minutes=minutes_since_start(kept[-1][1], work), bleu=score(decode, references)))
                 print(f"{toolkit} averaged: val BLEU {points[-1]['bleu']:.2f}", flush=True)
@@ -106,7 +119,10 @@ def plot(points: list[dict], out: str, sentences: int) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7, 4.5))
-    for toolkit, color in (("t2t-lite", "tab:blue"), ("OpenNMT-tf", "tab:orange")):
+    toolkits = list(dict.fromkeys(p["toolkit"] for p in points))
+    colors = iter(["tab:blue", "tab:green", "tab:purple", "tab:red", "tab:brown"])
+    for toolkit in toolkits:
+        color = "tab:orange" if toolkit == "OpenNMT-tf" else next(colors)
         line = [p for p in points if p["toolkit"] == toolkit and p["checkpoint"] != "averaged"]
         if line:
             axes.plot([p["minutes"] for p in line], [p["bleu"] for p in line], "o-", color=color, label=toolkit)
@@ -125,7 +141,8 @@ def plot(points: list[dict], out: str, sentences: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--ours", required=True, help="multi30k_quality.sh's work directory")
+    parser.add_argument("--ours", required=True, action="append",
+                        help="multi30k_quality.sh's work directory, or LABEL=DIR; may be repeated")
     parser.add_argument("--peer", help="multi30k_peer.sh's work directory")
     parser.add_argument("--raw", required=True, help="the raw Multi30k files (val.en, val.de)")
     parser.add_argument("--sentences", type=int, default=300, help="val sentences decoded per checkpoint")
