@@ -17,6 +17,7 @@ from t2t_lite.training import run_dir
 from t2t_lite.training.best_checkpoint import STATE_FILE, BestCheckpoint, read_best_json
 from t2t_lite.training.dev_score import DevScore, DevScorer
 from t2t_lite.training.trainer import RunConfig, Trainer
+from small_training import small_problem
 
 TINY = "vocab_size=12,d_model=16,d_ff=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1,dropout=0," \
        "attention_dropout=0,relu_dropout=0,train.batch_size=256"
@@ -81,7 +82,11 @@ def test_state_survives_a_new_tracker_and_a_kill_between_best_and_state(tmp_path
 # The trainer, with tiny real training.
 
 def make_trainer(output_dir, train_steps, log=lambda line: None, average_last=0, **run_options):
-    problem = problems.get("algorithmic_reverse")()
+    # 2,000 train and 200 dev examples (small_training.py) instead of 100,000 and 1,000, generated in Python
+    # for every Trainer and the dev split again at every evaluation. These tests are about the bookkeeping of
+    # evaluations, the best checkpoint and early stopping, which do not depend on how many examples there are;
+    # eval_steps=1 reads one dev batch and eval_bleu_sentences at most 8 of the 200 dev examples.
+    problem = small_problem()
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(),
                                      f"{TINY},average_last_checkpoints={average_last},beam_size=2,extra_length=3")
     run_dir.ensure_writable(str(output_dir))
