@@ -44,9 +44,10 @@ flags.DEFINE_enum("distribution", "auto", ["auto", "one_device", "mirrored", "mu
                   "several devices, else one_device.")
 flags.DEFINE_integer("cpu_devices", 0, "Split the CPU into this many logical devices (for trying mirrored "
                      "without GPUs); 0 leaves it whole.")
-flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_float16", "mixed_bfloat16"],
+flags.DEFINE_enum("mixed_precision", "auto", ["auto", "none", "mixed_float16", "mixed_bfloat16"],
                   "Compute dtype: float16 with loss scaling (GPUs) or bfloat16 (CPUs, TPUs, Ampere+ GPUs); "
-                  "variables, softmax and loss stay float32.")
+                  "variables, softmax and loss stay float32. auto: mixed_bfloat16 on a CPU that multiplies "
+                  "bfloat16 natively (AVX-512 BF16 or AMX), where it trains about twice as fast, else none (float32).")
 flags.DEFINE_bool("float32_output_projection", False, "With --mixed_precision, multiply the training loss's "
                   "projection onto the vocabulary, and its gradients, with float32 operands (its logits are summed "
                   "in float32 either way): the loss curve follows float32's more closely, at a fifth to a third "
@@ -176,8 +177,8 @@ def check_run_flags() -> None:
         raise UserError("--best_checkpoint_metric=bleu needs the dev metric: set --eval_bleu_sentences=N (N > 0), "
                         "or use --best_checkpoint_metric=loss")
     if FLAGS.float32_output_projection and FLAGS.mixed_precision == "none":
-        raise UserError("--float32_output_projection changes nothing without --mixed_precision: "
-                        "add --mixed_precision=mixed_bfloat16 (or mixed_float16), or drop the flag")
+        raise UserError("--float32_output_projection changes nothing with --mixed_precision=none: "
+                        "use --mixed_precision=mixed_bfloat16 (or mixed_float16, or auto), or drop the flag")
 
 
 def main(argv) -> None:

@@ -41,7 +41,7 @@ BAD_COMMANDS = [
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--save_checkpoints_steps=0"], "--save_checkpoints_steps must be at least 1, got 0"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--max_nonfinite_steps=0"], "--max_nonfinite_steps must be at least 1, got 0"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--distribution=mirored"], "flag --distribution=mirored: value should be one of"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--float32_output_projection"], "--float32_output_projection changes nothing without --mixed_precision"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--mixed_precision=none", "--float32_output_projection"], "--float32_output_projection changes nothing with --mixed_precision=none"),
 ]
 
 

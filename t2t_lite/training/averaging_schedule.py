@@ -49,6 +49,37 @@ class AveragingSchedule:
         return crossed
 
 
+class AveragingSources:
+    """The checkpoints to average at the end of a run: when to save them and where they are kept.
+
+    Args:
+      points: as for AveragingSchedule. position: where training is now.
+      checkpoint: what a source holds (the model's weights). directory, count, current_step: as for
+        sources_manager.
+    """
+
+    def __init__(self, points: list[float], position: float, checkpoint: tf.train.Checkpoint, directory: str,
+                 count: int, current_step: int):
+        self.schedule = AveragingSchedule(points, position)
+        self.manager = sources_manager(checkpoint, directory, count, current_step)
+        self._saved_step = None
+
+    @property
+    def directory(self) -> str:
+        return self.manager.directory
+
+    def save_if_due(self, position: float, step: int) -> None:
+        """Saves at `step` when `position` has crossed the schedule's next point."""
+        if self.schedule.due(position):
+            self.save(step)
+
+    def save(self, step: int) -> None:
+        """Saves the weights at `step` as one of the checkpoints to average, once per step."""
+        if self._saved_step != step:
+            self._saved_step = step
+            self.manager.save(checkpoint_number=step)
+
+
 def sources_manager(checkpoint: tf.train.Checkpoint, directory: str, count: int,
                     current_step: int) -> tf.train.CheckpointManager:
     """The manager of the averaging sources in `directory`, keeping the newest `count`.

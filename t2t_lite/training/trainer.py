@@ -17,8 +17,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
 from t2t_lite.training import distribution
 from t2t_lite.training.averaging import average_after_training
-from t2t_lite.training.averaging_schedule import (SOURCES_SUBDIR, AveragingSchedule, averaging_points,
-                                                  averaging_steps, sources_manager)
+from t2t_lite.training.averaging_schedule import SOURCES_SUBDIR, AveragingSources, averaging_points, averaging_steps
 from t2t_lite.training.best_checkpoint import METRIC_CHOICES, BestCheckpoint, save_model_weights_as_best
 from t2t_lite.training.dev_score import DevScore, DevScorer
 from t2t_lite.training.progress import Progress
@@ -48,7 +47,8 @@ class RunConfig:
     log_every_steps: int = 100
     # XLA for each replica's forward and backward pass; batches are then padded to bucket bounds.
     jit_compile: bool = False
-    # "none", "mixed_float16" (GPUs, with loss scaling) or "mixed_bfloat16" (CPUs, TPUs, Ampere+ GPUs).
+    # "none", "mixed_float16" (GPUs, with loss scaling) or "mixed_bfloat16" (CPUs, TPUs, Ampere+ GPUs);
+    # "auto" (the command's default): mixed_bfloat16 where the CPU has native bfloat16, else none.
     # A property of the hardware, not the model: checkpoints hold float32 variables either way.
     mixed_precision: str = "none"
     # Under mixed precision, the loss's projection onto the vocabulary with float32 operands and
@@ -158,6 +158,11 @@ class Trainer:
         if run.train_minutes and distribution.cluster_tasks() > 1:
             # Each worker's clock would end its run at a different step.
             raise UserError("--train_minutes works in one process; give a multi-worker run --train_steps instead")
+        if run.mixed_precision == precision.AUTO:
+            run = dataclasses.replace(run, mixed_precision=precision.resolve(precision.AUTO))
+            log("mixed precision: bfloat16 (--mixed_precision=auto: this CPU multiplies bfloat16 natively; "
+                "--mixed_precision=none trains in float32)" if run.mixed_precision == "mixed_bfloat16" else
+                "mixed precision: none, float32 (--mixed_precision=auto: no native bfloat16 here)")
         self.problem, self.hparams, self.run, self.log = problem, hparams, run, log
         self.strategy = strategy or tf.distribute.get_strategy()
         self.is_chief = distribution.is_chief(self.strategy)
@@ -165,7 +170,7 @@ class Trainer:
         self.skipped_steps, self._skipped_in_a_row = 0, 0  # updates skipped for non-finite values
         self.clock = TrainingClock(clock)
         self.tokens_trained = 0.0  # target tokens of this process's updates: what a throughput is made of
-        self._averaging, self._sources, self._source_step = None, None, None  # set up by train()
+        self._averaging: AveragingSources | None = None  # set up by train() when train.average_span > 0
         keras.utils.set_random_seed(run.random_seed)
         self._build_model_and_steps()
         # TensorFlow 2.21 checkpoints a tf.data iterator but not a distributed one.
@@ -299,9 +304,9 @@ class Trainer:
                 self.probe_memory()
             with stop_on_signals() as stop:
                 if self._train_until_done(stop):
-                    if self._averaging is not None and self._averaging.due(self._averaging_position()):
+                    if self._averaging is not None:
                         # The step a stop vote came with can cross a point; a resumed run counts it as passed.
-                        self._save_averaging_source()
+                        self._averaging.save_if_due(self._averaging_position(), self.step)
                     self.save()
                     if not self._stopping_early:
                         self.log(f"{stop.signal_name or 'stop request from another worker'} received: "
@@ -317,12 +322,12 @@ class Trainer:
         if self.step > start_step:
             self.log(f"trained steps {start_step + 1}-{self.step}: {self.tokens_trained:,.0f} target tokens; "
                      f"{hms(self.clock.seconds())} of training in this run directory")
-        if self.step > start_step and self._sources is not None:
-            self._save_averaging_source()  # the end of training is always the last one averaged
+        if self.step > start_step and self._averaging is not None:
+            self._averaging.save(self.step)  # the end of training is always the last one averaged
         if self.step > start_step and self.is_chief:
             # The paper decodes from the average of the last checkpoints (6.1); do it once, when training ends.
             averaged = average_after_training(self.run.output_dir, self.hparams.train.average_last_checkpoints,
-                                              self.log, checkpoint_dir=self._sources and self._sources.directory)
+                                              self.log, checkpoint_dir=self._averaging and self._averaging.directory)
             if averaged and self.best.state.best_step is not None:
                 self._compare_averaged_with_best(averaged)
 
@@ -344,8 +349,8 @@ class Trainer:
             if self.step % self.run.log_every_steps == 0:
                 self._log_progress(progress)
                 progress.restart_window()
-            if self._averaging is not None and self._averaging.due(self._averaging_position()):
-                self._save_averaging_source()
+            if self._averaging is not None:
+                self._averaging.save_if_due(self._averaging_position(), self.step)
             if (self.step % self.run.save_checkpoints_steps == 0 or self.step == self.run.train_steps
                     or self._budget_spent()):
                 self.save()
@@ -378,18 +383,11 @@ class Trainer:
         else:
             points = averaging_steps(self.run.train_steps, t.average_span, t.average_last_checkpoints)
             where = "steps " + ", ".join(str(p) for p in points)
-        self._averaging = AveragingSchedule(points, self._averaging_position())
-        self._sources = sources_manager(tf.train.Checkpoint(model=self.model),
-                                        os.path.join(self._save_dir, SOURCES_SUBDIR),
-                                        t.average_last_checkpoints, self.step)
+        self._averaging = AveragingSources(points, self._averaging_position(), tf.train.Checkpoint(model=self.model),
+                                           os.path.join(self._save_dir, SOURCES_SUBDIR),
+                                           t.average_last_checkpoints, self.step)
         self.log(f"checkpoints for averaging at {where} (the last {t.average_span:g} of the run), "
-                 f"kept in {self._sources.directory}")
-
-    def _save_averaging_source(self) -> None:
-        """Saves the model's weights at this step as one of the checkpoints to average, once per step."""
-        if self._source_step != self.step:
-            self._source_step = self.step
-            self._sources.save(checkpoint_number=self.step)
+                 f"kept in {self._averaging.directory}")
 
     def _count_skipped_step(self, loss: float) -> None:
         """Logs an update skipped for a non-finite loss or gradient; stops the run after too many in a row.

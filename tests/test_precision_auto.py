@@ -1,0 +1,57 @@
+"""--mixed_precision=auto: bfloat16 where the CPU multiplies it natively, float32 elsewhere."""
+import pytest
+
+import t2t_lite.hparams  # noqa: F401
+from t2t_lite import config, precision
+from t2t_lite.registry import hparams_sets
+from t2t_lite.training.trainer import RunConfig, Trainer
+from small_training import TINY, small_problem
+
+ZEN3 = {"fpu", "sse2", "avx", "avx2", "fma", "f16c"}  # AVX2 only: bfloat16 would be emulated
+ZEN4 = ZEN3 | {"avx512f", "avx512_bf16", "avx512_vnni"}
+SAPPHIRE_RAPIDS = ZEN3 | {"avx512f", "amx_tile", "amx_bf16", "amx_int8"}
+
+
+@pytest.mark.parametrize("flags, has_gpu, expected", [
+    (ZEN4, False, "mixed_bfloat16"),
+    (SAPPHIRE_RAPIDS, False, "mixed_bfloat16"),
+    (ZEN3, False, "none"),
+    (ZEN3 | {"avx512f", "avx512_vnni"}, False, "none"),  # AVX-512 without its BF16 extension
+    (ZEN4, True, "none"),  # GPUs: the user chooses float16 or bfloat16
+    (set(), False, "none"),  # no /proc/cpuinfo (not Linux)
+])
+def test_auto_takes_bfloat16_only_where_the_cpu_has_it_natively(flags, has_gpu, expected):
+    assert precision.resolve(precision.AUTO, flags=flags, has_gpu=has_gpu) == expected
+
+
+def test_an_explicit_precision_is_kept_whatever_the_cpu_and_a_bad_one_is_refused():
+    for chosen in precision.PRECISIONS:
+        assert precision.resolve(chosen, flags=ZEN4, has_gpu=False) == chosen
+        assert precision.resolve(chosen, flags=ZEN3, has_gpu=True) == chosen
+    with pytest.raises(ValueError, match="float8"):
+        precision.resolve("float8", flags=ZEN4, has_gpu=False)
+
+
+def test_cpu_flags_are_read_from_the_flags_line_and_are_empty_without_the_file(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512_bf16\n"
+                       "bugs\t\t: sysret_ss_attrs\n\nprocessor\t: 1\nflags\t\t: fpu avx2 avx512_bf16\n")
+    assert precision.cpu_flags(str(cpuinfo)) == {"fpu", "avx2", "avx512_bf16"}
+    assert precision.cpu_flags(str(tmp_path / "absent")) == set()
+
+
+def test_the_trainer_resolves_auto_for_this_machine_and_says_which_it_took(tmp_path):
+    lines = []
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), TINY)
+    trainer = Trainer(small_problem(), hparams, RunConfig(output_dir=str(tmp_path), train_steps=1,
+                                                          mixed_precision="auto", memory_probe=False,
+                                                          eval_bleu_sentences=0), log=lines.append)
+    expected = precision.resolve(precision.AUTO)
+    assert trainer.run.mixed_precision == expected
+    assert [line for line in lines if line.startswith("mixed precision: ")] == [
+        "mixed precision: bfloat16 (--mixed_precision=auto: this CPU multiplies bfloat16 natively; "
+        "--mixed_precision=none trains in float32)" if expected == "mixed_bfloat16" else
+        "mixed precision: none, float32 (--mixed_precision=auto: no native bfloat16 here)"]
+    # The model computes in what was chosen; its variables stay float32.
+    assert trainer.model.dtype_policy.compute_dtype == ("bfloat16" if expected == "mixed_bfloat16" else "float32")
+    assert all(w.dtype == "float32" for w in trainer.model.trainable_weights)
