@@ -74,8 +74,9 @@ def protocol_trainer(hparams_set: str, run_options: dict, log, overrides: str = 
     hparams = config.apply_overrides(hparams_sets.get(hparams_set)(),
                                      f"vocab_size={PROTOCOL_VOCAB},train.batch_size=4096,average_last_checkpoints=0"
                                      + overrides)
+    # No dev BLEU: the synthetic corpus has no text to decode, and the protocol times training steps alone.
     run = RunConfig(output_dir=tempfile.mkdtemp(prefix="bench_train_"), eval_steps=1, save_checkpoints_steps=10**9,
-                    log_every_steps=1, **run_options)
+                    log_every_steps=1, eval_bleu_sentences=0, **run_options)
     return Trainer(Synthetic(), hparams, run, log=log)
 
 
