@@ -65,6 +65,14 @@ def resolve(precision: str, flags: set[str] | None = None, has_gpu: bool | None 
     return "mixed_bfloat16" if native else "none"
 
 
+def describe_auto(chosen: str) -> str:
+    """The line a command prints for what AUTO resolved to (`chosen`, as resolve returned it)."""
+    if chosen == "mixed_bfloat16":
+        return ("mixed precision: bfloat16 (--mixed_precision=auto: this CPU multiplies bfloat16 natively; "
+                "--mixed_precision=none trains in float32)")
+    return "mixed precision: none, float32 (--mixed_precision=auto: no native bfloat16 here)"
+
+
 @contextlib.contextmanager
 def layers_compute_in(precision: str):
     """Layers constructed inside the block compute in precision's dtype; their variables stay float32.

@@ -160,9 +160,7 @@ class Trainer:
             raise UserError("--train_minutes works in one process; give a multi-worker run --train_steps instead")
         if run.mixed_precision == precision.AUTO:
             run = dataclasses.replace(run, mixed_precision=precision.resolve(precision.AUTO))
-            log("mixed precision: bfloat16 (--mixed_precision=auto: this CPU multiplies bfloat16 natively; "
-                "--mixed_precision=none trains in float32)" if run.mixed_precision == "mixed_bfloat16" else
-                "mixed precision: none, float32 (--mixed_precision=auto: no native bfloat16 here)")
+            log(precision.describe_auto(run.mixed_precision))
         self.problem, self.hparams, self.run, self.log = problem, hparams, run, log
         self.strategy = strategy or tf.distribute.get_strategy()
         self.is_chief = distribution.is_chief(self.strategy)
