@@ -62,29 +62,28 @@ def hypothesis(ids, max_length):
 
 @pytest.fixture(scope="module")
 def alone(models):
-    """alone(i, beam_size): models[i]'s own search of INPUTS without a length penalty, (ids, scores) as numpy.
+    """alone(i, beam_size, alpha): models[i]'s own search of INPUTS, (ids, scores) as numpy.
 
-    Each search is made (and its Decoder traced) once per module: the self-ensemble test and the
-    renormalised-mean test both compare with models[0]'s beam-4 search.
+    Each search is made (and its Decoder traced) once per module: the renormalised-mean test compares
+    with both models' beam-4 searches without a length penalty.
     """
     found = {}
 
-    def search(index, beam_size):
-        if (index, beam_size) not in found:
-            decoder = Decoder(models[index], decode_hparams(beam_size, alpha=0.0))
-            found[index, beam_size] = [t.numpy() for t in decoder.decode(INPUTS)]
-        return found[index, beam_size]
+    def search(index, beam_size, alpha):
+        if (index, beam_size, alpha) not in found:
+            decoder = Decoder(models[index], decode_hparams(beam_size, alpha=alpha))
+            found[index, beam_size, alpha] = [t.numpy() for t in decoder.decode(INPUTS)]
+        return found[index, beam_size, alpha]
 
     return search
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_an_ensemble_of_a_model_with_itself_is_that_model(models, alone, beam_size):
-    # alpha 0 (was 0.6) so the beam-4 search alone is the one test_every_ensemble_... compares with; the
-    # length penalty is applied by beam_search after the ensemble's mean, the same with one model or two.
-    single = alone(0, beam_size)
+    # With the default length penalty (alpha 0.6), which the search applies after the ensemble's mean.
+    single = alone(0, beam_size, 0.6)
     model = models[0]
-    doubled = [t.numpy() for t in Decoder([model, model], decode_hparams(beam_size, alpha=0.0)).decode(INPUTS)]
+    doubled = [t.numpy() for t in Decoder([model, model], decode_hparams(beam_size, alpha=0.6)).decode(INPUTS)]
     np.testing.assert_array_equal(doubled[0], single[0])
     np.testing.assert_allclose(doubled[1], single[1], atol=1e-5)
 
@@ -110,7 +109,7 @@ def test_every_ensemble_beam_score_is_the_renormalised_mean_of_the_models_log_pr
     assert len(checked) >= 6 and {b for b, _ in checked} == {0, 1, 2}
     # The ensemble is neither of its models.
     for index in range(len(models)):
-        alone_ids, alone_scores = alone(index, 4)
+        alone_ids, alone_scores = alone(index, 4, 0.0)
         assert not np.allclose(alone_scores, scores, atol=1e-3) or not np.array_equal(alone_ids, ids)
 
 
