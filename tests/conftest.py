@@ -7,8 +7,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 from trained_runs import multi30k_run, reverse_run  # noqa: E402,F401  (session fixtures)
 
 # pytest-xdist (--dist loadfile) hands whole modules to whichever worker is free, in collection order.
-# Starting with the longest modules leaves short ones for the end, so the workers finish together
-# (longest-first scheduling); the order is from `pytest --durations=0`, see docs/performance.md.
+# Starting with the longest modules leaves the short ones to fill in at the end (longest-first scheduling);
+# the order is from `pytest --durations=0`, see docs/performance.md.
 LONGEST_MODULES_FIRST = [
     "test_trainer.py", "test_export.py", "test_decoder.py", "test_trainer_cli.py", "test_best_checkpoint.py",
     "test_mixed_precision.py", "test_distribution.py", "test_crash_safety.py", "test_decoder_outputs.py",

@@ -82,10 +82,8 @@ def test_state_survives_a_new_tracker_and_a_kill_between_best_and_state(tmp_path
 # The trainer, with tiny real training.
 
 def make_trainer(output_dir, train_steps, log=lambda line: None, average_last=0, **run_options):
-    # 2,000 train and 200 dev examples (small_training.py) instead of 100,000 and 1,000, generated in Python
-    # for every Trainer and the dev split again at every evaluation. These tests are about the bookkeeping of
-    # evaluations, the best checkpoint and early stopping, which do not depend on how many examples there are;
-    # eval_steps=1 reads one dev batch and eval_bleu_sentences at most 8 of the 200 dev examples.
+    # 2,000 train and 200 dev examples (small_training.py): the bookkeeping of evaluations, the best checkpoint
+    # and early stopping does not depend on how many there are.
     problem = small_problem()
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(),
                                      f"{TINY},average_last_checkpoints={average_last},beam_size=2,extra_length=3")

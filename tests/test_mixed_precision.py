@@ -32,14 +32,8 @@ def tiny_hparams():
 
 
 def make_trainer(output_dir, mixed_precision, train_steps, float32_output_projection=False):
-    """A Trainer of the tiny model on algorithmic_reverse, logging every step into the returned list.
-
-    On small_problem()'s 2,000 train and 200 dev examples (the first of the full problem's 100,000 and 1,000,
-    same generator and seeds) rather than generating 100,000 for every Trainer and 1,000 at every evaluation:
-    30 steps see about 600 examples, and eval_steps=4 reads 4 dev batches of the 200. Without the memory probe
-    (one more traced forward and backward pass per run at its largest batch shape): these tests are not about
-    it, and it changes nothing in training (test_trainer checks that), so the runs compared here are the same.
-    """
+    """A Trainer of the tiny model on small_problem() (30 steps see ~600 of its 2,000 examples), logging every
+    step into the returned list; without the memory probe, which these tests are not about."""
     run = RunConfig(output_dir=str(output_dir), train_steps=train_steps, eval_steps=4, save_checkpoints_steps=STEPS,
                     log_every_steps=1, random_seed=5, mixed_precision=mixed_precision,
                     float32_output_projection=float32_output_projection, memory_probe=False)

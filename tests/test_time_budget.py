@@ -30,13 +30,9 @@ SECONDS_PER_STEP = 10.0
 
 
 def make_trainer(output_dir, train_steps, log=lambda line: None, span=0.5, average_last=3, **run_options):
-    # small_training.py's set-up: 1+1 layers of width 16 (was 2+2 of width 32: half the step functions to
-    # trace) on 2,000 generated examples (was 100,000, generated again for every Trainer). What these tests
-    # check, the steps the budget and the averaging schedule stop and save at, the seconds restored with a
-    # checkpoint, a resumed run's weights equal to an uninterrupted one's and the average equal to the numpy
-    # mean of its sources, depends on the injected clock and on the trainer's bookkeeping, not on the model's
-    # size or the data. Adam moves each weight with a gradient by about the learning rate a step (~8e-5 at step
-    # 5 with d_model 16, warmup 1000), far beyond allclose's tolerance: the averaged sources still differ.
+    # The smallest set-up (small_training.py): what these tests check depends on the injected clock and the
+    # trainer's bookkeeping, not on the model's size. Adam still moves each weight by ~8e-5 a step, far beyond
+    # allclose's tolerance, so the averaged sources differ.
     problem = small_problem()
     overrides = f"{TINY},average_last_checkpoints={average_last},average_span={span}"
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), overrides)
