@@ -25,6 +25,8 @@ from t2t_lite.problems.translate import TranslateFiles
 from cli_helpers import ENV
 from shared_data import require_shared
 
+pytestmark = pytest.mark.slow  # SIGKILL rounds of three commands, 8,000 pairs each
+
 COMMAND = [sys.executable, "-m", "t2t_lite.bin.datagen"]
 PAIRS = 8_000  # datagen commits every 1,000 examples; the first kill comes at the first commit
 SHARDS = 100  # 80 examples each: more "done" lines than the stderr pipe holds (see _run_until)
