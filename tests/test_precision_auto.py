@@ -55,3 +55,19 @@ def test_the_trainer_resolves_auto_for_this_machine_and_says_which_it_took(tmp_p
     # The model computes in what was chosen; its variables stay float32.
     assert trainer.model.dtype_policy.compute_dtype == ("bfloat16" if expected == "mixed_bfloat16" else "float32")
     assert all(w.dtype == "float32" for w in trainer.model.trainable_weights)
+
+
+@pytest.mark.parametrize("chosen, kept", [("none", False), ("mixed_bfloat16", True)])
+def test_float32_output_projection_under_auto_is_kept_only_when_auto_chose_mixed_precision(tmp_path, monkeypatch,
+                                                                                          chosen, kept):
+    monkeypatch.setattr(precision, "resolve", lambda name: chosen)
+    lines = []
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), TINY)
+    trainer = Trainer(small_problem(), hparams, RunConfig(output_dir=str(tmp_path), train_steps=1,
+                                                          mixed_precision="auto", float32_output_projection=True,
+                                                          memory_probe=False, eval_bleu_sentences=0),
+                      log=lines.append)
+    assert trainer.run.float32_output_projection is kept
+    assert trainer._train_step.float32_output_projection is kept
+    ignored = "--float32_output_projection is ignored: training runs in float32 here"
+    assert (ignored in lines) is not kept

@@ -161,6 +161,10 @@ class Trainer:
         if run.mixed_precision == precision.AUTO:
             run = dataclasses.replace(run, mixed_precision=precision.resolve(precision.AUTO))
             log(precision.describe_auto(run.mixed_precision))
+            if run.float32_output_projection and run.mixed_precision == "none":
+                # An explicit --mixed_precision=none with it is refused by the command; auto chose float32 here.
+                log("--float32_output_projection is ignored: training runs in float32 here")
+                run = dataclasses.replace(run, float32_output_projection=False)
         self.problem, self.hparams, self.run, self.log = problem, hparams, run, log
         self.strategy = strategy or tf.distribute.get_strategy()
         self.is_chief = distribution.is_chief(self.strategy)
