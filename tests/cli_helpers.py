@@ -1,11 +1,20 @@
-"""Running t2t-lite's commands as a user does (a fresh interpreter each), for tests of what they print."""
+"""Running t2t-lite's commands as a user does, for tests of what they print.
+
+Each command runs as `python -m t2t_lite.bin.<tool>` would, in a process of its own: its flags, environment,
+stdout, stderr and exit code are its own. The process is forked from one that has already imported
+TensorFlow and Keras (a multiprocessing fork server, started once per test worker), so a command skips
+their ~5 s of start-up CPU; what they print while importing is what tests/test_quiet_start.py checks, in
+fresh interpreters.
+"""
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import multiprocessing
 import os
-import subprocess
+import runpy
 import sys
+import tempfile
 from pathlib import Path
 
 # TensorFlow's C++ start-up lines would drown the one line the tests look for.
@@ -38,20 +47,73 @@ class Result:
 
 
 def run_tool(tool: str, *flags: str, env: dict | None = None, timeout: float = 300) -> Result:
-    """Runs `python -m t2t_lite.bin.<tool> <flags>` to completion.
+    """Runs `python -m t2t_lite.bin.<tool> <flags>` to completion (in a process forked with TensorFlow loaded).
 
     Args:
       tool: the module in t2t_lite.bin, e.g. "trainer", "avg_checkpoints".
       flags: its command-line arguments.
       env: extra environment variables (on top of ENV).
     """
-    done = subprocess.run([sys.executable, "-m", f"t2t_lite.bin.{tool}", *map(str, flags)], capture_output=True,
-                          text=True, timeout=timeout, env={**ENV, **(env or {})}, check=False)
-    return Result(tool, done.returncode, done.stdout, done.stderr)
+    with tempfile.TemporaryDirectory(prefix="t2t-lite-cli-") as directory:
+        stdout, stderr = os.path.join(directory, "stdout"), os.path.join(directory, "stderr")
+        umask = os.umask(0)
+        os.umask(umask)
+        process = _preloaded().Process(target=_run_module, args=(tool, [str(f) for f in flags], {**ENV, **(env or {})},
+                                                                  umask, stdout, stderr))
+        process.start()
+        process.join(timeout)
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+            raise TimeoutError(f"t2t_lite.bin.{tool} {' '.join(map(str, flags))} ran over {timeout} s")
+        with open(stdout, encoding="utf-8") as out, open(stderr, encoding="utf-8") as err:
+            return Result(tool, process.exitcode, out.read(), err.read())
+
+
+_CONTEXT = None
+
+
+def _preloaded():
+    """The multiprocessing context whose fork server has imported TensorFlow and Keras (made on first use)."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        _CONTEXT = multiprocessing.get_context("forkserver")
+        _CONTEXT.set_forkserver_preload(["tensorflow", "keras"])
+    return _CONTEXT
+
+
+def _run_module(tool: str, flags: list[str], env: dict, umask: int, stdout: str, stderr: str) -> None:
+    """In the forked process: what `python -m t2t_lite.bin.<tool> <flags>` does, with stdout and stderr to files.
+
+    The fork server's environment and umask are those of when it started: the caller's current ones are set.
+    """
+    os.environ.clear()
+    os.environ.update(env)
+    os.umask(umask)
+    for fd, path in ((1, stdout), (2, stderr)):
+        file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(file, fd)
+        os.close(file)
+    sys.stdin = open(os.devnull)
+    sys.argv = [f"t2t_lite.bin.{tool}", *flags]  # runpy puts the module's path in argv[0], as -m does
+    code = 0
+    try:
+        runpy.run_module(f"t2t_lite.bin.{tool}", run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        if not isinstance(exit_.code, (int, type(None))):
+            print(exit_.code, file=sys.stderr)
+    except BaseException:  # an uncaught exception: the traceback and exit code 1, as the interpreter gives
+        import traceback
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def run_tools(commands: dict[str, tuple], max_running: int = 3) -> dict[str, Result]:
-    """Runs many commands, at most max_running at a time (each pays TensorFlow's start-up, mostly CPU).
+    """Runs many commands, at most max_running at a time.
 
     Args:
       commands: name -> (tool, flags) or (tool, flags, env), as for run_tool.

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import collections
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -24,6 +22,7 @@ from t2t_lite.models import build_model
 from t2t_lite.run import RunSpec, load_spec, save_spec
 from t2t_lite.training.averaging import average_after_training, average_checkpoints, checkpoints_to_average
 from t2t_lite.training.steps import make_optimizer
+from cli_helpers import run_tool
 
 OVERRIDES = "vocab_size=20,d_model=16,d_ff=32,num_heads=2"
 STEPS = (100, 200, 300)
@@ -181,9 +180,8 @@ def test_checkpoint_of_other_hparams_is_a_clear_error(run, tmp_path):
     assert not os.path.exists(other / "averaged")
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "t2t_lite.bin.avg_checkpoints", *args], capture_output=True,
-                          text=True, check=False, timeout=120)
+def run_cli(*args: str):
+    return run_tool("avg_checkpoints", *args, timeout=120)
 
 
 def test_cli_prints_sources_and_result(run, tmp_path):

@@ -1,8 +1,6 @@
 """Dev metric during training, the best checkpoint, early stopping and their resume."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -17,6 +15,7 @@ from t2t_lite.training import run_dir
 from t2t_lite.training.best_checkpoint import STATE_FILE, BestCheckpoint, read_best_json
 from t2t_lite.training.dev_score import DevScore, DevScorer
 from t2t_lite.training.trainer import RunConfig, Trainer
+from cli_helpers import run_tool
 from small_training import small_problem
 
 TINY = "vocab_size=12,d_model=16,d_ff=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1,dropout=0," \
@@ -193,12 +192,10 @@ def test_dev_metrics_per_problem():
 def test_cli_stops_early_with_exit_zero_and_one_line(tmp_path):
     # A learning rate of 0 leaves the dev loss where it was: no evaluation after the first improves.
     run = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "t2t_lite.bin.trainer", "--problem=algorithmic_reverse",
-         "--hparams_set=transformer_tiny", f"--output_dir={run}", f"--hparams={TINY},learning_rate_constant=0",
-         "--train_steps=100", "--save_checkpoints_steps=2", "--eval_steps=1", "--nomemory_probe",
-         "--early_stopping_patience=2"],
-        capture_output=True, text=True, timeout=300)
+    result = run_tool(
+        "trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", f"--output_dir={run}",
+        f"--hparams={TINY},learning_rate_constant=0", "--train_steps=100", "--save_checkpoints_steps=2",
+        "--eval_steps=1", "--nomemory_probe", "--early_stopping_patience=2")
     assert result.returncode == 0, result.stderr[-2000:]
     output = result.stdout + result.stderr
     stop_lines = [line for line in output.splitlines() if "early stopping:" in line]

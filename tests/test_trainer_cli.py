@@ -1,17 +1,14 @@
 """t2t-lite-trainer from the command line: dry run, registry help, and bad input."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from cli_helpers import run_tools
+from cli_helpers import run_tool, run_tools
 
 
 def trainer(*flags):
-    result = subprocess.run([sys.executable, "-m", "t2t_lite.bin.trainer", *flags],
-                            capture_output=True, text=True, timeout=300)
+    result = run_tool("trainer", *flags)
     return result.returncode, result.stdout, result.stderr
 
 

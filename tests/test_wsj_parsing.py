@@ -3,8 +3,6 @@ import collections
 import dataclasses
 import os
 import random
-import subprocess
-import sys
 
 import pytest
 
@@ -25,6 +23,7 @@ from t2t_lite.problems.wsj_parsing import (
 )
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.run import RunSpec, save_spec
+from cli_helpers import run_tool
 from shared_data import require_shared
 
 QUIET = {"log": lambda line: None}
@@ -236,10 +235,8 @@ def test_decoder_uses_the_sets_decode_defaults_and_prints_bracket_scores(sample,
     tf.train.Checkpoint(model=build_model(hparams)).save(str(output_dir / "ckpt"))
     words.write_text(CAT_WORDS + "\n")
     gold.write_text(CAT_TARGETS + "\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "t2t_lite.bin.decoder", f"--output_dir={output_dir}", f"--data_dir={problem.data_dir}",
-         f"--decode_from_file={words}", f"--decode_reference={gold}"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    result = run_tool("decoder", f"--output_dir={output_dir}", f"--data_dir={problem.data_dir}",
+                      f"--decode_from_file={words}", f"--decode_reference={gold}")
     assert result.returncode == 0, result.stderr
     assert "(beam 21, alpha 0.3)" in result.stderr
     assert "Number of sentence        =      1" in result.stdout
