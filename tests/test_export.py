@@ -25,6 +25,7 @@ from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, t
 from t2t_lite.export.serving import ServingModule
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.run import RunRequest, load_spec, open_run
+from cli_helpers import run_tool, run_tools
 from trained_runs import multi30k_lines
 
 # Both the exporter and the decoder get these, so their searches are the same.
@@ -79,18 +80,15 @@ def exported(run):
     tmp = run["tmp"]
     sentences = tmp / "test.en"
     sentences.write_text(multi30k_lines("test_2016_flickr", "en", 40), encoding="utf-8")
-    exporter = subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.exporter", f"--output_dir={run['output_dir']}",
-                                 f"--data_dir={run['data_dir']}", *DECODE_FLAGS, f"--export_dir={tmp / 'exports'}",
-                                 "--model_name=multi30k"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    try:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        exporter = pool.submit(run_tool, "exporter", f"--output_dir={run['output_dir']}", f"--data_dir={run['data_dir']}",
+                               *DECODE_FLAGS, f"--export_dir={tmp / 'exports'}", "--model_name=multi30k")
         decode_file(DecodeFileRequest(RunRequest(output_dir=run["output_dir"], data_dir=run["data_dir"],
                                                  extra_length=DECODE_EXTRA_LENGTH),
                                       str(sentences), decode_to_file=str(tmp / "decoded.txt")))
-    finally:
-        stdout, stderr = exporter.communicate(timeout=300)
-    assert exporter.returncode == 0, stderr
-    return {"path": stdout.strip(), "sentences": sentences, "decoded": tmp / "decoded.txt"}
+        result = exporter.result()
+    assert result.returncode == 0, result.stderr
+    return {"path": result.stdout.strip(), "sentences": sentences, "decoded": tmp / "decoded.txt"}
 
 
 @pytest.fixture(scope="module")
@@ -327,8 +325,8 @@ def test_a_mixed_bfloat16_export_computes_in_bfloat16_and_serves_what_the_librar
 
 @pytest.fixture(scope="module")
 def refused(run, tmp_path_factory):
-    """The exporter CLI on a bad flag and on a refusal of the library's, run in parallel (each pays TensorFlow's
-    start-up); the library's other refusals are test_library_refusals_are_user_errors'."""
+    """The exporter CLI on a bad flag and on a refusal of the library's; the library's other refusals are
+    test_library_refusals_are_user_errors'."""
     tmp = tmp_path_factory.mktemp("refused")
     (tmp / "a_file").write_text("not a directory\n")
     cases = {
@@ -338,14 +336,9 @@ def refused(run, tmp_path_factory):
                                f"--export_dir={tmp / 'exports'}", "--mixed_precision=float8"],
                               "--mixed_precision=float8: value should be one of <none|mixed_bfloat16|mixed_float16>"),
     }
-    running = {name: subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.exporter", *flags], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env=ENV)
-               for name, (flags, _) in cases.items()}
-    results = {}
-    for name, process in running.items():
-        stdout, stderr = process.communicate(timeout=300)
-        results[name] = (process.returncode, stdout, stderr, cases[name][1])
-    return tmp, results
+    done = run_tools({name: ("exporter", flags) for name, (flags, _) in cases.items()}, max_running=2)
+    return tmp, {name: (done[name].returncode, done[name].stdout, done[name].stderr, cases[name][1])
+                 for name in cases}
 
 
 @pytest.mark.parametrize("case", ["missing checkpoint", "unknown precision"])
