@@ -15,6 +15,7 @@ import os
 import runpy
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 # TensorFlow's C++ start-up lines would drown the one line the tests look for.
@@ -54,20 +55,34 @@ def run_tool(tool: str, *flags: str, env: dict | None = None, timeout: float = 3
       flags: its command-line arguments.
       env: extra environment variables (on top of ENV).
     """
-    with tempfile.TemporaryDirectory(prefix="t2t-lite-cli-") as directory:
+    code, stdout, stderr = run_forked(_run_module, tool, [str(f) for f in flags], env=env, timeout=timeout)
+    return Result(tool, code, stdout, stderr)
+
+
+def run_forked(function, *args, env: dict | None = None, timeout: float = 300) -> tuple[int, str, str]:
+    """function(*args) in a process of its own, forked with TensorFlow and Keras already imported.
+
+    For what needs a process to itself (absl's flags, TensorFlow's devices are fixed per process). function
+    must be importable by name (a module-level function). The process gets the caller's environment (ENV plus
+    env), umask and working directory.
+
+    Returns:
+      (exit code: 0, the code of a SystemExit, or 1 after an exception's traceback; stdout; stderr).
+    """
+    umask = os.umask(0)
+    os.umask(umask)
+    with tempfile.TemporaryDirectory(prefix="t2t-lite-forked-") as directory:
         stdout, stderr = os.path.join(directory, "stdout"), os.path.join(directory, "stderr")
-        umask = os.umask(0)
-        os.umask(umask)
-        process = _preloaded().Process(target=_run_module, args=(tool, [str(f) for f in flags], {**ENV, **(env or {})},
-                                                                  umask, stdout, stderr))
+        process = _preloaded().Process(target=_in_child, args=({**ENV, **(env or {})}, umask, stdout, stderr,
+                                                               function, args))
         process.start()
         process.join(timeout)
         if process.exitcode is None:
             process.kill()
             process.join()
-            raise TimeoutError(f"t2t_lite.bin.{tool} {' '.join(map(str, flags))} ran over {timeout} s")
+            raise TimeoutError(f"{function.__name__}{args} ran over {timeout} s")
         with open(stdout, encoding="utf-8") as out, open(stderr, encoding="utf-8") as err:
-            return Result(tool, process.exitcode, out.read(), err.read())
+            return process.exitcode, out.read(), err.read()
 
 
 _CONTEXT = None
@@ -82,11 +97,9 @@ def _preloaded():
     return _CONTEXT
 
 
-def _run_module(tool: str, flags: list[str], env: dict, umask: int, stdout: str, stderr: str) -> None:
-    """In the forked process: what `python -m t2t_lite.bin.<tool> <flags>` does, with stdout and stderr to files.
-
-    The fork server's environment and umask are those of when it started: the caller's current ones are set.
-    """
+def _in_child(env: dict, umask: int, stdout: str, stderr: str, function, args) -> None:
+    """In the forked process: the caller's environment and umask (the fork server has those of when it
+    started), stdout and stderr to files, then function(*args) and the exit code an interpreter would give."""
     os.environ.clear()
     os.environ.update(env)
     os.umask(umask)
@@ -95,21 +108,25 @@ def _run_module(tool: str, flags: list[str], env: dict, umask: int, stdout: str,
         os.dup2(file, fd)
         os.close(file)
     sys.stdin = open(os.devnull)
-    sys.argv = [f"t2t_lite.bin.{tool}", *flags]  # runpy puts the module's path in argv[0], as -m does
     code = 0
     try:
-        runpy.run_module(f"t2t_lite.bin.{tool}", run_name="__main__", alter_sys=True)
+        function(*args)
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         if not isinstance(exit_.code, (int, type(None))):
             print(exit_.code, file=sys.stderr)
     except BaseException:  # an uncaught exception: the traceback and exit code 1, as the interpreter gives
-        import traceback
         traceback.print_exc()
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _run_module(tool: str, flags: list[str]) -> None:
+    """What `python -m t2t_lite.bin.<tool> <flags>` runs."""
+    sys.argv = [f"t2t_lite.bin.{tool}", *flags]  # runpy puts the module's path in argv[0], as -m does
+    runpy.run_module(f"t2t_lite.bin.{tool}", run_name="__main__", alter_sys=True)
 
 
 def run_tools(commands: dict[str, tuple], max_running: int = 3) -> dict[str, Result]:

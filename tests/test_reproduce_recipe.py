@@ -1,8 +1,8 @@
 """docs/reproduce_wmt14.md's commands, each run in a dry form, so the recipe cannot go stale.
 
 Every ```sh block of the page is read; each command is checked by the program it names:
-  t2t-lite-*   its flags parsed by that program's own module (one fresh interpreter per program, since
-               every program defines its flags on absl's global FLAGS), then a dry form of its work:
+  t2t-lite-*   its flags parsed by that program's own module (one process per program, since every
+               program defines its flags on absl's global FLAGS), then a dry form of its work:
                trainer: run-flag checks, hparams overrides resolved, the model built with --dry_run (once
                  per distinct model) and its parameters counted, the --distribution strategy made on 8
                  logical CPU devices standing in for 8 GPUs (multi_worker: TF_CONFIG checked, since its
@@ -11,8 +11,7 @@ Every ```sh block of the page is read; each command is checked by the program it
                decoder, avg-checkpoints: flags parsed; bleu: run on two small files in place of the doc's.
   sacrebleu    its arguments parsed by sacreBLEU's own parser and the test set looked up, nothing fetched.
 The page's "# parameters:" and "# update:" comments and its FLOP estimate are checked against what the
-programs compute. Run as a script (`python test_reproduce_recipe.py MODULE COMMANDS_JSON RESULTS_JSON`),
-this file is the checking interpreter for one program.
+programs compute.
 """
 from __future__ import annotations
 
@@ -24,7 +23,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 import tempfile
 from importlib import metadata
@@ -32,11 +30,13 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_forked
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "reproduce_wmt14.md"
 UPDATE_NOTE = re.compile(r"# update: (\d+) tokens x (\d+) replicas? x (\d+) accumulation steps? = ([\d,]+) tokens; "
                          r"([\d,]+) steps; average the last (\d+) checkpoints$")
 PARAMETERS_NOTE = re.compile(r"# parameters: (\d+)$")
-# Replicas `mirrored` makes in the checking interpreter: the doc's 8 GPUs, as logical CPU devices.
+# Replicas `mirrored` makes in the checking process: the doc's 8 GPUs, as logical CPU devices.
 STAND_IN_DEVICES = 8
 
 
@@ -90,10 +90,10 @@ def flag(command: Command, name: str, default=None):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The checking interpreter: one program's commands.
+# The checking process: one program's commands.
 
 def _check_trainer(module, FLAGS, built: dict) -> dict:
-    """Args: built: model hparams -> parameter count, of the models this interpreter has built."""
+    """Args: built: model hparams -> parameter count, of the models this process has built."""
     from t2t_lite import registry
     from t2t_lite.training import distribution
 
@@ -181,14 +181,17 @@ def check_program(module_name: str, commands: list[dict]) -> list[dict]:
 # The tests.
 
 def run_checks(module_name: str, commands: list[Command]) -> list[dict]:
-    """check_program in a fresh interpreter: absl's FLAGS and TensorFlow's devices are per process."""
+    """check_program in a process of its own: absl's FLAGS and TensorFlow's devices are per process."""
     with tempfile.TemporaryDirectory() as directory:
-        given, taken = Path(directory, "commands.json"), Path(directory, "results.json")
-        given.write_text(json.dumps([{"env": c.env, "args": c.args} for c in commands]))
-        done = subprocess.run([sys.executable, __file__, module_name, str(given), str(taken)], capture_output=True,
-                              text=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, check=False)
-        assert done.returncode == 0, f"checking {module_name} failed:\n{done.stderr[-3000:]}"
+        taken = Path(directory, "results.json")
+        code, _, stderr = run_forked(write_checks, module_name, [{"env": c.env, "args": c.args} for c in commands],
+                                     str(taken), timeout=600)
+        assert code == 0, f"checking {module_name} failed:\n{stderr[-3000:]}"
         return json.loads(taken.read_text())
+
+
+def write_checks(module_name: str, commands: list[dict], taken: str) -> None:
+    Path(taken).write_text(json.dumps(check_program(module_name, commands)))
 
 
 def check_sacrebleu(command: Command) -> dict:
@@ -353,8 +356,3 @@ def test_flop_estimates_follow_from_the_counts(recipe):
                 value = seconds / utilisation / (60 if unit == "min" else 3600)
                 half_unit = 0.5 * 10 ** -len(printed.partition(".")[2])
                 assert abs(float(printed) - value) <= half_unit + 1e-9, f"{steps}k steps, {cell}: {value:.3f}"
-
-
-if __name__ == "__main__":
-    _, _module_name, _given, _taken = sys.argv
-    Path(_taken).write_text(json.dumps(check_program(_module_name, json.loads(Path(_given).read_text()))))
