@@ -1,5 +1,6 @@
 """The training loop: learning, exact resume, clean stops, non-finite steps, the memory probe."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,21 +42,33 @@ def weights(trainer):
     return [v.numpy() for v in trainer.model.weights]
 
 
-def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path):
-    straight = make_trainer(tmp_path / "straight", train_steps=8, save_every=4)
-    straight.train()
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """An uninterrupted run of 8 steps with checkpoints at 4 and 8 (read-only: copy it to change it).
+
+    Returns (its output_dir, its weights, its optimizer's variables), both after step 8.
+    """
+    output_dir = tmp_path_factory.mktemp("straight")
+    trainer = make_trainer(output_dir, train_steps=8, save_every=4)
+    trainer.train()
+    assert trainer.step == 8
+    return output_dir, weights(trainer), [np.asarray(v) for v in trainer.optimizer.variables]
+
+
+def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, straight):
+    _, straight_weights, straight_optimizer = straight
     first_half = make_trainer(tmp_path / "resumed", train_steps=4, save_every=4)
     first_half.train()
     lines = []
     second_half = make_trainer(tmp_path / "resumed", train_steps=8, save_every=4, log=lines.append)
     second_half.train()
     assert any("resumed from" in line and "step 4" in line for line in lines)
-    assert second_half.step == straight.step == 8
-    for a, b in zip(weights(straight), weights(second_half)):
+    assert second_half.step == 8
+    for a, b in zip(straight_weights, weights(second_half)):
         np.testing.assert_array_equal(a, b)
     # The optimizer state came back too: its step counter and moments match.
-    for a, b in zip(straight.optimizer.variables, second_half.optimizer.variables):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for a, b in zip(straight_optimizer, second_half.optimizer.variables):
+        np.testing.assert_array_equal(a, np.asarray(b))
 
 
 def test_training_lowers_dev_loss_and_writes_summaries_checkpoints_and_average(tmp_path):
@@ -98,20 +111,21 @@ def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):
     assert saved is not None and int(saved.rsplit("-", 1)[1]) >= 3
 
 
-def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path):
-    make_trainer(tmp_path, train_steps=10, save_every=5).train()
-    newest = tf.train.latest_checkpoint(str(tmp_path))
-    assert newest.endswith("ckpt-10")
-    data_file = next(p for p in tmp_path.iterdir() if p.name.startswith("ckpt-10.data"))
+def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, straight):
+    run = tmp_path / "run"
+    shutil.copytree(straight[0], run)
+    newest = tf.train.latest_checkpoint(str(run))
+    assert newest == str(run / "ckpt-8")
+    data_file = next(p for p in run.iterdir() if p.name.startswith("ckpt-8.data"))
     data_file.write_bytes(data_file.read_bytes()[:100])  # a crash or a bad disk truncated it
     lines = []
-    resumed = make_trainer(tmp_path, train_steps=15, save_every=5, log=lines.append)
+    resumed = make_trainer(run, train_steps=12, save_every=4, log=lines.append)
     resumed.train()
-    assert any("ckpt-10 is unreadable" in line for line in lines)
-    assert any(line.startswith("resumed from") and "ckpt-5 at step 5" in line for line in lines)
-    assert resumed.step == 15
-    # ckpt-10 was written again by the resumed run and now loads.
-    assert tf.train.load_checkpoint(str(tmp_path / "ckpt-10")).get_variable_to_shape_map()
+    assert any("ckpt-8 is unreadable" in line for line in lines)
+    assert any(line.startswith("resumed from") and "ckpt-4 at step 4" in line for line in lines)
+    assert resumed.step == 12
+    # ckpt-8 was written again by the resumed run and now loads.
+    assert tf.train.load_checkpoint(str(run / "ckpt-8")).get_variable_to_shape_map()
 
 
 def poison_loss(monkeypatch, is_bad):
