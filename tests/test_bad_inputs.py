@@ -2,8 +2,8 @@
 exit code 2, no traceback, and nothing written or changed on disk.
 
 The rows of docs/errors.md's bad-input table that no other test
-file covers. The commands run as a user runs them (a fresh interpreter each),
-all from one fixture; each pays TensorFlow's start-up (about 5 s here), so the
+file covers. The commands run as a user runs them (a process each, cli_helpers.py),
+all from one fixture; each still builds what the command builds, so the
 variants of a check already shown from the command line are tested on the
 function the command calls.
 """

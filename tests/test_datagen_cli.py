@@ -1,6 +1,6 @@
 """t2t-lite-datagen as a user runs it: one-line errors, an untouched data_dir, nothing to do for algorithmic problems.
 
-Each command pays TensorFlow's start-up (several seconds), so only what is about the process runs as one:
+Each command costs a process of its own (cli_helpers.py), so only what is about the process runs as one:
 one bad input end to end (exit code, the single stderr line, no traceback) and the algorithmic problem's
 message. The other bad inputs go through what datagen's main calls (the registry, then the problem's
 generate_data) in this process: raising one UserError with a one-line message is what makes run_main print

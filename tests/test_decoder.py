@@ -115,7 +115,7 @@ CLI_REFUSALS = {
 
 @pytest.fixture(scope="module")
 def cli(run, tmp_path_factory):
-    """Every t2t-lite-decoder command of this module, run together (each pays TensorFlow's start-up)."""
+    """Every t2t-lite-decoder command of this module, run together (each process is mostly CPU)."""
     tmp = tmp_path_factory.mktemp("decoder_cli")
     (tmp / "order.txt").write_text(ORDER_INPUT)
     (tmp / "bf16.txt").write_text(BF16_INPUT)

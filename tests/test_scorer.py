@@ -101,7 +101,7 @@ def test_the_cli_writes_one_line_per_pair_and_refuses_misaligned_files_in_one_li
     source.write_text("0123\n\n98\n777\n")
     target.write_text("3210\n5\n89\n\n")
     misaligned.write_text("3210\n")
-    # Two processes, started together: each pays TensorFlow's start-up once.
+    # Two processes, started together.
     results = run_tools({
         "scores": ("scorer", [f"--output_dir={reverse_run}", f"--source_file={source}", f"--target_file={target}",
                               f"--output_file={tmp_path / 'scores.tsv'}"]),

@@ -44,7 +44,7 @@ BAD_COMMANDS = [
 
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory):
-    """BAD_COMMANDS run side by side once (each pays TensorFlow's start-up): index -> (Result, its output_dir)."""
+    """BAD_COMMANDS run side by side once: index -> (Result, its output_dir)."""
     root = tmp_path_factory.mktemp("refused")
     results = run_tools({index: ("trainer", (*flags, f"--output_dir={root / str(index) / 'run'}"))
                          for index, (flags, _) in enumerate(BAD_COMMANDS)})

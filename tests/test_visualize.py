@@ -60,7 +60,7 @@ def test_visualize_cli_opens_the_run_and_prints_one_path_per_plot(tmp_path):
     run.mkdir()
     save_spec(str(run), RunSpec("algorithmic_reverse", "transformer_tiny", "", hp))
     tf.train.Checkpoint(model=model).save(str(run / "ckpt"))
-    # Both commands at once: each pays TensorFlow's start-up.
+    # Both commands at once.
     results = run_tools({"plots": ("visualize", [f"--output_dir={run}", "--sentence=0123",
                                                  f"--plot_dir={tmp_path / 'plots'}"]),
                          "refused": ("visualize", [f"--output_dir={run}", "--sentence=01x3",
