@@ -15,6 +15,7 @@ import os
 import runpy
 import sys
 import tempfile
+import threading
 import traceback
 from pathlib import Path
 
@@ -69,8 +70,9 @@ def run_forked(function, *args, env: dict | None = None, timeout: float = 300) -
     Returns:
       (exit code: 0, the code of a SystemExit, or 1 after an exception's traceback; stdout; stderr).
     """
-    umask = os.umask(0)
-    os.umask(umask)
+    with _UMASK_LOCK:  # reading the umask means setting it: run_tools' threads must not interleave here
+        umask = os.umask(0)
+        os.umask(umask)
     with tempfile.TemporaryDirectory(prefix="t2t-lite-forked-") as directory:
         stdout, stderr = os.path.join(directory, "stdout"), os.path.join(directory, "stderr")
         process = _preloaded().Process(target=_in_child, args=({**ENV, **(env or {})}, umask, stdout, stderr,
@@ -86,6 +88,7 @@ def run_forked(function, *args, env: dict | None = None, timeout: float = 300) -
 
 
 _CONTEXT = None
+_UMASK_LOCK = threading.Lock()
 
 
 def _preloaded():
