@@ -38,7 +38,7 @@ class Decoder:
         self.hparams, self.sampling = hparams, sampling
         self.step_matmul = StepMatmulSettings.from_environment() if step_matmul is None else step_matmul
         # No XLA: the self-attention caches grow every step, a shape XLA would recompile for.
-        self.decode = tf.function(self._decode, input_signature=INPUTS_SIGNATURE)
+        self.decode = tf.function(self._decode, input_signature=INPUTS_SIGNATURE, autograph=False)
 
     def _decode(self, inputs):
         """inputs int32 [B, T_src] (EOS-terminated, PAD 0) -> (ids int32 [B, K, T], scores float32 [B, K])."""

@@ -36,7 +36,7 @@ class TokenLogProbs:
 
     def __init__(self, models):
         self.models = tuple(models)
-        self.compute = tf.function(self._compute, input_signature=IDS_SIGNATURE)
+        self.compute = tf.function(self._compute, input_signature=IDS_SIGNATURE, autograph=False)
 
     def _compute(self, inputs, targets):
         """inputs [B, T_src], targets [B, T_tgt] (EOS-terminated, PAD 0) -> float32 [B, T_tgt], 0 at PAD."""

@@ -83,10 +83,12 @@ class TrainStep:
         self.accumulation_steps = accumulation_steps
         self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         self._sums = _Accumulators(model.trainable_variables) if accumulation_steps > 1 else None
+        # No autograph, here and in the decoder: the steps write tf.cond and tf.while_loop themselves, and
+        # converting the source of every function they call cost seconds at each process's first step.
         self.gradients = tf.function(self._replica_gradients, input_signature=[BATCH_SIGNATURE],
-                                      jit_compile=jit_compile)
-        self._accumulate = tf.function(self._accumulate_micro_batch)
-        self._update = tf.function(self._update_from_micro_batch)
+                                      jit_compile=jit_compile, autograph=False)
+        self._accumulate = tf.function(self._accumulate_micro_batch, autograph=False)
+        self._update = tf.function(self._update_from_micro_batch, autograph=False)
 
     def __call__(self, iterator, stop_requested: bool = False):
         """Takes accumulation_steps batches (per replica) from iterator and applies one update.
@@ -209,7 +211,7 @@ def _replica_local_zeros(shape, dtype) -> tf.Variable:
 def make_eval_step(model, label_smoothing: float):
     """A tf.function: batch -> (loss sum, correct tokens, target tokens), no update."""
 
-    @tf.function(input_signature=[BATCH_SIGNATURE])
+    @tf.function(input_signature=[BATCH_SIGNATURE], autograph=False)
     def eval_step(batch):
         logits = model(batch, training=False)
         loss_sum, tokens = smoothed_cross_entropy(logits, batch["targets"], label_smoothing)
