@@ -6,16 +6,17 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from trained_runs import multi30k_run, reverse_run  # noqa: E402,F401  (session fixtures)
 
-# pytest-xdist (--dist loadfile) hands whole modules to whichever worker is free, in collection order.
+# pytest-xdist (--dist loadfile) hands whole modules to whichever worker is free, in collection order
+# (--no-loadscope-reorder in pyproject.toml; by default it would order them by their number of tests).
 # Starting with the longest modules leaves the short ones to fill in at the end (longest-first scheduling);
 # the order is from each module's CPU time (docs/performance.md).
 LONGEST_MODULES_FIRST = [
-    # pytest -m "not slow"
-    "test_trainer.py", "test_decoder.py", "test_export.py", "test_mixed_precision.py", "test_best_checkpoint.py",
-    "test_ensemble.py", "test_time_budget.py", "test_warm_start.py", "test_trainer_cli.py", "test_decoder_outputs.py",
-    "test_scorer.py", "test_visualize.py", "test_transformer.py", "test_translator.py", "test_reproduce_recipe.py",
-    "test_random_sampling.py", "test_distribution.py", "test_wsj_parsing.py", "test_bad_inputs.py",
-    "test_averaging.py",
+    # pytest -m "not slow". The first two train the two shared runs (trained_runs.py), one on each worker.
+    "test_decoder.py", "test_export.py", "test_trainer.py", "test_best_checkpoint.py", "test_time_budget.py",
+    "test_mixed_precision.py", "test_ensemble.py", "test_decoder_outputs.py", "test_transformer.py",
+    "test_scorer.py", "test_translator.py", "test_trainer_cli.py", "test_warm_start.py", "test_visualize.py",
+    "test_random_sampling.py", "test_wsj_parsing.py", "test_averaging.py", "test_reproduce_recipe.py",
+    "test_distribution.py", "test_layer_contract.py", "test_records.py", "test_bad_inputs.py",
     # pytest -m slow (test_distribution's slow test runs there too)
     "test_multi_worker.py", "test_crash_safety.py", "test_datagen_restart.py",
 ]
