@@ -63,11 +63,17 @@ def test_warm_start_optimizer_keeps_adams_moments_but_restarts_the_step(reverse_
 
 def test_a_resumed_run_resumes_itself_rather_than_warm_starting_again(reverse_run, tmp_path):
     run = trainer("algorithmic_reverse", tmp_path / "run", warm_start_from=reverse_run)
-    run.train()
-    assert run.step == 2
+    run.restore_latest()
+    # What training would leave: the step moved on and the weights moved away from the source's.
+    run.optimizer.iterations.assign(2)
+    for variable in run.model.trainable_variables:
+        variable.assign_add(tf.ones_like(variable))
+    run.manager.save(checkpoint_number=2)
     again = trainer("algorithmic_reverse", tmp_path / "run", warm_start_from=reverse_run)
     again.restore_latest()
     assert again.step == 2
+    for variable, expected in zip(again.model.weights, run.model.weights, strict=True):
+        np.testing.assert_array_equal(variable.numpy(), expected.numpy())
 
 
 def test_another_model_shape_or_vocabulary_is_refused_naming_what_differs(reverse_run, tmp_path):
