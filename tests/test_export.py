@@ -132,6 +132,7 @@ def test_fresh_process_with_only_tensorflow_gives_the_decoders_strings(exported,
     assert len(set(decoded)) > 1  # the run learned something input-dependent: not a vacuous match
 
 
+@pytest.mark.slow  # two fresh interpreters
 def test_saved_model_cli_shows_both_signatures_and_runs_the_export(exported, serve, tmp_path):
     show = subprocess.Popen(["saved_model_cli", "show", "--dir", exported["path"], "--all"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)

@@ -54,6 +54,7 @@ def float32_run(tmp_path_factory):
     return output_dir, trainer.evaluate().loss, train_losses(lines)
 
 
+@pytest.mark.slow  # two runs compared; bfloat16 is emulated on most CPUs
 def test_bfloat16_training_reaches_the_float32_loss(tmp_path, float32_run):
     _, float32_dev, float32_train = float32_run
     trainer, lines = make_trainer(tmp_path, "mixed_bfloat16", STEPS)

@@ -41,6 +41,7 @@ def _python(code: str, **env) -> str:
     return done.stdout + done.stderr
 
 
+@pytest.mark.slow  # a fresh interpreter's whole start-up
 def test_dry_run_prints_no_tensorflow_logging():
     done = subprocess.run([sys.executable, "-m", "t2t_lite.bin.trainer", "--dry_run", "--hparams_set=transformer_base",
                            "--vocab_size=37000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -84,6 +85,7 @@ def test_the_filter_drops_chatter_and_keeps_everything_else_in_order():
     assert out.splitlines() == ["before", *KEPT, "python stderr inside", "after"]
 
 
+@pytest.mark.slow  # a fresh interpreter imports TensorFlow
 def test_tensorflow_imported_through_the_filter_is_tensorflow():
     out = _python("import t2t_lite.bin, sys\n"
                   "import tensorflow as tf\n"

@@ -40,6 +40,7 @@ def test_stdin_cannot_go_to_a_file_or_be_scored(reverse_run, tmp_path):
             decode_file(DecodeFileRequest(RunRequest(output_dir=reverse_run), "-", **settings))
 
 
+@pytest.mark.slow  # a fresh interpreter on a pipe
 def test_a_pipe_gets_each_lines_outputs_before_its_input_is_closed(reverse_run):
     opened = open_run(RunRequest(output_dir=reverse_run, beam_size=2))
     lines = ["0123", "98", ""]

@@ -90,6 +90,7 @@ def test_training_lowers_dev_loss_and_writes_summaries_checkpoints_and_average(t
         np.testing.assert_allclose(averaged, (a + b) / 2, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow  # a fresh interpreter and a signal
 def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):
     command = [sys.executable, "-m", "t2t_lite.bin.trainer", "--problem=algorithmic_reverse",
                "--hparams_set=transformer_tiny", f"--hparams={TINY}", f"--output_dir={tmp_path}",
@@ -177,6 +178,7 @@ def test_too_many_nan_steps_in_a_row_stop_the_run_keeping_the_last_good_checkpoi
     assert not any(name.startswith("ckpt-5") for name in os.listdir(tmp_path))
 
 
+@pytest.mark.slow  # two runs compared
 def test_memory_probe_changes_nothing_so_training_is_the_same_with_or_without_it(tmp_path):
     # The probe must put the dropout seeds back. max_length 256 as in transformer_tiny: with 32 the two runs'
     # weights differed by ~5e-5 after 3 steps (reported, not yet explained).
