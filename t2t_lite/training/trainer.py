@@ -192,6 +192,7 @@ class Trainer:
         self._dev_scorer = (DevScorer(problem, self.model, hparams.decode, run.eval_bleu_sentences)
                             if self.is_chief and run.eval_bleu_sentences > 0 else None)
         self._plain_model = None  # built on first use: the best and averaged checkpoints are restored into it
+        self._dev_batches = None  # built on first use
         self._stopping_early = False
 
     def _build_model_and_steps(self) -> None:
@@ -458,8 +459,10 @@ class Trainer:
         return result
 
     def _dev_loss(self, eval_step) -> EvalResult:
+        if self._dev_batches is None:  # made once: every evaluation reads the same batches from the start
+            self._dev_batches = eval_batches(self.problem, self.hparams, self.run.eval_steps)
         loss_sum = correct = tokens = 0.0
-        for batch in eval_batches(self.problem, self.hparams, self.run.eval_steps):
+        for batch in self._dev_batches:
             batch_loss, batch_correct, batch_tokens = eval_step(batch)
             loss_sum, correct, tokens = loss_sum + float(batch_loss), correct + float(batch_correct), tokens + float(batch_tokens)
         return EvalResult(loss=loss_sum / max(tokens, 1.0), accuracy=correct / max(tokens, 1.0))
