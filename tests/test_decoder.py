@@ -8,6 +8,7 @@ import shutil
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import t2t_lite.hparams  # noqa: F401
 import t2t_lite.problems  # noqa: F401
@@ -215,9 +216,10 @@ def test_checkpoint_of_a_different_shape_is_reported(run, tmp_path):
     other.mkdir()
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},d_model=16,vocab_size=12")
     save_spec(str(other), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
-    for path in glob.glob(f"{run}/ckpt-150*"):
+    name = os.path.basename(tf.train.latest_checkpoint(run))
+    for path in glob.glob(f"{run}/{name}.*"):
         shutil.copy(path, other)
-    (other / "checkpoint").write_text('model_checkpoint_path: "ckpt-150"\n')
+    (other / "checkpoint").write_text(f'model_checkpoint_path: "{name}"\n')
     with pytest.raises(UserError, match="does not fit hparams set"):
         open_run(RunRequest(output_dir=str(other)))
 

@@ -13,7 +13,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.registry import hparams_sets
 from t2t_lite.training.trainer import RunConfig, Trainer
 from small_training import small_problem
-from trained_runs import REVERSE_TINY
+from trained_runs import REVERSE_STEPS, REVERSE_TINY
 
 
 def trainer(problem_name, output_dir, overrides=REVERSE_TINY, train_steps=2, **run_settings):
@@ -48,8 +48,8 @@ def test_warm_start_optimizer_keeps_adams_moments_but_restarts_the_step(reverse_
     shutil.copytree(reverse_run, tmp_path / "source")
     source = trainer("algorithmic_reverse", tmp_path / "source")
     source.restore_latest()
-    assert source.step == 150
-    warm = trainer("algorithmic_reverse", tmp_path / "warm", warm_start_from=f"{reverse_run}/ckpt-150",
+    assert source.step == REVERSE_STEPS
+    warm = trainer("algorithmic_reverse", tmp_path / "warm", warm_start_from=f"{reverse_run}/ckpt-{REVERSE_STEPS}",
                    warm_start_optimizer=True)
     warm.restore_latest()
     assert warm.step == 0

@@ -23,7 +23,9 @@ from t2t_lite.training.trainer import RunConfig, Trainer
 from shared_data import require_shared
 
 # No dropout, so a run decodes and scores deterministically; 1+1 layers of width 32 train in seconds.
-REVERSE_TINY = "d_model=32,d_ff=64,num_heads=4,dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=512"
+REVERSE_TINY = ("num_encoder_layers=1,num_decoder_layers=1,d_model=32,d_ff=64,num_heads=4,dropout=0,"
+                "attention_dropout=0,relu_dropout=0,train.batch_size=512")
+REVERSE_STEPS = 300  # the 1+1 layers learn enough for distinct, input-dependent outputs
 MULTI30K_TINY = ("d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,dropout=0,"
                  "attention_dropout=0,relu_dropout=0,train.batch_size=2048,average_last_checkpoints=0")
 MULTI30K_VOCAB_SIZE = 600
@@ -65,9 +67,11 @@ def made_once(tmp_path_factory, name: str, make) -> Path:
 
 @pytest.fixture(scope="session")
 def reverse_run(tmp_path_factory) -> str:
-    """The output_dir of algorithmic_reverse trained 150 steps (REVERSE_TINY): partly trained, distinct outputs."""
+    """The output_dir of algorithmic_reverse trained REVERSE_STEPS steps (REVERSE_TINY): partly trained, distinct
+    outputs."""
     def make(output_dir):
-        train("algorithmic_reverse", problems.get("algorithmic_reverse")(), REVERSE_TINY, str(output_dir), steps=150)
+        train("algorithmic_reverse", problems.get("algorithmic_reverse")(), REVERSE_TINY, str(output_dir),
+              steps=REVERSE_STEPS)
 
     return str(made_once(tmp_path_factory, "reverse_run", make))
 
