@@ -41,6 +41,29 @@ def test_base_parameter_count_equals_the_layer_arithmetic():
     assert build_model(hp).count_params() == v * d + encoder + decoder
 
 
+@pytest.mark.parametrize("overrides", ["norm_position=post",
+                                       "norm_position=pre,position_encoding=learned,share_embeddings=false"])
+def test_the_built_model_holds_every_variable_a_forward_pass_and_decoding_use(overrides):
+    # Transformer.build creates the variables from the settings, without running `call`: a layer it missed
+    # would be built (or fail to be) at the first call instead.
+    import tensorflow as tf
+
+    model = build_model(tiny(overrides))
+    built = [(v.path, tuple(v.shape)) for v in model.weights]
+    inputs, targets = _batch(np.random.default_rng(0))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model({"inputs": inputs, "targets": targets}, training=True))
+    gradients = tape.gradient(loss, model.trainable_weights)
+    memory, bias = model.encode(inputs)
+    model.decode(targets[:, :1], model.memory_cache(memory), bias, cache=model.initial_cache(3), decode_index=0)
+    assert [(v.path, tuple(v.shape)) for v in model.weights] == built
+    assert all(g is not None for g in gradients)  # every variable built is one the forward pass uses
+    # Per layer: 4 or 8 attention Dense, 2 feed-forward Dense and 2 or 3 LayerNorms, 2 variables each; then the
+    # embedding; pre-norm's 2 final LayerNorms, a second embedding and the position table.
+    encoder, decoder = 2 * (4 + 2 + 2), 2 * (8 + 2 + 3)
+    assert len(model.trainable_weights) == 2 * encoder + 2 * decoder + 1 + (2 * 2 + 1 + 1 if "pre" in overrides else 0)
+
+
 def _batch(rng, batch=3):
     inputs = rng.integers(2, 23, size=(batch, 7)).astype(np.int32)
     inputs[0, 4:] = 0

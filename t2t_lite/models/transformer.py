@@ -2,7 +2,6 @@
 import dataclasses
 
 import keras
-import numpy as np
 from keras import ops
 
 from t2t_lite import registry
@@ -25,7 +24,7 @@ def shift_right(targets):
 def transformer(hp: ModelHParams) -> "Transformer":
     """The Transformer of a ModelHParams (its fields are the model's settings), with its variables created."""
     model = Transformer(**dataclasses.asdict(hp))
-    model.build_variables()
+    model.build()
     return model
 
 
@@ -93,17 +92,25 @@ class Transformer(keras.Model):
         self.decoder_norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="decoder_norm",
                                                              dtype=policy) if pre else None)
 
-    def build_variables(self):
-        """Creates every variable with a one-sentence dummy batch (Keras cannot build a dict input from shapes)."""
-        dummy = np.ones((1, 2), np.int32)  # length 2: a 1-key softmax makes Keras warn
-        self({"inputs": dummy, "targets": dummy}, training=False)
+    def build(self, input_shape=None):
+        """Creates every variable from the settings alone, in the order `call` reaches them.
+
+        Every width is known without an input, so nothing is traced: without this, Keras would build the model
+        by tracing a whole forward pass, which takes seconds for transformer_big.
+        """
+        width = (None, None, self.d_model)
+        layers = [self.source_embedding, self.position, *self.encoder_layers, self.encoder_norm,
+                  self.target_embedding, *self.decoder_layers, self.decoder_norm]
+        for layer in layers:
+            if layer is not None and not layer.built:
+                layer.build(width)
 
     def get_build_config(self):
         return {"built": self.built}
 
     def build_from_config(self, config):
         if config.get("built"):
-            self.build_variables()
+            self.build()
 
     def call(self, features, training=None):
         """features {"inputs" [B, T_src], "targets" [B, T_tgt]} -> float32 logits [B, T_tgt, V]."""
