@@ -18,8 +18,8 @@ from t2t_lite.training.trainer import RunConfig, Trainer
 from small_training import small_problem
 from test_losses import numpy_smoothed_loss
 
-TINY = ("vocab_size=12,d_model=32,d_ff=64,num_heads=4,dropout=0,attention_dropout=0,relu_dropout=0,"
-        "train.batch_size=256,warmup_steps=100,average_last_checkpoints=0")
+TINY = ("vocab_size=12,d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,"
+        "dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=256,warmup_steps=100,average_last_checkpoints=0")
 STEPS = 30
 # |bfloat16 - float32| allowed for the dev loss after STEPS steps from the same start on the same batches.
 # bfloat16 keeps 8 significant bits: 0.01 leaves room for its rounding over STEPS steps, no more.
