@@ -5,6 +5,7 @@ import keras
 import tensorflow as tf
 
 from t2t_lite.config import HParams
+from t2t_lite.training.adam import FusedAdam
 from t2t_lite.training.losses import correct_tokens, projected_smoothed_cross_entropy, smoothed_cross_entropy
 from t2t_lite.training.schedules import NoamSchedule
 
@@ -22,8 +23,8 @@ def learning_rate_schedule(hparams: HParams) -> NoamSchedule:
 def make_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
     """Adam with the Transformer learning-rate schedule."""
     t = hparams.train
-    return keras.optimizers.Adam(learning_rate=learning_rate_schedule(hparams), beta_1=t.adam_beta1, beta_2=t.adam_beta2,
-                                 epsilon=t.adam_epsilon)
+    return FusedAdam(learning_rate=learning_rate_schedule(hparams), beta_1=t.adam_beta1, beta_2=t.adam_beta2,
+                     epsilon=t.adam_epsilon)
 
 
 @dataclasses.dataclass(frozen=True)
