@@ -8,7 +8,7 @@ hparams.json, is what t2t-lite-decoder should decode from.
 """
 from absl import flags
 
-from t2t_lite.bin.cli import load_registries, run_main
+from t2t_lite.bin.cli import run_main
 from t2t_lite.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -20,7 +20,6 @@ flags.DEFINE_string("destination_dir", None, "Where the averaged checkpoint goes
 def main(argv) -> None:
     if not FLAGS.output_dir:
         raise UserError("--output_dir is required")
-    load_registries()  # build_model finds the model class of hparams.json by name
     from t2t_lite.training.averaging import average_checkpoints
 
     average_checkpoints(FLAGS.output_dir, FLAGS.last_n, FLAGS.destination_dir, log=print)

@@ -50,9 +50,3 @@ def show_flags_of(module) -> None:
     if main_module is not module and not main_module.__doc__:
         main_module.__doc__ = module.__doc__
 
-
-def load_registries() -> None:
-    """Registers the bundled problems and hparams sets (the library itself never imports them)."""
-    import t2t_lite.hparams  # noqa: F401
-    import t2t_lite.models.transformer  # noqa: F401
-    import t2t_lite.problems  # noqa: F401

@@ -11,7 +11,7 @@ from absl import flags
 
 from t2t_lite import registry
 from t2t_lite.bin import prepare
-from t2t_lite.bin.cli import load_registries, run_main
+from t2t_lite.bin.cli import run_main
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(prepare)
@@ -21,7 +21,6 @@ flags.mark_flags_as_required(["problem", "data_dir"])
 
 
 def main(argv) -> None:
-    load_registries()
     prepare.generate_data(registry.problems.get(FLAGS.problem)(FLAGS.data_dir), FLAGS.max_length)
 
 

@@ -8,7 +8,7 @@ import sys
 from absl import flags
 
 from t2t_lite.bin import run_flags
-from t2t_lite.bin.cli import load_registries, run_main
+from t2t_lite.bin.cli import run_main
 
 FLAGS = flags.FLAGS
 run_flags.define("decodes")
@@ -34,7 +34,6 @@ flags.DEFINE_integer("random_seed", None, "With sampling, a seed that makes the 
 
 
 def main(argv) -> None:
-    load_registries()
     from t2t_lite.decoding.decode_lines import DecodeFileRequest, decode_file
 
     run_request = run_flags.run_request(batch_size=FLAGS.batch_size)

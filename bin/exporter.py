@@ -12,7 +12,7 @@ import sys
 from absl import flags
 
 from t2t_lite.bin import run_flags
-from t2t_lite.bin.cli import load_registries, run_main
+from t2t_lite.bin.cli import run_main
 
 FLAGS = flags.FLAGS
 run_flags.define("exports")
@@ -25,7 +25,6 @@ flags.DEFINE_integer("max_input_length", 256, "Longer inputs are truncated to th
 
 
 def main(argv) -> None:
-    load_registries()
     from t2t_lite.export.exporter import ExportRequest, export_run
 
     run_request = run_flags.run_request()

@@ -10,7 +10,7 @@ import sys
 from absl import flags
 
 from t2t_lite.bin import run_flags
-from t2t_lite.bin.cli import load_registries, run_main
+from t2t_lite.bin.cli import run_main
 
 FLAGS = flags.FLAGS
 run_flags.define("scores with")
@@ -22,7 +22,6 @@ flags.DEFINE_integer("batch_size", None, "Pairs per batch; default the set's dec
 
 
 def main(argv) -> None:
-    load_registries()
     from t2t_lite.decoding.scoring import ScoreFileRequest, score_file
 
     request = ScoreFileRequest(run_flags.run_request(batch_size=FLAGS.batch_size), source_file=FLAGS.source_file,

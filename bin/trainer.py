@@ -14,7 +14,7 @@ from absl import flags
 
 from t2t_lite import config, registry
 from t2t_lite.bin import prepare
-from t2t_lite.bin.cli import load_registries, run_main
+from t2t_lite.bin.cli import run_main
 from t2t_lite.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -182,7 +182,6 @@ def check_run_flags() -> None:
 
 
 def main(argv) -> None:
-    load_registries()
     if FLAGS.registry_help:
         print(registry_help())
         return

@@ -7,7 +7,7 @@ import sys
 from absl import flags
 
 from t2t_lite.bin import run_flags
-from t2t_lite.bin.cli import load_registries, run_main
+from t2t_lite.bin.cli import run_main
 from t2t_lite.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -18,7 +18,6 @@ flags.DEFINE_string("plot_dir", None, "Where the PNG files go.")
 
 
 def main(argv) -> None:
-    load_registries()
     try:
         import matplotlib  # noqa: F401
     except ImportError:

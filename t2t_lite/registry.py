@@ -1,5 +1,6 @@
 """Registries of models, hparams sets and problems, looked up by name."""
 import difflib
+import importlib
 from typing import Callable, Generic, TypeVar
 
 from t2t_lite.errors import UserError
@@ -12,10 +13,13 @@ class Registry(Generic[T]):
 
     Args:
       kind: what is registered ("model", "hparams set", "problem"); used in errors.
+      bundled: the package whose import registers t2t-lite's own entries. It is imported at the first
+        lookup, so a library user needs no import for its side effect, and t2t_lite's modules never
+        import problems/ or hparams/, which build on them.
     """
 
-    def __init__(self, kind: str):
-        self.kind = kind
+    def __init__(self, kind: str, bundled: str | None = None):
+        self.kind, self._bundled = kind, bundled
         self._entries: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -31,6 +35,7 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         """Returns the entry called `name`; raises UserError listing close matches."""
+        self._load_bundled()
         if name in self._entries:
             return self._entries[name]
         close = difflib.get_close_matches(name, self._entries, n=5, cutoff=0.5)
@@ -39,12 +44,19 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         """All registered names, sorted."""
+        self._load_bundled()
         return sorted(self._entries)
 
     def __contains__(self, name: str) -> bool:
+        self._load_bundled()
         return name in self._entries
 
+    def _load_bundled(self) -> None:
+        if self._bundled is not None:
+            bundled, self._bundled = self._bundled, None
+            importlib.import_module(bundled)
 
-models: Registry = Registry("model")
-hparams_sets: Registry = Registry("hparams set")
-problems: Registry = Registry("problem")
+
+models: Registry = Registry("model", bundled="t2t_lite.models")
+hparams_sets: Registry = Registry("hparams set", bundled="t2t_lite.hparams")
+problems: Registry = Registry("problem", bundled="t2t_lite.problems")

@@ -148,7 +148,6 @@ def check_program(module_name: str, commands: list[dict]) -> list[dict]:
 
     from absl import flags
 
-    from t2t_lite.bin.cli import load_registries
     from t2t_lite.errors import UserError
 
     module = importlib.import_module(module_name)
@@ -156,8 +155,6 @@ def check_program(module_name: str, commands: list[dict]) -> list[dict]:
     program = module_name.rsplit(".", 1)[1]
     checks = {"trainer": _check_trainer, "datagen": _check_datagen, "bleu": _check_bleu}
     check = checks.get(program, lambda module, FLAGS, built: {})
-    if program in ("trainer", "datagen"):
-        load_registries()  # the problems and hparams sets they name; this imports TensorFlow
     if program == "trainer":
         from t2t_lite.training import distribution
         distribution.split_cpu(STAND_IN_DEVICES)  # before TensorFlow's first op

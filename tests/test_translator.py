@@ -12,6 +12,8 @@ from t2t_lite.decoding.sampling import SamplingSettings
 from t2t_lite.errors import UserError
 from t2t_lite.run import RunRequest, open_run
 
+from cli_helpers import run_forked
+
 LINES = ["1234", "", "98765", "305"]
 
 
@@ -87,3 +89,17 @@ def test_sampling_is_reproducible_and_gives_one_output(translator):
     assert translator.translate(LINES, sampling=settings) == first and first[1] == ""
     with pytest.raises(UserError, match="sampling gives one output per sentence"):
         translator.translate(LINES, nbest=2, sampling=settings)
+
+
+def _translate_as_a_library_user(run: str) -> None:
+    """In a process of its own: `from t2t_lite import Translator` and nothing else, as the README shows."""
+    import sys
+
+    assert "t2t_lite.problems" not in sys.modules and "t2t_lite.hparams" not in sys.modules
+    print("\n".join(Translator.from_run(run).translate(LINES)))
+
+
+def test_a_library_user_needs_no_import_to_register_the_bundled_problems_and_sets(reverse_run, translator):
+    code, out, err = run_forked(_translate_as_a_library_user, reverse_run)
+    assert code == 0, err[-2000:]
+    assert out.splitlines() == translator.translate(LINES)
