@@ -49,4 +49,3 @@ def show_flags_of(module) -> None:
     main_module = sys.modules["__main__"]
     if main_module is not module and not main_module.__doc__:
         main_module.__doc__ = module.__doc__
-
