@@ -75,8 +75,9 @@ def run_forked(function, *args, env: dict | None = None, timeout: float = 300) -
         os.umask(umask)
     with tempfile.TemporaryDirectory(prefix="t2t-lite-forked-") as directory:
         stdout, stderr = os.path.join(directory, "stdout"), os.path.join(directory, "stderr")
+        exit_code = os.path.join(directory, "exit_code")
         process = _preloaded().Process(target=_in_child, args=({**ENV, **(env or {})}, umask, stdout, stderr,
-                                                               function, args))
+                                                               exit_code, function, args))
         process.start()
         process.join(timeout)
         if process.exitcode is None:
@@ -84,7 +85,20 @@ def run_forked(function, *args, env: dict | None = None, timeout: float = 300) -
             process.join()
             raise TimeoutError(f"{function.__name__}{args} ran over {timeout} s")
         with open(stdout, encoding="utf-8") as out, open(stderr, encoding="utf-8") as err:
-            return process.exitcode, out.read(), err.read()
+            return _exit_code(exit_code, process.exitcode), out.read(), err.read()
+
+
+def _exit_code(path: str, reported: int) -> int:
+    """The code the child wrote before exiting; what the fork server reported if it wrote none (a signal).
+
+    The fork server reports 255 when it cannot read a child's status (multiprocessing's popen_forkserver);
+    that happened once in a suite run, to a child that had exited with 2.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return reported
 
 
 _CONTEXT = None
@@ -100,7 +114,7 @@ def _preloaded():
     return _CONTEXT
 
 
-def _in_child(env: dict, umask: int, stdout: str, stderr: str, function, args) -> None:
+def _in_child(env: dict, umask: int, stdout: str, stderr: str, exit_code: str, function, args) -> None:
     """In the forked process: the caller's environment and umask (the fork server has those of when it
     started), stdout and stderr to files, then function(*args) and the exit code an interpreter would give."""
     os.environ.clear()
@@ -123,6 +137,8 @@ def _in_child(env: dict, umask: int, stdout: str, stderr: str, function, args) -
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
+    with open(exit_code, "w", encoding="utf-8") as f:
+        f.write(str(code))
     os._exit(code)
 
 
