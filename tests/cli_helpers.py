@@ -91,8 +91,8 @@ def run_forked(function, *args, env: dict | None = None, timeout: float = 300) -
 def _exit_code(path: str, reported: int) -> int:
     """The code the child wrote before exiting; what the fork server reported if it wrote none (a signal).
 
-    The fork server reports 255 when it cannot read a child's status (multiprocessing's popen_forkserver);
-    that happened once in a suite run, to a child that had exited with 2.
+    Under load the fork server can fail to report a child's status, and multiprocessing then gives 255
+    (python/cpython#140867); it happened once in a suite run, to a child that had exited with 2.
     """
     try:
         with open(path, encoding="utf-8") as f:
