@@ -13,37 +13,7 @@ import tensorflow as tf
 from t2t_lite.decoding.beam_search import NEG_INF, SplitState, _Beams, _BeamSearch, beam_search
 from t2t_lite.decoding.sampling import greedy_decode
 
-VOCAB = ["<pad>", "</s>", "a", "b"]
-
-
-def seqs(texts, length):
-    """Token ids of space-separated words, PAD-padded: int32 [len(texts), length]."""
-    ids = np.zeros([len(texts), length], np.int32)
-    for i, text in enumerate(texts):
-        words = text.split()
-        ids[i, :len(words)] = [VOCAB.index(w) for w in words]
-    return ids
-
-
-def bigram_fn(probs, calls=None, dtype=tf.float32):
-    """symbols_to_logits_fn with logits log P(next | previous); rows not in `probs` are uniform.
-
-    probs: {previous word: {next word: probability}}; "<pad>" is the start. calls: a
-    tf.Variable counting the model calls.
-    """
-    table = np.zeros([len(VOCAB), len(VOCAB)], np.float32)  # [V, V]
-    for prev, row in probs.items():
-        table[VOCAB.index(prev)] = -np.inf
-        for word, p in row.items():
-            table[VOCAB.index(prev), VOCAB.index(word)] = np.log(p)
-    table = tf.constant(table, dtype)
-
-    def fn(ids, step, state):
-        if calls is not None:
-            calls.assign_add(1)
-        return tf.gather(table, ids[:, 0]), state  # [N, V]
-
-    return fn
+from scripted_logits import VOCAB, bigram_fn, seqs
 
 
 def search(fn, max_lengths, beam_size=2, alpha=0.0, min_lengths=None):
