@@ -126,12 +126,13 @@ def test_the_cli_writes_one_line_per_pair_and_refuses_misaligned_files_in_one_li
     checkpoint = opened.checkpoint
     score_file(ScoreFileRequest(RunRequest(checkpoint_path=f"{checkpoint},{checkpoint}"), str(source), str(target)),
                out=written)
-    ensemble_lines = written.getvalue().split("\n")[:-1]
-    assert [line.split("\t")[1:2] for line in ensemble_lines] == [line.split("\t")[1:2] for line in lines]
-    for ensemble_line, line in zip(ensemble_lines, lines):
-        if line:  # the mean of two equal log-probabilities may round differently in the 7th digit
-            np.testing.assert_allclose([float(v) for v in ensemble_line.split("\t")],
-                                       [float(v) for v in line.split("\t")], atol=2e-6)
+    def values(text_lines):  # a blank line (an empty pair) has none
+        return [[float(v) for v in line.split("\t")] if line else [] for line in text_lines]
+
+    ensemble, alone = values(written.getvalue().split("\n")[:-1]), values(lines)
+    assert [len(row) for row in ensemble] == [len(row) for row in alone]
+    for ensemble_row, row in zip(ensemble, alone):  # the mean of two equal log-probs may round in the 7th digit
+        np.testing.assert_allclose(ensemble_row, row, atol=2e-6)
 
 
 def test_an_ensemble_of_runs_with_different_vocabularies_is_refused_before_scoring(reverse_run, tmp_path):
