@@ -20,7 +20,7 @@ import socket
 import urllib.error
 from collections.abc import Iterator
 
-from t2t_lite.data.records import PairSource
+from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.data.text_problem import DatagenOptions, Text2TextProblem
 from t2t_lite.errors import UserError
 from t2t_lite.registry import problems

@@ -20,7 +20,7 @@ import glob
 import os
 from collections.abc import Iterator, Sequence
 
-from t2t_lite.data.records import PairSource
+from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.data.text_problem import SPLIT_ORDER, DatagenOptions, Text2TextProblem
 from t2t_lite.data.trees import (
     PTB_PHRASE_LABELS,

@@ -1,7 +1,7 @@
 """t2t-lite-datagen killed (SIGKILL) twice and rerun: the last run writes the bytes of an uninterrupted one.
 
 One data_dir goes through three runs of the same command: the first is killed in the
-scatter pass of the shuffled layout (records.write_shuffled_shards), after a commit and
+scatter pass of the shuffled layout (shuffle.write_shuffled_shards), after a commit and
 with buckets written past it; the second must go on from that commit, and is killed once
 its first train shard is finished; the third finishes the shards. A reference data_dir is
 generated in-process meanwhile (on the other core while the commands start TensorFlow).
@@ -18,7 +18,8 @@ import sys
 
 import pytest
 
-from t2t_lite.data.records import SCATTER, count_longer
+from t2t_lite.data.shard_writer import count_longer
+from t2t_lite.data.shuffle import SCATTER, load_state
 from t2t_lite.data.text_problem import CONFIG_FILE, LENGTHS
 from t2t_lite.errors import UserError
 from t2t_lite.problems.translate import TranslateFiles
@@ -84,8 +85,7 @@ def runs(tmp_path_factory):
         killed = tmp / "killed"
         first = _run_until(flags, _encoded)  # the first commit of the scatter pass
         first_shards = _train_shards(killed)
-        with open(killed / f"train{SCATTER}" / "state.json") as f:
-            committed = sum(json.load(f)["counts"])
+        committed = sum(load_state(str(killed / f"train{SCATTER}")).bucket_counts)
         second = _run_until(flags, lambda line: "train-" in line and "done)" in line)
         second_shards = _train_shards(killed)
         second_config = json.loads((killed / CONFIG_FILE).read_text())

@@ -2,7 +2,7 @@
 
 `generate_data` (what t2t-lite-datagen runs) leaves in data_dir:
   vocab.model                          the SentencePiece model (vocabulary.py)
-  train-0000k-of-0000n.tfrecord, dev-..., test-...   the examples (records.py)
+  train-0000k-of-0000n.tfrecord, dev-..., test-...   the examples (shards.py)
   problem_config.json                  the options and counts, so the trainer and
                                        decoder need only --data_dir
 Order of work, so that nothing half-written is ever mistaken for finished:
@@ -13,7 +13,7 @@ config and skips to the shards still missing. Each split's length histogram,
 counted while encoding, is added to the config once known (for train, before its
 shards are written), so how many examples are too long needs no read of the data.
 
-The train shards hold the corpus in a seeded random order (records.write_shuffled_shards),
+The train shards hold the corpus in a seeded random order (shuffle.write_shuffled_shards),
 so any stretch of training examples mixes the corpus's parts; dev and test keep
 their file order, so decoding them stays line-aligned with the references.
 """
@@ -31,15 +31,9 @@ import tensorflow as tf
 
 from t2t_lite.data.batching import example_length
 from t2t_lite.data.problem import EOS_ID, Problem, strip_ids
-from t2t_lite.data.records import (
-    LengthHistogram,
-    PairSource,
-    count_longer,
-    read_records,
-    shard_paths,
-    write_shards,
-    write_shuffled_shards,
-)
+from t2t_lite.data.shard_writer import LengthHistogram, PairSource, count_longer, write_shards
+from t2t_lite.data.shards import read_records, shard_paths
+from t2t_lite.data.shuffle import write_shuffled_shards
 from t2t_lite.data.vocabulary import (
     SentenceSample,
     Vocabulary,
@@ -55,7 +49,7 @@ SPLIT_ORDER = ("train", "dev", "test")
 # "train_order" in problem_config.json: how the train shards order the examples (dev and
 # test are always in file order). Configs from before the shuffled order have none.
 SHUFFLED, FILE_ORDER = "shuffled", "file"
-# A split's key in problem_config.json for its records.LengthHistogram; configs from before it have none.
+# A split's key in problem_config.json for its shard_writer.LengthHistogram; configs from before it have none.
 LENGTHS = "lengths"
 
 
@@ -155,7 +149,7 @@ class Text2TextProblem(Problem):
         Returns:
           The saved problem config: {"problem", "options", "splits": {split:
           {"examples", "skipped_empty", "num_shards", "lengths"}}, "train_order": "shuffled", "vocab": {...}}
-          ("lengths": the split's records.LengthHistogram, absent when unknown).
+          ("lengths": the split's shard_writer.LengthHistogram, absent when unknown).
         """
         if not self.data_dir:
             raise UserError("datagen needs --data_dir")
