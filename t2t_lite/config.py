@@ -76,6 +76,16 @@ class TrainHParams:
     # lr = constant * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); the paper uses 1.0, t2t v3 2.0.
     learning_rate_constant: float = 1.0
     warmup_steps: int = 4000
+    # "rsqrt": the paper's schedule above. "linear_decay": linear warmup to the peak, then linearly down to
+    # the floor at the last step. "wsd": warmup, constant at the peak, then linearly down to the floor over
+    # the last cooldown_fraction of the run. The last step is train_steps, or under a time budget the step
+    # the budget is estimated to run out at (training/last_step.py). Both new schedules peak at rsqrt's peak,
+    # constant * d_model^-0.5 * warmup^-0.5, so a set switching schedule keeps its peak rate.
+    schedule: str = "rsqrt"
+    # linear_decay and wsd end at this fraction of the peak rather than at zero (rsqrt ignores it).
+    min_learning_rate_fraction: float = 0.0
+    # wsd: the share of the run's steps spent cooling down to the floor (Hägele et al., 2024 use about 0.2).
+    cooldown_fraction: float = 0.2
     # Steps the set was designed for (paper: 100K base, 300K big); --train_steps overrides.
     train_steps: int = 100_000
     # Average this many final checkpoints after training (paper: 5 base, 20 big); 0 = off.
@@ -190,9 +200,28 @@ def validate(hparams: HParams) -> HParams:
         raise UserError("train.batch_size and train.max_length must be positive")
     if not 0.0 <= hparams.train.average_span <= 1.0:
         raise UserError(f"train.average_span is a fraction of the run, 0 to 1; got {hparams.train.average_span}")
+    _validate_schedule(hparams.train)
     if hparams.train.accumulation_steps < 1:
         raise UserError(f"train.accumulation_steps must be at least 1, got {hparams.train.accumulation_steps}")
     return hparams
+
+
+SCHEDULES = ("rsqrt", "linear_decay", "wsd")
+
+
+def _validate_schedule(t: TrainHParams) -> None:
+    if t.schedule not in SCHEDULES:
+        raise UserError(f"train.schedule must be one of {', '.join(SCHEDULES)}; got {t.schedule!r}")
+    if t.warmup_steps < 1:
+        raise UserError(f"train.warmup_steps must be at least 1 (the peak rate is taken there), got {t.warmup_steps}")
+    if t.learning_rate_constant < 0:
+        raise UserError(f"train.learning_rate_constant must be 0 or more, got {t.learning_rate_constant}")
+    if not 0.0 <= t.min_learning_rate_fraction < 1.0:
+        raise UserError("train.min_learning_rate_fraction is the floor as a fraction of the peak rate, "
+                        f"0 (decay to zero) up to but not including 1; got {t.min_learning_rate_fraction}")
+    if not 0.0 < t.cooldown_fraction <= 1.0:
+        raise UserError("train.cooldown_fraction is the share of the run spent cooling down, more than 0 "
+                        f"and at most 1; got {t.cooldown_fraction}")
 
 
 def to_dict(hparams: HParams) -> dict:

@@ -25,6 +25,13 @@ def test_overrides_change_only_named_fields_with_their_types():
     ("d_model", "not of the form key=value"),
     ("norm_position=middle", "norm_position must be"),
     ("num_heads=3", "not divisible"),
+    ("schedule=cosine", "train.schedule must be one of rsqrt, linear_decay, wsd; got 'cosine'"),
+    ("warmup_steps=0", "train.warmup_steps must be at least 1"),
+    ("learning_rate_constant=-1", "train.learning_rate_constant must be 0 or more"),
+    ("min_learning_rate_fraction=1", "train.min_learning_rate_fraction is the floor"),
+    ("min_learning_rate_fraction=-0.1", "train.min_learning_rate_fraction is the floor"),
+    ("cooldown_fraction=0", "train.cooldown_fraction is the share"),
+    ("cooldown_fraction=1.5", "train.cooldown_fraction is the share"),
 ])
 def test_bad_overrides_raise_user_error(overrides, message):
     with pytest.raises(UserError, match=message):
@@ -61,3 +68,18 @@ def test_registry_rejects_duplicates_and_suggests_close_names():
         registry.register("alpha_beta")(object)
     with pytest.raises(UserError, match="did you mean alpha_beta"):
         registry.get("alpha_betta")
+
+
+def test_schedule_fields_default_to_the_papers_schedule_and_override():
+    base = hparams_sets.get("transformer_base")()
+    t = base.train
+    assert (t.schedule, t.min_learning_rate_fraction, t.cooldown_fraction) == ("rsqrt", 0.0, 0.2)
+    hp = config.apply_overrides(base, "schedule=wsd,cooldown_fraction=1,min_learning_rate_fraction=0.05")
+    assert (hp.train.schedule, hp.train.cooldown_fraction, hp.train.min_learning_rate_fraction) == ("wsd", 1.0, 0.05)
+
+
+def test_hparams_json_written_before_the_schedule_fields_loads_with_the_papers_schedule():
+    data = config.to_dict(hparams_sets.get("transformer_base")())
+    for name in ("schedule", "min_learning_rate_fraction", "cooldown_fraction"):
+        del data["train"][name]
+    assert config.from_dict(data) == hparams_sets.get("transformer_base")()

@@ -1,5 +1,6 @@
-"""The Transformer learning-rate schedule (paper 5.3; t2t's rsqrt_decay form)."""
+"""Learning-rate schedules: the paper's (5.3; t2t's rsqrt_decay form) and two that end at a known last step."""
 import keras
+import tensorflow as tf
 from keras import ops
 
 
@@ -29,3 +30,92 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "constant": self.constant}
+
+
+class EndAwareSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup to the peak, then (after a constant stretch) linearly down to the floor at the last step.
+
+    lr(s) = min(peak * min(s, last) / warmup, floor + (peak - floor) * clip((last - s) / cooldown, 0, 1)), where
+    peak = constant * d_model^-0.5 * warmup^-0.5 is the paper's schedule's highest rate (at the end of
+    its warmup), so a set that switches from it keeps its peak; floor = min_fraction * peak. The rate is
+    the floor at the last step (or the warmup's rate there, if that is lower: a run that ends early in its
+    warmup) and stays there after it. The cooldown (subclasses) is at least one step.
+
+    The last step is a tf.Variable the training loop assigns as its estimate of where training ends
+    changes (training/last_step.py); a compiled step reads the new value without retracing. The
+    variable belongs to the schedule, which optimizers do not track, so checkpoints do not hold it.
+
+    Args:
+      d_model: D.
+      warmup_steps: warmup.
+      last_step: the step training is planned to end at.
+      constant: multiplier of the peak, as NoamSchedule's.
+      min_fraction: the floor as a fraction of the peak (0: decay to zero).
+    """
+
+    def __init__(self, d_model: int, warmup_steps: int, last_step: int, constant: float = 1.0,
+                 min_fraction: float = 0.0):
+        self.d_model, self.warmup_steps, self.constant = d_model, warmup_steps, constant
+        self.min_fraction = min_fraction
+        # Not trainable and not checkpointed: the loop re-derives it when a run resumes.
+        self.last_step = tf.Variable(last_step, dtype=tf.int64, trainable=False, name="last_step")
+
+    @property
+    def peak(self) -> float:
+        return self.constant * self.d_model**-0.5 * self.warmup_steps**-0.5
+
+    def cooldown_steps(self, last):
+        """The steps over which the rate falls from the peak to the floor, ending at `last` (a float tensor)."""
+        raise NotImplementedError
+
+    def __call__(self, iterations):
+        step = ops.cast(iterations, "float32") + 1.0
+        last = ops.cast(self.last_step, "float32")
+        peak, floor = self.peak, self.min_fraction * self.peak
+        # Steps past the last one keep its rate: the warmup line must not climb again there.
+        warming = peak * ops.minimum(step, last) / float(self.warmup_steps)
+        cooling = floor + (peak - floor) * ops.clip((last - step) / self.cooldown_steps(last), 0.0, 1.0)
+        return ops.minimum(warming, cooling)
+
+    def get_config(self):
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "last_step": int(self.last_step.numpy()),
+                "constant": self.constant, "min_fraction": self.min_fraction}
+
+
+class LinearDecaySchedule(EndAwareSchedule):
+    """Linear warmup to the peak, then linearly to the floor at the last step (Bergsma et al., 2025).
+
+    A run planned to end before its warmup does drops to the floor in its last step.
+    """
+
+    def cooldown_steps(self, last):
+        return ops.maximum(last - float(self.warmup_steps), 1.0)
+
+
+class WarmupStableDecaySchedule(EndAwareSchedule):
+    """Warmup, constant at the peak, then linearly to the floor over the last cooldown_fraction of the run.
+
+    Hägele et al. (NeurIPS 2024). When the cooldown is longer than what is left after the warmup, the
+    rate turns down where the warmup line meets the cooldown line.
+
+    Args:
+      cooldown_fraction: the share of the run's steps (of last_step) spent cooling down, in (0, 1].
+      (the others as EndAwareSchedule's)
+    """
+
+    def __init__(self, d_model: int, warmup_steps: int, last_step: int, constant: float = 1.0,
+                 min_fraction: float = 0.0, cooldown_fraction: float = 0.2):
+        super().__init__(d_model, warmup_steps, last_step, constant, min_fraction)
+        self.cooldown_fraction = cooldown_fraction
+
+    def cooldown_steps(self, last):
+        return ops.maximum(self.cooldown_fraction * last, 1.0)
+
+    def get_config(self):
+        return {**super().get_config(), "cooldown_fraction": self.cooldown_fraction}
+
+
+def set_last_step(schedule: keras.optimizers.schedules.LearningRateSchedule, last_step: int) -> None:
+    """Moves an EndAwareSchedule's last step; the paper's schedule has none and is left as it is."""
+    if isinstance(schedule, EndAwareSchedule):
+        schedule.last_step.assign(last_step)

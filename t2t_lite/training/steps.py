@@ -3,11 +3,12 @@ import dataclasses
 
 import keras
 import tensorflow as tf
+from keras.optimizers.schedules import LearningRateSchedule
 
 from t2t_lite.config import HParams
 from t2t_lite.training.adam import FusedAdam
 from t2t_lite.training.losses import correct_tokens, projected_smoothed_cross_entropy, smoothed_cross_entropy
-from t2t_lite.training.schedules import NoamSchedule
+from t2t_lite.training.schedules import LinearDecaySchedule, NoamSchedule, WarmupStableDecaySchedule
 
 BATCH_SIGNATURE = {
     "inputs": tf.TensorSpec([None, None], tf.int32),
@@ -15,16 +16,31 @@ BATCH_SIGNATURE = {
 }
 
 
-def learning_rate_schedule(hparams: HParams) -> NoamSchedule:
-    """The set's learning-rate schedule (paper 5.3, or t2t's constant 2.0 / warmup 8000)."""
-    return NoamSchedule(hparams.model.d_model, hparams.train.warmup_steps, hparams.train.learning_rate_constant)
+def learning_rate_schedule(hparams: HParams, last_step: int | None = None) -> LearningRateSchedule:
+    """The set's learning-rate schedule, hparams.train.schedule (config.py).
+
+    Args:
+      hparams: model.d_model and train's schedule, warmup_steps, learning_rate_constant,
+        min_learning_rate_fraction and cooldown_fraction.
+      last_step: where linear_decay and wsd reach their floor; the training loop moves it
+        (schedules.set_last_step). Default hparams.train.train_steps; rsqrt ignores it.
+    """
+    t, d_model = hparams.train, hparams.model.d_model
+    if t.schedule == "rsqrt":
+        return NoamSchedule(d_model, t.warmup_steps, t.learning_rate_constant)
+    last_step = t.train_steps if last_step is None else last_step
+    if t.schedule == "linear_decay":
+        return LinearDecaySchedule(d_model, t.warmup_steps, last_step, t.learning_rate_constant,
+                                   t.min_learning_rate_fraction)
+    return WarmupStableDecaySchedule(d_model, t.warmup_steps, last_step, t.learning_rate_constant,
+                                     t.min_learning_rate_fraction, t.cooldown_fraction)
 
 
-def make_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
-    """Adam with the Transformer learning-rate schedule."""
+def make_optimizer(hparams: HParams, schedule: LearningRateSchedule | None = None) -> keras.optimizers.Optimizer:
+    """Adam with the set's learning-rate schedule, or with `schedule` (the loop keeps it to move its last step)."""
     t = hparams.train
-    return FusedAdam(learning_rate=learning_rate_schedule(hparams), beta_1=t.adam_beta1, beta_2=t.adam_beta2,
-                     epsilon=t.adam_epsilon)
+    schedule = learning_rate_schedule(hparams) if schedule is None else schedule
+    return FusedAdam(learning_rate=schedule, beta_1=t.adam_beta1, beta_2=t.adam_beta2, epsilon=t.adam_epsilon)
 
 
 @dataclasses.dataclass(frozen=True)
