@@ -35,7 +35,12 @@ setup(
         "absl-py",
         "sentencepiece",
     ],
-    extras_require={"test": ["pytest", "pytest-xdist", "matplotlib"], "visualize": ["matplotlib"]},
+    extras_require={
+        "test": ["pytest", "pytest-xdist", "matplotlib", "ctranslate2>=4.5"],
+        "visualize": ["matplotlib"],
+        # The CTranslate2 export and decoding it (t2t-lite-exporter --export_format=ctranslate2).
+        "ctranslate2": ["ctranslate2>=4.5"],
+    },
     entry_points={
         "console_scripts": [
             "t2t-lite-trainer=t2t_lite.bin.trainer:run",

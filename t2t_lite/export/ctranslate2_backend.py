@@ -1,0 +1,149 @@
+"""Decoding a CTranslate2 export (ctranslate2_export.py) with t2t-lite-decoder's tokenizer and search settings.
+
+The search is CTranslate2's, set up to match t2t-lite's beam search
+(decoding/beam_search.py), which it follows step for step: K alive beams,
+the 2K best extensions, an EOS finishing a hypothesis only from the top K,
+per-sentence maximum length input length + extra_length (EOS counted), EOS
+allowed from the first step (min_decoding_length=0). Greedy (beam 1) is
+CTranslate2's greedy search, scored by the summed log-probability as ours.
+
+One difference remains, the length penalty. CTranslate2 divides a finished
+hypothesis' log-probability by length**alpha and stops once K hypotheses have
+finished; t2t-lite divides by the GNMT ((5 + length) / 6)**alpha and stops once
+no alive beam can still beat its K finished. Here CTranslate2 returns its K
+finished hypotheses (lengths counting the EOS, as ours) and they are re-ranked
+by the GNMT score, which is what each Hypothesis.score holds. The output is
+ours whenever our best is among CTranslate2's K; it can differ when the two
+penalties keep different hypotheses or CTranslate2 stops earlier.
+
+`CTranslate2Export.search` is a t2t_lite.decoding.batching.DecodeBatch, padded
+id batches in, (ids, scores) out, as a SavedModel's signature and the
+Decoder are, so the same batching and Hypotheses serve all three.
+"""
+import dataclasses
+import itertools
+import json
+import os
+
+import numpy as np
+
+from t2t_lite.config import DecodeHParams
+from t2t_lite.data.problem import EOS_ID, PAD_ID
+from t2t_lite.data.vocabulary import Vocabulary
+from t2t_lite.decoding.batching import DecodeBatch, Hypothesis, decode_id_batches
+from t2t_lite.errors import UserError
+from t2t_lite.export.ctranslate2_export import export_info, require_ctranslate2
+from t2t_lite.export.exporter import VOCAB_ASSET
+from t2t_lite.run_dir import load_spec
+
+
+def gnmt_score(ctranslate2_score: float, length: int, alpha: float) -> float:
+    """CTranslate2's log_prob / length**alpha as t2t-lite's log_prob / ((5 + length) / 6)**alpha.
+
+    Args:
+      length: the hypothesis' length counting its EOS.
+    """
+    log_prob = ctranslate2_score * length**alpha
+    return log_prob / ((5.0 + length) / 6.0) ** alpha
+
+
+class CTranslate2Export:
+    """A CTranslate2 export opened with ctranslate2.Translator, its vocabulary and its decode settings.
+
+    Args:
+      path: the export directory (the numbered version t2t-lite-exporter printed).
+      device: "cpu" or "cuda".
+      compute_type: CTranslate2's compute type; "default" runs in the type the weights were saved in.
+      threads: CTranslate2's intra_threads; 0 lets it choose.
+    """
+
+    def __init__(self, path: str, device: str = "cpu", compute_type: str = "default", threads: int = 0):
+        ctranslate2 = require_ctranslate2()
+        info = export_info(path)
+        if info is None:
+            raise UserError(f"{path!r} is not a t2t-lite CTranslate2 export (model.bin and an hparams.json from "
+                            "t2t-lite-exporter --export_format=ctranslate2)")
+        # The run's decode settings as exported (beam size, alpha, extra_length, batch size).
+        self.decode_hparams: DecodeHParams = load_spec(path).hparams.decode
+        self.max_positions = int(info["max_positions"])
+        self.vocabulary = Vocabulary.from_file(os.path.join(path, VOCAB_ASSET))
+        try:
+            self.translator = ctranslate2.Translator(path, device=device, compute_type=compute_type,
+                                                     intra_threads=threads)
+        except (RuntimeError, ValueError) as error:
+            raise UserError(f"CTranslate2 cannot load {path!r} on {device} in {compute_type}: {error}") from None
+        self.pieces = _read_pieces(path, self.vocabulary.vocab_size)
+        self.piece_ids = {piece: i for i, piece in enumerate(self.pieces)}
+
+    def hypotheses(self, sentences: list[str], beam_size: int | None = None, nbest: int = 1,
+                   alpha: float | None = None, extra_length: int | None = None, **decoding) -> list[list[Hypothesis]]:
+        """Each sentence's nbest outputs, best first; an empty sentence gives one empty Hypothesis.
+
+        Args:
+          beam_size, alpha, extra_length: None keeps the export's.
+          decoding: decode_id_batches' progress and parallel_batches.
+        """
+        given = {"beam_size": beam_size, "alpha": alpha, "extra_length": extra_length}
+        hp = dataclasses.replace(self.decode_hparams, **{k: v for k, v in given.items() if v is not None})
+        if hp.beam_size < 1 or not 1 <= nbest <= hp.beam_size or hp.alpha < 0 or hp.extra_length < 0:
+            raise UserError(f"need beam_size >= 1, 1 <= nbest <= beam_size, alpha >= 0 and extra_length >= 0; got "
+                            f"beam_size={hp.beam_size}, nbest={nbest}, alpha={hp.alpha}, extra_length={hp.extra_length}")
+        # A source with its EOS must fit the position table (the SavedModel truncates to max_input_length too).
+        encoded = [self.vocabulary.encode(s)[:self.max_positions - 1] + [EOS_ID] if s.strip() else []
+                   for s in sentences]
+        results = decode_id_batches(self.search(hp), encoded, hp.batch_size, self.vocabulary.decode, **decoding)
+        return [hyps[:nbest] for hyps in results]
+
+    def search(self, hp: DecodeHParams | None = None) -> DecodeBatch:
+        """The DecodeBatch of CTranslate2's search with hp's beam_size, alpha and extra_length (default the export's)."""
+        hp = hp or self.decode_hparams
+
+        def decode_batch(inputs):
+            rows = [[int(i) for i in row if i != PAD_ID] for row in np.asarray(inputs)]  # each EOS-terminated
+            hypotheses: list[list[tuple[list[int], float]]] = [[] for _ in rows]
+            # CTranslate2 takes one max_decoding_length per call: a call per source length gives
+            # every sentence its own, input length (EOS included) + extra_length, as the Decoder does.
+            for length, group in itertools.groupby(sorted(range(len(rows)), key=lambda i: len(rows[i])),
+                                                   key=lambda i: len(rows[i])):
+                group = list(group)
+                found = self.translator.translate_batch(
+                    [[self.pieces[i] for i in rows[row][:-1]] for row in group],  # CTranslate2 appends the EOS
+                    beam_size=hp.beam_size, num_hypotheses=hp.beam_size,
+                    length_penalty=hp.alpha if hp.beam_size > 1 else 0.0, return_end_token=True,
+                    return_scores=True, min_decoding_length=0, max_input_length=0,
+                    max_decoding_length=min(length + hp.extra_length, self.max_positions))
+                for row, result in zip(group, found):
+                    hypotheses[row] = self._ranked(result, hp)
+            return _padded(hypotheses, hp.beam_size)
+
+        return decode_batch
+
+    def _ranked(self, result, hp: DecodeHParams) -> list[tuple[list[int], float]]:
+        """A TranslationResult's hypotheses as (ids with EOS, t2t-lite's score), best first (stable on ties)."""
+        ranked = []
+        for tokens, score in zip(result.hypotheses, result.scores):
+            ids = [self.piece_ids[token] for token in tokens]  # EOS last, unless cut at the max length
+            ranked.append((ids, gnmt_score(score, len(ids), hp.alpha) if hp.beam_size > 1 else score))
+        return sorted(ranked, key=lambda hypothesis: -hypothesis[1])
+
+
+def _padded(hypotheses: list[list[tuple[list[int], float]]], beams: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per sentence (ids, score) lists -> (ids int32 [B, K, T] PAD after, scores float32 [B, K], -inf where none)."""
+    width = max([len(ids) for found in hypotheses for ids, _ in found] + [1])
+    ids = np.full((len(hypotheses), beams, width), PAD_ID, np.int32)
+    scores = np.full((len(hypotheses), beams), -np.inf, np.float32)
+    for row, found in enumerate(hypotheses):
+        for k, (tokens, score) in enumerate(found[:beams]):
+            ids[row, k, :len(tokens)] = tokens
+            scores[row, k] = score
+    return ids, scores
+
+
+def _read_pieces(path: str, vocab_size: int) -> list[str]:
+    """The export's pieces, piece i for id i (its shared_vocabulary.json, written from the SentencePiece model)."""
+    with open(os.path.join(path, "shared_vocabulary.json"), encoding="utf-8") as f:
+        pieces = json.load(f)
+    if len(pieces) != vocab_size:
+        raise UserError(f"{path!r}: its vocabulary has {len(pieces)} pieces but vocab.model {vocab_size}; "
+                        "export again")
+    return pieces

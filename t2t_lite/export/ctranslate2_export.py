@@ -1,0 +1,251 @@
+"""A trained run -> a CTranslate2 model directory, built with CTranslate2's own specification API.
+
+CTranslate2 (https://opennmt.net/CTranslate2) runs Transformers on CPUs and GPUs
+in C++, with int8 and float16 weights. The directory holds CTranslate2's
+model.bin, config.json and shared_vocabulary.json, plus the run's hparams.json
+(with an "export" entry), its SentencePiece vocab.model and a README.txt.
+
+How t2t-lite's model maps onto CTranslate2's TransformerSpec:
+- post-norm (the paper) or pre-norm with a final LayerNorm (t2t v3), ReLU FFN,
+  biased projections, embeddings scaled by sqrt(D) (CTranslate2's scale_embeddings);
+- the softmax projection is the target embedding (t2t-lite has no output bias);
+- positions: CTranslate2's built-in sinusoid starts at position 1 (OpenNMT-tf's
+  convention) where t2t's `get_timing_signal_1d` starts at 0, so the signal is
+  written as an explicit table of MAX_POSITIONS rows, as CTranslate2's OpenNMT-tf
+  converter does for learned positions (a learned table is written as it is);
+- ids map 1:1 onto the SentencePiece pieces (id i is piece i): PAD (0) is the
+  decoder's start token (t2t shifts targets right with 0), EOS (1) ends outputs
+  and is appended to every source (add_source_eos).
+"""
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from t2t_lite.config import HParams
+from t2t_lite.data.problem import EOS_ID, PAD_ID
+from t2t_lite.data.vocabulary import UNK_ID, Vocabulary
+from t2t_lite.errors import UserError
+from t2t_lite.export import layout
+from t2t_lite.export.exporter import VOCAB_ASSET, text_vocabulary
+from t2t_lite.layers.embedding import timing_signal
+from t2t_lite.run import OpenedRun
+from t2t_lite.run_dir import HPARAMS_FILE, spec_json
+
+FORMAT = "ctranslate2"
+# CTranslate2's weight types offered (its own names); "none" keeps float32.
+QUANTIZATIONS = ("none", "int8", "int8_float32", "int8_float16", "float16", "bfloat16")
+# Rows of the sinusoid table: the longest source (EOS included) and the longest output the export can decode.
+MAX_POSITIONS = 1024
+INSTALL_HINT = 'CTranslate2 is not installed; pip install ".[ctranslate2]" (or pip install "ctranslate2>=4.5")'
+README_TEXT = """\
+A t2t-lite model for CTranslate2 ({quantization} weights), written by t2t-lite-exporter --export_format=ctranslate2.
+
+With t2t-lite (its tokenizer, and t2t-lite-decoder's beam size, n-best and length penalty):
+    from t2t_lite.export.ctranslate2_backend import CTranslate2Export
+    CTranslate2Export("this/directory").hypotheses(["A dog runs."], nbest=2)
+
+With CTranslate2 and SentencePiece alone:
+    import ctranslate2, sentencepiece
+    sp = sentencepiece.SentencePieceProcessor(model_file="this/directory/vocab.model")
+    translator = ctranslate2.Translator("this/directory")
+    source = sp.encode("A dog runs.", out_type=str)
+    result = translator.translate_batch([source], beam_size={beam_size}, length_penalty={alpha},
+                                        min_decoding_length=0, max_decoding_length=len(source) + 1 + {extra_length})
+    print(sp.decode(result[0].hypotheses[0]))
+
+EOS is appended to each source (add_source_eos) and decoding starts from {start!r} (id 0), as in t2t-lite.
+Sources (with EOS) and outputs longer than {max_positions} tokens cannot be represented.
+CTranslate2's length_penalty divides a hypothesis' log-probability by length**alpha where t2t-lite
+divides by ((5 + length) / 6)**alpha (GNMT), so its beam search can pick differently; CTranslate2Export
+re-ranks CTranslate2's hypotheses by t2t-lite's score.
+"""
+
+
+def require_ctranslate2():
+    """The ctranslate2 module, or a UserError saying how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise UserError(INSTALL_HINT) from None
+    return ctranslate2
+
+
+def check_representable(hparams: HParams) -> None:
+    """Refuses, naming the setting, a model CTranslate2's TransformerSpec cannot hold."""
+    model = hparams.model
+    if hparams.model_name != "transformer":
+        raise UserError(f"model_name {hparams.model_name!r} cannot be exported for CTranslate2; only t2t-lite's "
+                        "'transformer' maps onto its TransformerSpec")
+    if model.head_key_dim != model.head_value_dim:
+        raise UserError(f"key_dim {model.head_key_dim} != value_dim {model.head_value_dim} per head cannot be "
+                        "exported for CTranslate2, whose attention has one head_dim; export as a SavedModel")
+    if model.position_encoding == "learned" and model.max_position < 2:
+        raise UserError(f"max_position={model.max_position} leaves no room for a source and EOS")
+
+
+def transformer_spec(model, hparams: HParams, pieces: list[str], max_positions: int = MAX_POSITIONS):
+    """The ctranslate2.specs.TransformerSpec of a restored t2t-lite Transformer, weights and vocabulary set.
+
+    Args:
+      model: a built t2t_lite.models.transformer.Transformer with its weights.
+      hparams: its HParams (check_representable first).
+      pieces: V SentencePiece pieces, piece i for id i.
+      max_positions: rows of the sinusoid table (a learned table keeps its own max_position).
+    """
+    specs = require_ctranslate2().specs
+    hp = hparams.model
+    pre_norm = hp.norm_position == "pre"
+    # head_dim only when it is not D / H: the spec's from_config has no such argument, so the stacks are built here.
+    head_dim = None if hp.head_key_dim * hp.num_heads == hp.d_model else hp.head_key_dim
+    encoder = specs.TransformerEncoderSpec(hp.num_encoder_layers, hp.num_heads, pre_norm=pre_norm, head_dim=head_dim)
+    decoder = specs.TransformerDecoderSpec(hp.num_decoder_layers, hp.num_heads, pre_norm=pre_norm, head_dim=head_dim)
+    spec = specs.TransformerSpec(encoder, decoder)
+    positions = _position_table(model, max_positions)  # [P, D]
+    encoder.embeddings[0].weight = _numpy(model.source_embedding.embeddings)  # [V, D]
+    encoder.position_encodings.encodings = positions
+    for layer_spec, layer in zip(encoder.layer, model.encoder_layers):
+        _set_attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_residual.norm, True)
+        _set_ffn(layer_spec.ffn, layer.ffn, layer.ffn_residual.norm)
+    decoder.embeddings.weight = _numpy(model.target_embedding.embeddings)  # [V, D]
+    decoder.position_encodings.encodings = positions
+    for layer_spec, layer in zip(decoder.layer, model.decoder_layers):
+        _set_attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_residual.norm, True)
+        _set_attention(layer_spec.attention, layer.cross_attention, layer.cross_attention_residual.norm, False)
+        _set_ffn(layer_spec.ffn, layer.ffn, layer.ffn_residual.norm)
+    decoder.projection.weight = _numpy(model.target_embedding.embeddings)  # [V, D] as [out, in]; aliased when saved
+    if pre_norm:
+        _set_norm(encoder.layer_norm, model.encoder_norm)
+        _set_norm(decoder.layer_norm, model.decoder_norm)
+    config = spec.config
+    config.unk_token, config.eos_token = pieces[UNK_ID], pieces[EOS_ID]
+    config.bos_token = config.decoder_start_token = pieces[PAD_ID]
+    config.add_source_eos = True
+    config.layer_norm_epsilon = hp.layer_norm_epsilon
+    spec.register_source_vocabulary(pieces)
+    spec.register_target_vocabulary(pieces)
+    return spec
+
+
+def _numpy(variable) -> np.ndarray:
+    return np.asarray(variable.numpy(), np.float32)
+
+
+def _position_table(model, max_positions: int) -> np.ndarray:
+    """[P, D]: row i is added at position i (0-based) of the encoder and the decoder."""
+    if model.position_encoding == "learned":
+        return _numpy(model.position.table)
+    return np.asarray(timing_signal(max_positions, model.d_model), np.float32)
+
+
+def _linear(spec, dense) -> None:
+    spec.weight = _numpy(dense.kernel).T  # Keras [in, out] -> CTranslate2 [out, in]
+    spec.bias = _numpy(dense.bias)
+
+
+def _set_norm(spec, norm) -> None:
+    spec.gamma, spec.beta = _numpy(norm.gamma), _numpy(norm.beta)
+
+
+def _set_attention(spec, attention, norm, self_attention: bool) -> None:
+    """Self-attention fuses Q, K, V into linear[0]; encoder-decoder attention has Q in linear[0], K and V in [1]."""
+    query, key, value = (attention.query_proj, attention.key_proj, attention.value_proj)
+    fused = [[query, key, value]] if self_attention else [[query], [key, value]]
+    for linear_spec, denses in zip(spec.linear, fused):
+        linear_spec.weight = np.concatenate([_numpy(d.kernel).T for d in denses], axis=0)  # [n * H*Dk, D]
+        linear_spec.bias = np.concatenate([_numpy(d.bias) for d in denses], axis=0)
+    _linear(spec.linear[-1], attention.output_proj)
+    _set_norm(spec.layer_norm, norm)  # before the sub-layer under pre-norm, after the residual add under post-norm
+
+
+def _set_ffn(spec, ffn, norm) -> None:
+    _linear(spec.linear_0, ffn.hidden)
+    _linear(spec.linear_1, ffn.output_proj)
+    _set_norm(spec.layer_norm, norm)
+
+
+def sentencepiece_pieces(vocabulary: Vocabulary) -> list[str]:
+    """The V pieces of the vocabulary's SentencePiece model, piece i for id i."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_proto=vocabulary.model)
+    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+
+def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none",
+                      max_positions: int = MAX_POSITIONS) -> None:
+    """Fills the empty, existing `directory` with the CTranslate2 model of `run` (see the module doc)."""
+    ctranslate2 = require_ctranslate2()
+    check_quantization(quantization)
+    hparams = run.spec.hparams
+    check_representable(hparams)
+    vocabulary = text_vocabulary(run.problem, run.problem_name)
+    pieces = sentencepiece_pieces(vocabulary)
+    spec = transformer_spec(run.model, hparams, pieces, max_positions)
+    positions = int(spec.encoder.position_encodings.encodings.shape[0])
+
+    class _Converter(ctranslate2.converters.Converter):
+        def _load(self):
+            return spec
+
+    # convert() wants to create its output directory itself: a subdirectory, moved up once saved.
+    with tempfile.TemporaryDirectory(dir=directory) as scratch:
+        converted = _Converter().convert(os.path.join(scratch, "model"),
+                                         quantization=None if quantization == "none" else quantization)
+        for name in os.listdir(converted):
+            shutil.move(os.path.join(converted, name), os.path.join(directory, name))
+    export_info = {"format": FORMAT, "checkpoint": os.path.abspath(run.checkpoint), "quantization": quantization,
+                   "max_positions": positions}
+    # As the SavedModel's: the run's hparams.json with the decode settings the export was asked for.
+    exported = dataclasses.replace(run.spec, problem=run.problem_name,
+                                   hparams=dataclasses.replace(hparams, decode=run.decode_hparams))
+    with open(os.path.join(directory, HPARAMS_FILE), "w", encoding="utf-8") as f:
+        f.write(spec_json(exported, export=export_info))
+    with open(os.path.join(directory, VOCAB_ASSET), "wb") as f:
+        f.write(vocabulary.model)
+    with open(os.path.join(directory, "README.txt"), "w", encoding="utf-8") as f:
+        f.write(README_TEXT.format(quantization=quantization if quantization != "none" else "float32",
+                                   start=pieces[PAD_ID], max_positions=positions,
+                                   **dataclasses.asdict(run.decode_hparams)))
+
+
+def check_quantization(quantization: str) -> None:
+    if quantization not in QUANTIZATIONS:
+        raise UserError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}; got {quantization!r}")
+
+
+def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None = None, quantization: str = "none",
+                       max_positions: int = MAX_POSITIONS) -> str:
+    """Exports `run` for CTranslate2 as <export_dir>/<model_name>/<version>/; returns that directory.
+
+    The same layout as the SavedModel export, published the same way: built
+    under a temporary name, renamed into place once complete.
+
+    Raises:
+      UserError: ctranslate2 missing, a bad quantization, a model CTranslate2 cannot
+        represent, a problem without a SentencePiece vocabulary, an unwritable
+        export_dir; all found before anything is written.
+    """
+    require_ctranslate2()
+    if not export_dir:
+        raise UserError("--export_dir is required (the directory to write the model's versions in)")
+    check_quantization(quantization)
+    check_representable(run.spec.hparams)
+    text_vocabulary(run.problem, run.problem_name)
+    name = model_name or run.problem_name
+    layout.check_model_name(name)
+    model_dir = layout.make_model_dir(export_dir, name)
+    return layout.publish(model_dir, lambda path: write_ctranslate2(run, path, quantization, max_positions))
+
+
+def export_info(path: str) -> dict | None:
+    """The "export" entry of a CTranslate2 export's hparams.json, or None if `path` is not one."""
+    try:
+        with open(os.path.join(path, HPARAMS_FILE), encoding="utf-8") as f:
+            info = json.load(f).get("export", {})
+    except (OSError, ValueError):
+        return None
+    return info if info.get("format") == FORMAT and os.path.exists(os.path.join(path, "model.bin")) else None
