@@ -23,7 +23,7 @@ from t2t_lite import config
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.training.steps import TrainStep, make_optimizer
-from t2t_lite.training.trainer import train_batches
+from t2t_lite.training.batches import train_batches
 
 PROBLEM = "algorithmic_reverse"
 

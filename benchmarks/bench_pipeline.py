@@ -40,7 +40,7 @@ def main():
     import t2t_lite.problems  # noqa: F401
     from t2t_lite.data.problem import Problem, dataset_from_lists
     from t2t_lite.registry import hparams_sets, problems
-    from t2t_lite.training.trainer import train_batches
+    from t2t_lite.training.batches import train_batches
 
     if args.data_dir:
         problem = problems.get(args.problem)(args.data_dir)

@@ -61,7 +61,8 @@ def protocol_trainer(hparams_set: str, run_options: dict, log, overrides: str = 
     from t2t_lite import config
     from t2t_lite.data.problem import Problem, dataset_from_lists
     from t2t_lite.registry import hparams_sets
-    from t2t_lite.training.trainer import RunConfig, Trainer
+    from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.trainer import Trainer
 
     inputs, targets = training_corpus()
 
@@ -85,7 +86,8 @@ def profiled_steps(mixed_precision: str, steps: int):
     trainer = protocol_trainer("transformer_base", dict(train_steps=2, mixed_precision=mixed_precision),
                                log=lambda line: None)
     trainer.train()  # traces and warms up
-    return lambda: [trainer._train_step(trainer.train_iterator) for _ in range(steps)]
+    batches = iter(trainer.training_data(seed=0))
+    return lambda: [trainer.train_step(batches) for _ in range(steps)]
 
 
 def run_training(args):

@@ -5,6 +5,11 @@ from absl import app, flags, logging
 
 from t2t_lite.errors import UserError
 
+flags.DEFINE_string("usr_dir", None, "Your own problems, hparams sets and models: a package directory (with "
+                    "__init__.py) or .py file whose registrations are imported before anything is looked up "
+                    "(docs/extending.md). A run records it; later commands on the run find it without the flag.")
+flags.DEFINE_alias("t2t_usr_dir", "usr_dir")
+
 
 def run_main(main, program: str) -> None:
     """Runs `main(argv)` under absl; a UserError becomes one line on stderr and exit code 2.
@@ -19,6 +24,10 @@ def run_main(main, program: str) -> None:
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments {argv[1:]}; every option is a --flag")
         try:
+            if flags.FLAGS.usr_dir:
+                from t2t_lite.usr_dir import import_usr_dir
+
+                import_usr_dir(flags.FLAGS.usr_dir)
             return main(argv)
         except UserError as error:
             if os.environ.get("T2T_LITE_DEBUG"):
@@ -44,7 +53,7 @@ def show_flags_of(module) -> None:
     absl shows the key flags of the module named by sys.argv[0]; an installed
     console script's argv[0] is the script, not the module that defines its flags.
     """
-    for flag in flags.FLAGS.get_key_flags_for_module(module):
+    for flag in [*flags.FLAGS.get_key_flags_for_module(module), flags.FLAGS["usr_dir"]]:
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
     main_module = sys.modules["__main__"]
     if main_module is not module and not main_module.__doc__:

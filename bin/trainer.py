@@ -8,11 +8,9 @@
 --train_files, --dev_files, --test_files, --tmp_dir, --vocab_size, --num_shards, --max_vocab_sentences);
 on a rerun it finds the data ready and goes straight to training.
 """
-import dataclasses
-
 from absl import flags
 
-from t2t_lite import config, registry
+from t2t_lite import registry
 from t2t_lite.bin import prepare
 from t2t_lite.bin.cli import run_main
 from t2t_lite.errors import UserError
@@ -85,39 +83,17 @@ def registry_help() -> str:
     return "\n".join(lines)
 
 
-def resolve_hparams(set_name: str, overrides: str, vocab_size: int):
-    """The named set with overrides applied and the vocabulary size filled in."""
-    hparams = config.apply_overrides(registry.hparams_sets.get(set_name)(), overrides)
-    if hparams.model.vocab_size == 0:
-        hparams = dataclasses.replace(hparams, model=dataclasses.replace(hparams.model, vocab_size=vocab_size))
-    elif hparams.model.vocab_size != vocab_size:
-        raise UserError(f"vocab_size={hparams.model.vocab_size} in the hparams, but the problem's vocabulary has "
-                        f"{vocab_size} entries; drop the vocab_size override")
-    return hparams
-
-
 def dry_run() -> None:
     from t2t_lite.models import build_model
+    from t2t_lite.training.api import open_problem, resolve_hparams
 
     if not FLAGS.hparams_set:
         raise UserError("--dry_run needs --hparams_set")
-    vocab_size = FLAGS.vocab_size or (open_problem(FLAGS.problem).vocab_size if FLAGS.problem else 0)
+    vocab_size = FLAGS.vocab_size or (open_problem(FLAGS.problem, FLAGS.data_dir).vocab_size if FLAGS.problem else 0)
     if vocab_size <= 0:
         raise UserError("--dry_run needs --vocab_size=N (or a --problem to take it from)")
     model = build_model(resolve_hparams(FLAGS.hparams_set, FLAGS.hparams, vocab_size))
     print(f"parameters: {model.count_params()}")
-
-
-def open_problem(name: str):
-    """The registered problem `name` on --data_dir; one that reads prepared data needs a --data_dir."""
-    from t2t_lite.data.text_problem import Text2TextProblem
-
-    problem = registry.problems.get(name)(FLAGS.data_dir)
-    if isinstance(problem, Text2TextProblem) and not FLAGS.data_dir:
-        raise UserError(f"--problem={name} trains on prepared data: make it with t2t-lite-datagen "
-                        f"--problem={name} --data_dir=DIR and pass --data_dir=DIR here, or add --generate_data "
-                        "--data_dir=DIR to prepare it first")
-    return problem
 
 
 def check_generate_data_flags() -> None:
@@ -132,55 +108,6 @@ def check_generate_data_flags() -> None:
                         "then start every worker with its --data_dir")
 
 
-def prepare_output_dir(chief: bool):
-    """The problem and RunSpec of --output_dir: a new run's from the flags, a resumed run's checked against them.
-
-    Only the chief writes into --output_dir (hparams.json); other workers read it.
-    """
-    from t2t_lite.run import RunSpec, load_spec, save_spec
-    from t2t_lite.training import run_dir
-
-    saved = load_spec(FLAGS.output_dir)
-    problem_name = FLAGS.problem or (saved and saved.problem)
-    set_name = FLAGS.hparams_set or (saved and saved.hparams_set)
-    if not problem_name or not set_name:
-        raise UserError("--problem and --hparams_set are required for a new --output_dir")
-    problem = open_problem(problem_name)
-    overrides = FLAGS.hparams if (FLAGS.hparams or not saved) else saved.hparams_overrides
-    requested = RunSpec(problem_name, set_name, overrides, resolve_hparams(set_name, overrides, problem.vocab_size))
-    if saved:
-        run_dir.check_matches(saved, requested, FLAGS.output_dir)
-    if chief:
-        run_dir.ensure_writable(FLAGS.output_dir)
-        if not saved:
-            save_spec(FLAGS.output_dir, requested)
-    return problem, requested
-
-
-def check_run_flags() -> None:
-    """Flags that cannot work (step counts below 1, a precision option without its precision),
-    checked before anything is written."""
-    for name in ("train_steps", "save_checkpoints_steps", "keep_checkpoint_max", "log_every_steps",
-                 "max_nonfinite_steps"):
-        value = getattr(FLAGS, name)
-        if value is not None and value < 1:
-            raise UserError(f"--{name} must be at least 1, got {value}")
-    for name, zero in (("train_minutes", "no time budget"), ("eval_steps", "the whole dev split"),
-                       ("eval_bleu_sentences", "off"),
-                       ("early_stopping_patience", "never stop early")):
-        if (getattr(FLAGS, name) or 0) < 0:
-            raise UserError(f"--{name} must be 0 ({zero}) or more, got {getattr(FLAGS, name)}")
-    sentences = FLAGS.eval_bleu_sentences
-    if sentences is None and FLAGS.problem:
-        sentences = registry.problems.get(FLAGS.problem).dev_metric_sentences
-    if FLAGS.best_checkpoint_metric == "bleu" and sentences == 0:
-        raise UserError("--best_checkpoint_metric=bleu needs the dev metric: set --eval_bleu_sentences=N (N > 0), "
-                        "or use --best_checkpoint_metric=loss")
-    if FLAGS.float32_output_projection and FLAGS.mixed_precision == "none":
-        raise UserError("--float32_output_projection changes nothing with --mixed_precision=none: "
-                        "use --mixed_precision=mixed_bfloat16 (or mixed_float16, or auto), or drop the flag")
-
-
 def main(argv) -> None:
     if FLAGS.registry_help:
         print(registry_help())
@@ -188,38 +115,25 @@ def main(argv) -> None:
     if FLAGS.dry_run:
         dry_run()
         return
-    from t2t_lite.training import distribution
-    from t2t_lite.training.trainer import RunConfig, Trainer
+    import t2t_lite
+    from t2t_lite.training import distribution, run_config
+    from t2t_lite.training.api import open_problem
 
-    if not FLAGS.output_dir:
-        raise UserError("--output_dir is required")
-    check_run_flags()
+    settings = {name: FLAGS[name].value for name in run_config.SETTINGS}
+    run_config.check(run_config.from_settings(FLAGS.output_dir, settings))
     if FLAGS.generate_data:
         check_generate_data_flags()
     # Devices and strategy come first: TensorFlow fixes both when it runs its first op.
     if FLAGS.cpu_devices:
         distribution.split_cpu(FLAGS.cpu_devices)
     strategy = distribution.make_strategy(FLAGS.distribution)
-    chief = distribution.is_chief(strategy)
     if FLAGS.generate_data:
         # Without datagen's count of over-long examples: a full extra read of the data at every start.
-        prepare.generate_data(open_problem(FLAGS.problem))
-    problem, spec = prepare_output_dir(chief)
-    run = RunConfig(output_dir=FLAGS.output_dir, train_steps=FLAGS.train_steps or spec.hparams.train.train_steps,
-                    eval_steps=FLAGS.eval_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-                    keep_checkpoint_max=FLAGS.keep_checkpoint_max, random_seed=FLAGS.random_seed,
-                    log_every_steps=FLAGS.log_every_steps, jit_compile=FLAGS.jit_compile,
-                    mixed_precision=FLAGS.mixed_precision, float32_output_projection=FLAGS.float32_output_projection,
-                    max_nonfinite_steps=FLAGS.max_nonfinite_steps,
-                    memory_probe=FLAGS.memory_probe, eval_bleu_sentences=FLAGS.eval_bleu_sentences,
-                    best_checkpoint_metric=FLAGS.best_checkpoint_metric,
-                    early_stopping_patience=FLAGS.early_stopping_patience,
-                    warm_start_from=FLAGS.warm_start_from, warm_start_optimizer=FLAGS.warm_start_optimizer,
-                    train_minutes=FLAGS.train_minutes)
-    trainer = Trainer(problem, spec.hparams, run, strategy=strategy)
-    trainer.train()
-    if FLAGS.show_samples and chief:
-        show_samples(problem, trainer.model, spec.hparams, FLAGS.show_samples)
+        prepare.generate_data(open_problem(FLAGS.problem, FLAGS.data_dir))
+    trained = t2t_lite.train(problem=FLAGS.problem, hparams_set=FLAGS.hparams_set, output_dir=FLAGS.output_dir,
+                             data_dir=FLAGS.data_dir, hparams=FLAGS.hparams, strategy=strategy, **settings)
+    if FLAGS.show_samples and distribution.is_chief(strategy):
+        show_samples(trained.problem, trained.model, trained.spec.hparams, FLAGS.show_samples)
 
 
 def show_samples(problem, model, hparams, count: int) -> None:

@@ -1,70 +1,28 @@
-"""A trained run: its hparams.json, and opening it to decode, export or visualise.
+"""Opening a trained run to decode, score, export or visualise it.
 
-hparams.json records which problem and hparams set built the checkpoints
-beside it, so a later command rebuilds the model from it instead of trusting
-its own flags. Opening a run (`open_run`) is the one sequence every command
-that reads a run follows: choose the checkpoint, read its hparams.json, check
-the problem's vocabulary against the model, apply and check the decode
-settings asked for, and restore the model in the precision asked for.
+Opening a run (`open_run`) is the one sequence every command that reads a
+run follows: choose the checkpoint, read the hparams.json beside it
+(t2t_lite.run_dir), import the run's usr dir and find its data where it
+recorded them unless told otherwise, check the problem's vocabulary against
+the model, apply and check the decode settings asked for, and restore the
+model in the precision asked for.
 """
 import dataclasses
-import json
 import os
 
 import keras
 import tensorflow as tf
 
-from t2t_lite import config, precision, registry
+from t2t_lite import precision, registry, usr_dir
 from t2t_lite.config import DecodeHParams, HParams
 from t2t_lite.data.problem import Problem
 from t2t_lite.errors import UserError
-from t2t_lite.files import atomic_write_text
 from t2t_lite.models import build_model
+from t2t_lite.run_dir import AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, RunSpec, load_spec
+from t2t_lite.run_dir import save_spec, spec_json  # noqa: F401  TEMPORARY re-export while importers move
 
-HPARAMS_FILE = "hparams.json"
-# Where training and t2t-lite-avg-checkpoints put the averaged checkpoint of a run directory.
-AVERAGED_SUBDIR = "averaged"
-# Where training keeps the best checkpoint so far on the dev metric, with BEST_FILE saying its step and score.
-BEST_SUBDIR = "best"
-BEST_FILE = "best.json"
 # What RunRequest.checkpoint may name inside a run directory.
 CHECKPOINT_CHOICES = ("averaged", "best", "latest")
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
-    """What hparams.json holds: the problem, the set and overrides asked for, and the result."""
-
-    problem: str
-    hparams_set: str
-    hparams_overrides: str
-    hparams: HParams
-
-
-def spec_json(spec: RunSpec, **extra) -> str:
-    """The text of hparams.json for spec; `extra` entries (e.g. an export's settings) are added beside it."""
-    data = {"problem": spec.problem, "hparams_set": spec.hparams_set,
-            "hparams_overrides": spec.hparams_overrides, "hparams": config.to_dict(spec.hparams), **extra}
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
-
-
-def save_spec(directory: str, spec: RunSpec) -> None:
-    """Writes spec as directory/hparams.json, atomically."""
-    atomic_write_text(os.path.join(directory, HPARAMS_FILE), spec_json(spec))
-
-
-def load_spec(directory: str) -> RunSpec | None:
-    """The RunSpec saved in directory, or None if there is none yet."""
-    path = os.path.join(directory, HPARAMS_FILE)
-    if not os.path.exists(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        return RunSpec(data["problem"], data["hparams_set"], data["hparams_overrides"],
-                       config.from_dict(data["hparams"]))
-    except (OSError, ValueError, KeyError) as error:
-        raise UserError(f"{path} is unreadable or not a t2t-lite hparams file: {error}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +35,10 @@ class RunRequest:
     checkpoint_path: str | None = None
     # Which checkpoint of output_dir: "averaged", "best" or "latest"; None: averaged if any, else latest.
     checkpoint: str | None = None
-    # The problem's prepared data (its vocabulary), as given to the trainer.
+    # The problem's prepared data (its vocabulary); None: the data_dir the run recorded.
     data_dir: str | None = None
+    # Your own problems, sets and models (t2t_lite.usr_dir); None: the usr dir the run recorded.
+    usr_dir: str | None = None
     problem: str | None = None
     # If given, must match the run's set: a guard against opening the wrong run.
     hparams_set: str | None = None
@@ -135,12 +95,24 @@ def open_run(request: RunRequest, ensemble: bool = False) -> OpenedRun:
             raise UserError(f"checkpoint {checkpoint!r} has a vocabulary of {other.hparams.model.vocab_size} ids "
                             f"but {checkpoints[0]!r} has {spec.hparams.model.vocab_size}; an ensemble's models "
                             f"must share one vocabulary")
+    if request.usr_dir:
+        usr_dir.import_usr_dir(request.usr_dir)
+    usr_dir.import_recorded(spec.usr_dir)
     problem_name = request.problem or spec.problem
-    problem = registry.problems.get(problem_name)(request.data_dir)
-    check_vocab_size(problem.vocab_size, spec.hparams.model.vocab_size, request.data_dir)
+    data_dir = request.data_dir or recorded_data_dir(spec, checkpoints[0])
+    problem = registry.problems.get(problem_name)(data_dir)
+    check_vocab_size(problem.vocab_size, spec.hparams.model.vocab_size, data_dir)
     decode = decode_hparams(spec.hparams.decode, request)
     models = [restore_model(s, c, request.mixed_precision) for s, c in zip(specs, checkpoints)]
     return OpenedRun(tuple(checkpoints), spec, problem_name, problem, decode, tuple(models))
+
+
+def recorded_data_dir(spec: RunSpec, checkpoint: str) -> str | None:
+    """The data_dir the run of `checkpoint` trained on, checked to be still there."""
+    if spec.data_dir and not os.path.isdir(spec.data_dir):
+        raise UserError(f"the run of {checkpoint!r} trained on --data_dir {spec.data_dir!r}, which no longer "
+                        f"exists; pass --data_dir=<where its data is now>")
+    return spec.data_dir
 
 
 def find_checkpoint(output_dir: str | None, checkpoint_path: str | None, choice: str | None = None) -> str:

@@ -19,7 +19,7 @@ import t2t_lite.hparams  # noqa: F401  (registers transformer_tiny)
 from t2t_lite import config, registry
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
-from t2t_lite.run import RunSpec, load_spec, save_spec
+from t2t_lite.run_dir import RunSpec, load_spec, save_spec
 from t2t_lite.training.averaging import average_after_training, average_checkpoints, checkpoints_to_average
 from t2t_lite.training.steps import make_optimizer
 from cli_helpers import run_tool

@@ -10,11 +10,14 @@ import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
 from t2t_lite.errors import UserError
 from t2t_lite.registry import hparams_sets, problems
-from t2t_lite.run import BEST_FILE, BEST_SUBDIR, RunRequest, RunSpec, open_run, save_spec
-from t2t_lite.training import run_dir
-from t2t_lite.training.best_checkpoint import STATE_FILE, BestCheckpoint, read_best_json
+from t2t_lite.run import RunRequest, open_run
+from t2t_lite.run_dir import BEST_FILE, BEST_SUBDIR, RunSpec, save_spec
+from t2t_lite import run_dir
+from t2t_lite.run_dir import DEV_SCORES_FILE as STATE_FILE
+from t2t_lite.training.best_checkpoint import BestCheckpoint, read_best_json
 from t2t_lite.training.dev_score import DevScore, DevScorer
-from t2t_lite.training.trainer import RunConfig, Trainer
+from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.trainer import Trainer
 from cli_helpers import run_tool
 from small_training import small_problem
 
@@ -88,7 +91,7 @@ def make_trainer(output_dir, train_steps, log=lambda line: None, average_last=0,
                                      f"{TINY},average_last_checkpoints={average_last},beam_size=2,extra_length=3")
     run_dir.ensure_writable(str(output_dir))
     save_spec(str(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
-    run = RunConfig(output_dir=str(output_dir), train_steps=train_steps, eval_steps=1, save_checkpoints_steps=3,
+    run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, eval_steps=1, save_checkpoints_steps=3,
                     log_every_steps=100, random_seed=7, memory_probe=False, **run_options)
     return Trainer(problem, hparams, run, log=log)
 
@@ -112,7 +115,7 @@ def test_training_keeps_the_best_checkpoint_on_the_dev_metric_and_the_decoder_op
     opened = open_run(RunRequest(output_dir=str(tmp_path), checkpoint="best"))
     assert opened.checkpoint == os.path.join(str(tmp_path), BEST_SUBDIR, f"ckpt-{best['step']}")
     # The best directory holds that step's weights: its dev loss is the one recorded for it.
-    restored = trainer._dev_loss(_eval_step(opened.model, trainer))
+    restored = trainer.dev_loss(_eval_step(opened.model, trainer))
     assert restored.loss == pytest.approx(best["loss"], rel=1e-5)
     # keep_checkpoint_max never reaches best/: it is a directory of its own.
     assert tf.train.latest_checkpoint(str(tmp_path / BEST_SUBDIR)).endswith(f"ckpt-{best['step']}")

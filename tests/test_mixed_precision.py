@@ -14,7 +14,8 @@ from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 from t2t_lite import precision
-from t2t_lite.training.trainer import RunConfig, Trainer
+from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.trainer import Trainer
 from small_training import small_problem
 from test_losses import numpy_smoothed_loss
 
@@ -65,7 +66,7 @@ def test_the_trainers_bfloat16_loss_sums_its_logits_in_float32(tmp_path, float32
     rng = np.random.default_rng(0)
     ids = np.concatenate([rng.integers(2, 12, (8, 9)), np.ones((8, 1))], axis=1).astype(np.int32)
     batch = {"inputs": ids, "targets": ids[::-1].copy()}
-    _, loss_sum, _ = trainer._train_step.gradients(batch)
+    _, loss_sum, _ = trainer.train_step.gradients(batch)
     # The same bfloat16 states (dropout is 0) and the embedding in kernel_dtype, projected and scored in float64.
     states = model.decoder_states(batch, training=True)
     assert states.dtype == tf.bfloat16

@@ -4,7 +4,8 @@ import pytest
 import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config, precision
 from t2t_lite.registry import hparams_sets
-from t2t_lite.training.trainer import RunConfig, Trainer
+from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.trainer import Trainer
 from small_training import TINY, small_problem
 
 ZEN3 = {"fpu", "sse2", "avx", "avx2", "fma", "f16c"}  # AVX2 only: bfloat16 would be emulated
@@ -68,6 +69,6 @@ def test_float32_output_projection_under_auto_is_kept_only_when_auto_chose_mixed
                                                           memory_probe=False, eval_bleu_sentences=0),
                       log=lines.append)
     assert trainer.run.float32_output_projection is kept
-    assert trainer._train_step.float32_output_projection is kept
+    assert trainer.train_step.float32_output_projection is kept
     ignored = "--float32_output_projection is ignored: training runs in float32 here"
     assert (ignored in lines) is not kept

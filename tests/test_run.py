@@ -14,20 +14,8 @@ from t2t_lite import config
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
-from t2t_lite.run import (
-    AVERAGED_SUBDIR,
-    BEST_SUBDIR,
-    HPARAMS_FILE,
-    RunRequest,
-    RunSpec,
-    decode_hparams,
-    find_checkpoint,
-    load_spec,
-    open_run,
-    save_spec,
-    spec_beside,
-    spec_json,
-)
+from t2t_lite.run import RunRequest, decode_hparams, find_checkpoint, open_run, spec_beside
+from t2t_lite.run_dir import AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, RunSpec, load_spec, save_spec, spec_json
 
 TINY = "d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1"
 REVERSE_VOCAB_SIZE = 12  # algorithmic_reverse: 10 digits, PAD and EOS

@@ -18,12 +18,13 @@ from t2t_lite import config
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
-from t2t_lite.run import RunSpec, save_spec
-from t2t_lite.training import run_dir
+from t2t_lite.run_dir import RunSpec, save_spec
+from t2t_lite import run_dir
 from t2t_lite.training.averaging_schedule import (AveragingSchedule, AveragingSources, averaging_points,
                                                   averaging_steps, sources_manager)
 from t2t_lite.training.time_budget import TrainingClock
-from t2t_lite.training.trainer import RunConfig, Trainer
+from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.trainer import Trainer
 from small_training import TINY, small_problem
 
 SECONDS_PER_STEP = 10.0
@@ -41,7 +42,7 @@ def make_trainer(output_dir, train_steps, log=lambda line: None, span=0.5, avera
     options = dict(eval_steps=1, save_checkpoints_steps=4, keep_checkpoint_max=1, log_every_steps=1,
                    random_seed=7, memory_probe=False, eval_bleu_sentences=0)
     options.update(run_options)
-    run = RunConfig(output_dir=str(output_dir), train_steps=train_steps, **options)
+    run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, **options)
     box = {}
     # Time advances only with steps: evaluation and saving take no time on this clock.
     trainer = Trainer(problem, hparams, run, log=log, clock=lambda: box["trainer"].step * SECONDS_PER_STEP)

@@ -16,10 +16,13 @@ from t2t_lite import config
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 from t2t_lite.errors import UserError
-from t2t_lite.run import RunSpec, save_spec
-from t2t_lite.training import run_dir, steps
+from t2t_lite.run_dir import RunSpec, save_spec
+from t2t_lite import run_dir
+from t2t_lite.training import steps
 from t2t_lite.training.losses import projected_smoothed_cross_entropy
-from t2t_lite.training.trainer import NonFiniteTrainingError, RunConfig, Trainer
+from t2t_lite.training.loop import NonFiniteTrainingError
+from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.trainer import Trainer
 from small_training import TINY, small_problem
 
 
@@ -32,7 +35,7 @@ def make_trainer(output_dir, train_steps, save_every, log=lambda line: None, ave
     # What the trainer CLI writes first; averaging rebuilds the model from it.
     run_dir.ensure_writable(str(output_dir))
     save_spec(str(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
-    run = RunConfig(output_dir=str(output_dir), train_steps=train_steps, eval_steps=2,
+    run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, eval_steps=2,
                     save_checkpoints_steps=save_every, log_every_steps=save_every, random_seed=7,
                     memory_probe=memory_probe, **run_options)
     return Trainer(problem, hparams, run, log=log)
@@ -144,14 +147,15 @@ def poison_loss(monkeypatch, is_bad):
 def test_a_nan_loss_skips_the_update_and_changes_no_variable(tmp_path, monkeypatch):
     poison_loss(monkeypatch, lambda call: tf.equal(call, 2))
     trainer = make_trainer(tmp_path, train_steps=10, save_every=10)
-    assert trainer._train_step(trainer.train_iterator).skipped is False
+    batches = iter(trainer.training_data(seed=7))
+    assert trainer.train_step(batches).skipped is False
     before = weights(trainer) + [np.asarray(v) for v in trainer.optimizer.variables]
-    skipped = trainer._train_step(trainer.train_iterator)
+    skipped = trainer.train_step(batches)
     assert skipped.skipped is True and np.isnan(skipped.loss)
     after = weights(trainer) + [np.asarray(v) for v in trainer.optimizer.variables]
     for a, b in zip(before, after):  # weights, Adam moments and the step counter
         np.testing.assert_array_equal(a, b)
-    applied = trainer._train_step(trainer.train_iterator)
+    applied = trainer.train_step(batches)
     assert applied.skipped is False and np.isfinite(applied.loss) and trainer.step == 2
 
 
@@ -160,7 +164,7 @@ def test_nan_steps_are_counted_and_training_goes_on(tmp_path, monkeypatch):
     lines = []
     trainer = make_trainer(tmp_path, train_steps=6, save_every=3, log=lines.append)
     trainer.train()
-    assert trainer.step == 6 and trainer.skipped_steps == 2
+    assert trainer.step == 6
     skipped = [line for line in lines if "update skipped" in line]
     assert [line.split(":")[0] for line in skipped] == ["step 3", "step 3"]
     assert "(1 in a row, 1 in this run)" in skipped[0] and "(2 in a row, 2 in this run)" in skipped[1]

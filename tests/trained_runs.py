@@ -13,13 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import t2t_lite.hparams  # noqa: F401
-import t2t_lite.problems  # noqa: F401
-from t2t_lite import config
-from t2t_lite.registry import hparams_sets, problems
-from t2t_lite.run import RunSpec, save_spec
-from t2t_lite.training import run_dir
-from t2t_lite.training.trainer import RunConfig, Trainer
+import t2t_lite
+from t2t_lite.registry import problems
 from shared_data import require_shared
 
 # No dropout, so a run decodes and scores deterministically; 1+1 layers of width 32 train in seconds.
@@ -31,16 +26,11 @@ MULTI30K_TINY = ("d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decode
 MULTI30K_VOCAB_SIZE = 600
 
 
-def train(problem_name: str, problem, overrides: str, output_dir: str, steps: int) -> None:
+def train(problem_name: str, overrides: str, output_dir: str, steps: int, data_dir: str | None = None) -> None:
     """Trains transformer_tiny with `overrides` for `steps` steps into output_dir, one checkpoint at the end."""
-    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(),
-                                     f"{overrides},vocab_size={problem.vocab_size}")
-    run_dir.ensure_writable(output_dir)
-    save_spec(output_dir, RunSpec(problem_name, "transformer_tiny", overrides, hparams))
-    Trainer(problem, hparams, RunConfig(output_dir=output_dir, train_steps=steps, eval_steps=1,
-                                        save_checkpoints_steps=steps, log_every_steps=steps,
-                                        eval_bleu_sentences=0),
-            log=lambda _: None).train()
+    t2t_lite.train(problem=problem_name, hparams_set="transformer_tiny", output_dir=output_dir, data_dir=data_dir,
+                   hparams=overrides, train_steps=steps, eval_steps=1, save_checkpoints_steps=steps,
+                   log_every_steps=steps, eval_bleu_sentences=0, mixed_precision="none", log=lambda _: None)
 
 
 def multi30k_lines(split: str, language: str, count: int) -> str:
@@ -70,8 +60,7 @@ def reverse_run(tmp_path_factory) -> str:
     """The output_dir of algorithmic_reverse trained REVERSE_STEPS steps (REVERSE_TINY): partly trained, distinct
     outputs."""
     def make(output_dir):
-        train("algorithmic_reverse", problems.get("algorithmic_reverse")(), REVERSE_TINY, str(output_dir),
-              steps=REVERSE_STEPS)
+        train("algorithmic_reverse", REVERSE_TINY, str(output_dir), steps=REVERSE_STEPS)
 
     return str(made_once(tmp_path_factory, "reverse_run", make))
 
@@ -93,7 +82,7 @@ def multi30k_run(tmp_path_factory) -> dict:
         problem.generate_data(None, vocab_size=MULTI30K_VOCAB_SIZE, num_shards=1,
                               train_files=f"{raw}/train.en,{raw}/train.de", dev_files=f"{raw}/val.en,{raw}/val.de",
                               log=lambda line: None)
-        train("translate_files", problem, MULTI30K_TINY, str(root / "run"), steps=100)
+        train("translate_files", MULTI30K_TINY, str(root / "run"), steps=100, data_dir=str(root / "data"))
 
     root = made_once(tmp_path_factory, "multi30k_run", make)
     return {"data_dir": str(root / "data"), "output_dir": str(root / "run"), "raw": root / "raw"}

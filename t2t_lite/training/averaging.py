@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
-from t2t_lite.run import AVERAGED_SUBDIR, HPARAMS_FILE, RunSpec, load_spec, spec_json
+from t2t_lite.run_dir import AVERAGED_SUBDIR, HPARAMS_FILE, RunSpec, checkpoint_step, load_spec, spec_json
 from t2t_lite.training.checkpoint_dir import write_model_dir
 
 # Written into every averaged directory; only a directory holding it is ever replaced.
@@ -159,7 +159,7 @@ def _check_replaceable(destination: str, output_dir: str) -> None:
 def _save_atomically(model: keras.Model, spec: RunSpec, output_dir: str, sources: list[str],
                      destination: str) -> str:
     """Writes model, hparams.json and provenance into a temporary directory, then renames it to destination."""
-    step = int(sources[-1].rsplit("-", 1)[1])  # the trainer names checkpoints ckpt-<step>
+    step = checkpoint_step(sources[-1])
     # Relative to output_dir: "ckpt-900", or "average_sources/ckpt-980" for the end-of-run sources.
     names = [os.path.relpath(os.path.abspath(p), os.path.abspath(output_dir)) for p in sources]
     provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": names}

@@ -11,7 +11,7 @@ import os
 
 import tensorflow as tf
 
-SOURCES_SUBDIR = "average_sources"
+from t2t_lite.run_dir import checkpoint_step
 
 
 def averaging_points(end: float, span: float, count: int) -> list[float]:
@@ -91,7 +91,7 @@ def sources_manager(checkpoint: tf.train.Checkpoint, directory: str, count: int,
     state = tf.train.get_checkpoint_state(directory)
     if state is not None:
         paths = list(state.all_model_checkpoint_paths)
-        kept = [p for p in paths if _step(p) <= current_step]
+        kept = [p for p in paths if checkpoint_step(p) <= current_step]
         if kept != paths:
             for path in paths:
                 if path not in kept:
@@ -108,6 +108,3 @@ def sources_manager(checkpoint: tf.train.Checkpoint, directory: str, count: int,
                 tf.io.gfile.remove(os.path.join(directory, "checkpoint"))
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=count, checkpoint_name="ckpt")
 
-
-def _step(checkpoint_path: str) -> int:
-    return int(checkpoint_path.rsplit("-", 1)[1])  # the trainer names checkpoints ckpt-<step>

@@ -21,13 +21,9 @@ import keras
 import tensorflow as tf
 
 from t2t_lite.files import atomic_write_text
-from t2t_lite.run import BEST_FILE, BEST_SUBDIR, HPARAMS_FILE
+from t2t_lite.run_dir import BEST_FILE, BEST_SUBDIR, DEV_SCORES_FILE, HPARAMS_FILE
 from t2t_lite.training.checkpoint_dir import write_model_dir
 
-STATE_FILE = "dev_scores.json"
-# What --best_checkpoint_metric may be: the problem's dev metric (BLEU; bracket F1 for parsing; exact match
-# for algorithmic problems), higher is better, or the dev loss, lower is better.
-METRIC_CHOICES = ("bleu", "loss")
 
 
 @dataclasses.dataclass
@@ -103,7 +99,7 @@ class BestCheckpoint:
         else:
             state.evaluations_without_improvement += 1
         state.evaluations.append({"step": step, **{k: float(v) for k, v in scores.items()}})
-        atomic_write_text(os.path.join(self.output_dir, STATE_FILE),
+        atomic_write_text(os.path.join(self.output_dir, DEV_SCORES_FILE),
                           json.dumps(dataclasses.asdict(state), indent=2) + "\n")
         return improved
 
@@ -114,7 +110,7 @@ class BestCheckpoint:
 
 def load_state(output_dir: str) -> BestState:
     """dev_scores.json of output_dir (a fresh BestState if absent), its best taken from best/best.json if newer."""
-    path = os.path.join(output_dir, STATE_FILE)
+    path = os.path.join(output_dir, DEV_SCORES_FILE)
     state = BestState()
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:

@@ -11,7 +11,7 @@ import keras
 
 from t2t_lite.config import DecodeHParams
 from t2t_lite.data.problem import Problem, strip_ids
-from t2t_lite.decoding.decode_lines import decode_lines
+from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder
 
 

@@ -1,0 +1,109 @@
+"""`t2t_lite.train`: train or resume a run from Python, exactly as t2t-lite-trainer does.
+
+    import t2t_lite
+    t2t_lite.train(problem="algorithmic_reverse", hparams_set="transformer_tiny",
+                   output_dir="/tmp/reverse", train_steps=2000)
+    t2t_lite.Translator.from_run("/tmp/reverse").translate(["1234"])   # ["4321"]
+
+The run directory it leaves (t2t_lite.run_dir) is the command's: hparams.json with the data_dir and usr
+dir, checkpoints, best/, averaged/, so the decoder, exporter and Translator open it without more flags.
+"""
+import dataclasses
+from collections.abc import Callable
+
+from t2t_lite.config import HParams
+from t2t_lite.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainedRun:
+    """What `train` leaves: the run directory and its spec, and the model as training left it."""
+
+    output_dir: str
+    spec: object  # t2t_lite.run_dir.RunSpec
+    problem: object  # t2t_lite.data.problem.Problem
+    model: object  # keras.Model
+    step: int
+    stop_reason: object  # t2t_lite.training.loop.StopReason
+
+
+def train(problem: str | None = None, hparams_set: str | None = None, output_dir: str | None = None,
+          data_dir: str | None = None, hparams: str = "", usr_dir: str | None = None, strategy=None,
+          log: Callable[[str], None] = print, **settings) -> TrainedRun:
+    """Trains `problem` with `hparams_set` into output_dir; on a directory that holds a run, resumes it.
+
+    Args:
+      problem, hparams_set: registered names; a resumed run's own when None.
+      output_dir: the run directory.
+      data_dir: the problem's prepared data (t2t-lite-datagen); a resumed run's own when None.
+      hparams: overrides, e.g. "d_model=256,train.batch_size=2048"; a resumed run's own when empty.
+      usr_dir: a package or module registering your own problems, sets or models (docs/extending.md).
+      strategy: a tf.distribute strategy (training.distribution.make_strategy); default one device.
+      log: where progress lines go.
+      settings: t2t-lite-trainer's run flags by name (training.run_config.RunConfig): train_steps,
+        train_minutes, save_checkpoints_steps, eval_steps, mixed_precision, random_seed, ...
+    Raises:
+      UserError: a bad setting, an unknown name, or a directory holding another run; nothing is written then.
+    """
+    import tensorflow as tf
+
+    from t2t_lite import precision
+    from t2t_lite import usr_dir as usr_dirs
+    from t2t_lite.run import recorded_data_dir
+    from t2t_lite.run_dir import RunSpec, absolute, create_or_resume, load_spec
+    from t2t_lite.training import distribution, run_config
+    from t2t_lite.training.trainer import Trainer
+
+    run = run_config.from_settings(output_dir, settings)
+    run_config.check(run)
+    if usr_dir:
+        usr_dirs.import_usr_dir(usr_dir)
+    saved = load_spec(output_dir)
+    if saved is not None:
+        usr_dirs.import_recorded(saved.usr_dir)
+    problem_name = problem or (saved and saved.problem)
+    set_name = hparams_set or (saved and saved.hparams_set)
+    if not problem_name or not set_name:
+        raise UserError("--problem and --hparams_set are required for a new --output_dir")
+    if not data_dir and saved is not None:
+        data_dir = recorded_data_dir(saved, output_dir)
+    opened = open_problem(problem_name, data_dir)
+    overrides = hparams if (hparams or saved is None) else saved.hparams_overrides
+    requested = RunSpec(problem_name, set_name, overrides, resolve_hparams(set_name, overrides, opened.vocab_size),
+                        absolute(data_dir), usr_dirs.current())
+    strategy = strategy or tf.distribute.get_strategy()
+    auto = precision.resolve(precision.AUTO) if run.mixed_precision == precision.AUTO else "none"
+    run, notes = run_config.resolve(run, opened.dev_metric_sentences, requested.hparams.train.train_steps, auto,
+                                    distribution.cluster_tasks())
+    for line in notes:
+        log(line)
+    spec = create_or_resume(output_dir, requested, chief=distribution.is_chief(strategy))
+    trainer = Trainer(opened, spec.hparams, run, log=log, strategy=strategy)
+    reason = trainer.train()
+    return TrainedRun(output_dir, spec, opened, trainer.model, trainer.step, reason)
+
+
+def resolve_hparams(set_name: str, overrides: str, vocab_size: int) -> HParams:
+    """The named set with overrides applied and the vocabulary size filled in."""
+    from t2t_lite import config, registry
+
+    hparams = config.apply_overrides(registry.hparams_sets.get(set_name)(), overrides)
+    if hparams.model.vocab_size == 0:
+        hparams = dataclasses.replace(hparams, model=dataclasses.replace(hparams.model, vocab_size=vocab_size))
+    elif hparams.model.vocab_size != vocab_size:
+        raise UserError(f"vocab_size={hparams.model.vocab_size} in the hparams, but the problem's vocabulary has "
+                        f"{vocab_size} entries; drop the vocab_size override")
+    return hparams
+
+
+def open_problem(name: str, data_dir: str | None):
+    """The registered problem `name` on data_dir; one that reads prepared data needs a data_dir."""
+    from t2t_lite import registry
+    from t2t_lite.data.text_problem import Text2TextProblem
+
+    problem = registry.problems.get(name)(data_dir)
+    if isinstance(problem, Text2TextProblem) and not data_dir:
+        raise UserError(f"--problem={name} trains on prepared data: make it with t2t-lite-datagen "
+                        f"--problem={name} --data_dir=DIR and pass --data_dir=DIR here, or add --generate_data "
+                        "--data_dir=DIR to prepare it first")
+    return problem
