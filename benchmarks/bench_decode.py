@@ -17,8 +17,6 @@ import dataclasses
 import time
 import types
 
-import numpy as np
-
 from common import PROTOCOL_VOCAB, decode_inputs, peak_rss_gib
 
 
@@ -28,7 +26,7 @@ def build_decoder(args, forced_length):
     import tensorflow as tf
 
     import t2t_lite.hparams  # noqa: F401
-    from t2t_lite import config
+    from t2t_lite import config, environment
     from t2t_lite.decoding.decoder import INPUTS_SIGNATURE, Decoder
     from t2t_lite.models import build_model
     from t2t_lite.registry import hparams_sets
@@ -36,7 +34,9 @@ def build_decoder(args, forced_length):
     if args.mixed_precision != "none":
         keras.mixed_precision.set_global_policy(args.mixed_precision)
     hp = config.apply_overrides(hparams_sets.get("transformer_base")(), f"vocab_size={PROTOCOL_VOCAB}")
-    decoder = Decoder(build_model(hp), dataclasses.replace(hp.decode, beam_size=args.beam_size, alpha=0.6))
+    # T2T_LITE_KERNEL_LAYOUT and T2T_LITE_STEP_MATMUL, as the decoder command reads them.
+    decoder = Decoder(build_model(hp), dataclasses.replace(hp.decode, beam_size=args.beam_size, alpha=0.6),
+                      environment.step_matmul_settings())
 
     def decode(inputs):
         # EOS suppressed until forced_length (t2t's force_decode_length): every engine does the same work.
@@ -52,8 +52,10 @@ def time_decoding(decoder, sentences, batch_size, parallel_batches=1):
     parallel_batches > 1 decodes that many batches at once from threads, as
     t2t-lite-decoder's --parallel_batches does.
     """
+    from t2t_lite.decoding.batching import pad_ids
+
     batches = [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
-    padded = [np.array([s + [0] * (max(map(len, b)) - len(s)) for s in b], np.int32) for b in batches]
+    padded = [pad_ids(batch) for batch in batches]
     decoder.decode(padded[0])[0].numpy()
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel_batches) as pool:

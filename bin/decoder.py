@@ -2,6 +2,9 @@
 
   t2t-lite-decoder --output_dir=RUN --decode_from_file=src.txt --decode_to_file=out.txt --decode_reference=ref.txt
   echo "A dog runs." | t2t-lite-decoder --output_dir=RUN --data_dir=DATA --decode_from_file=-
+
+T2T_LITE_KERNEL_LAYOUT and T2T_LITE_STEP_MATMUL set how a decoding step multiplies on a CPU
+(t2t_lite/environment.py, docs/performance.md).
 """
 import sys
 
@@ -16,7 +19,8 @@ flags.adopt_module_key_flags(run_flags)
 flags.DEFINE_string("decode_from_file", None, "Source text, one sentence per line (UTF-8); - reads standard input "
                     "and writes each output as soon as it is decoded.")
 flags.DEFINE_string("decode_to_file", None, "Where outputs go, one line per input line; default stdout.")
-flags.DEFINE_string("decode_reference", None, "Reference file: print BLEU (or bracket F1 for parsing).")
+flags.DEFINE_string("decode_reference", None, "Reference file: print the problem's scores (BLEU, chrF2 and TER; "
+                    "bracket F1 for parsing; exact match for algorithmic problems).")
 flags.DEFINE_string("paper_bleu_language", None, "With --decode_reference, also print the paper's BLEU (Moses-"
                     "tokenized for this target language, e.g. de or fr, compounds split).")
 flags.DEFINE_integer("batch_size", None, "Sentences per batch; default the set's decode.batch_size.")
@@ -34,7 +38,8 @@ flags.DEFINE_integer("random_seed", None, "With sampling, a seed that makes the 
 
 
 def main(argv) -> None:
-    from t2t_lite.decoding.decode_lines import DecodeFileRequest, decode_file
+    from t2t_lite import environment
+    from t2t_lite.lines import DecodeFileRequest, decode_file
 
     run_request = run_flags.run_request(batch_size=FLAGS.batch_size)
     request = DecodeFileRequest(run_request, decode_from_file=FLAGS.decode_from_file,
@@ -42,7 +47,8 @@ def main(argv) -> None:
                                 parallel_batches=FLAGS.parallel_batches, nbest=FLAGS.nbest,
                                 output_format=FLAGS.output_format, sampling_temperature=FLAGS.sampling_temperature,
                                 sampling_topk=FLAGS.sampling_topk, random_seed=FLAGS.random_seed,
-                                paper_bleu_language=FLAGS.paper_bleu_language)
+                                paper_bleu_language=FLAGS.paper_bleu_language,
+                                step_matmul=environment.step_matmul_settings())
     decode_file(request, log=lambda line: print(line, file=sys.stderr, flush=True))
 
 

@@ -21,7 +21,8 @@ def main(argv) -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise UserError('matplotlib is needed for plots: pip install "t2t-lite[visualize]"') from None
+        raise UserError('matplotlib is needed for plots: pip install ".[visualize]" in the t2t-lite checkout') from None
+    from t2t_lite import environment
     from t2t_lite.decoding.decoder import Decoder
     from t2t_lite.run import open_run
     from t2t_lite.visualize import visualize_sentence
@@ -30,8 +31,8 @@ def main(argv) -> None:
         raise UserError("--sentence and --plot_dir are required")
     opened = open_run(run_flags.run_request())
     try:
-        paths = visualize_sentence(opened.problem, opened.model, Decoder(opened.model, opened.decode_hparams),
-                                   FLAGS.sentence, FLAGS.plot_dir)
+        decoder = Decoder(opened.model, opened.decode_hparams, environment.step_matmul_settings())
+        paths = visualize_sentence(opened.problem, opened.model, decoder, FLAGS.sentence, FLAGS.plot_dir)
     except ValueError as error:
         raise UserError(f"--sentence: {error}") from None
     print(f"wrote {len(paths)} plots to {FLAGS.plot_dir}", file=sys.stderr)

@@ -1,7 +1,31 @@
-"""Settings read from environment variables: one of a few named values, or automatic."""
+"""The one library module that reads environment variables: the commands' decoding speed settings.
+
+Only bin/ and benchmarks/ call it; the library takes the settings it returns
+as arguments (Decoder(..., step_matmul=...)), so a Python user's decoding
+never depends on the environment.
+
+  T2T_LITE_KERNEL_LAYOUT  auto | in_out | out_in        (StepMatmulSettings.layout)
+  T2T_LITE_STEP_MATMUL    auto | matmul | batch_matmul  (StepMatmulSettings.op)
+"""
 import os
 
 from t2t_lite.errors import UserError
+from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN
+from t2t_lite.ops.matmul_threads import BATCH_MATMUL, MATMUL
+from t2t_lite.ops.step_matmul import AUTO, StepMatmulSettings
+
+LAYOUT_VARIABLE = "T2T_LITE_KERNEL_LAYOUT"
+OP_VARIABLE = "T2T_LITE_STEP_MATMUL"
+
+
+def step_matmul_settings() -> StepMatmulSettings:
+    """T2T_LITE_KERNEL_LAYOUT and T2T_LITE_STEP_MATMUL, each unset or "auto" for automatic.
+
+    A value neither names is a UserError naming the variable and the values it takes.
+    """
+    layout = choice(LAYOUT_VARIABLE, (IN_OUT, OUT_IN), AUTO, "a kernel layout")
+    op = choice(OP_VARIABLE, (MATMUL, BATCH_MATMUL), AUTO, "a step matmul op")
+    return StepMatmulSettings(layout=layout or AUTO, op=op or AUTO)
 
 
 def choice(variable: str, choices: tuple[str, ...], automatic: str, kind: str) -> str | None:

@@ -3,19 +3,30 @@
     from t2t_lite import Translator
     translator = Translator.from_run("runs/multi30k", data_dir="data/multi30k")
     translator.translate(["A dog runs in the park."])           # ["Ein Hund rennt im Park."]
-    translator.translate(["A dog runs."], beam_size=8, nbest=3)  # [[best, second, third]]
-    translator.score(["A dog runs."], ["Ein Hund rennt."])       # [PairScore(...)]
+    translator.hypotheses(["A dog runs."], beam_size=8, nbest=3)  # [[Hypothesis(text, score, ids) x 3]]
+    translator.score(["A dog runs."], ["Ein Hund rennt."])         # [PairScore(...)]
 
 `from_run` opens the checkpoint t2t-lite-decoder would (or the one named) and
 decodes exactly as the decoder does; `from_export` loads a SavedModel that
 t2t-lite-exporter wrote, with only TensorFlow and tensorflow-text at work.
+
+A Translator is a thin front over a backend: an object with
+  hypotheses(sentences, beam_size, nbest, sampling, **decoding) -> list[list[Hypothesis]]
+  score(sources, targets, progress) -> list[PairScore | None]
+Sentences are decoded through t2t_lite.decoding.batching.decode_id_batches,
+the one batching path; an engine that decodes padded id batches only needs
+`IdBatchBackend` (an exported SavedModel is one).
 """
 import dataclasses
 import os
-
-import numpy as np
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from t2t_lite.errors import UserError
+
+if TYPE_CHECKING:  # `import t2t_lite` stays free of TensorFlow: the commands filter its start-up lines
+    from t2t_lite.decoding.batching import Hypothesis
+    from t2t_lite.ops.step_matmul import StepMatmulSettings
 
 
 class Translator:
@@ -29,7 +40,7 @@ class Translator:
 
     @classmethod
     def from_run(cls, output_dir: str | None = None, data_dir: str | None = None, checkpoint: str | None = None,
-                 **settings) -> "Translator":
+                 step_matmul: "StepMatmulSettings | None" = None, **settings) -> "Translator":
         """A training run's model.
 
         Args:
@@ -38,6 +49,8 @@ class Translator:
           checkpoint: None picks what t2t-lite-decoder would (the averaged checkpoint if any, else the
             newest); "best", "latest" or "averaged" picks that one of output_dir; anything else is a
             checkpoint path, or several comma-separated for an ensemble.
+          step_matmul: how a decoding step multiplies on a CPU (t2t_lite.ops.StepMatmulSettings);
+            None is its default, which chooses for this machine.
           settings: any other t2t_lite.run.RunRequest field, e.g. beam_size=8, alpha=1.0,
             mixed_precision="mixed_bfloat16", problem=...
         """
@@ -47,14 +60,15 @@ class Translator:
             request = RunRequest(output_dir=output_dir, data_dir=data_dir, checkpoint=checkpoint, **settings)
         else:
             request = RunRequest(output_dir=output_dir, data_dir=data_dir, checkpoint_path=checkpoint, **settings)
-        return cls.from_request(request)
+        return cls.from_request(request, step_matmul)
 
     @classmethod
-    def from_request(cls, request) -> "Translator":
+    def from_request(cls, request, step_matmul: "StepMatmulSettings | None" = None) -> "Translator":
         """A run opened from a t2t_lite.run.RunRequest (what the command-line tools build from their flags)."""
+        from t2t_lite.ops.step_matmul import StepMatmulSettings
         from t2t_lite.run import open_run
 
-        return cls(_RunBackend(open_run(request, ensemble=True)))
+        return cls(_RunBackend(open_run(request, ensemble=True), step_matmul or StepMatmulSettings()))
 
     @classmethod
     def from_export(cls, path: str) -> "Translator":
@@ -62,36 +76,34 @@ class Translator:
 
         It decodes with the beam size and settings it was exported with; it cannot score.
         """
-        return cls(_ExportBackend(path))
+        return cls(saved_model_backend(path))
 
     @property
     def run(self):
         """The opened run (t2t_lite.run.OpenedRun) of a Translator from a run; None for an export."""
         return getattr(self._backend, "run", None)
 
-    def translate(self, sentences: list[str], beam_size: int | None = None, nbest: int = 1, sampling=None):
-        """The best output of each sentence (a list of str), or with nbest > 1 its nbest best (a list of lists).
-
-        Empty sentences give "" (or [""]); the order is the input's.
+    def translate(self, sentences: list[str], beam_size: int | None = None, sampling=None) -> list[str]:
+        """The best output of each sentence, in the input's order; an empty sentence gives "".
 
         Args:
           beam_size: None keeps the run's (the paper's 4 unless the run set another); 1 is greedy.
-          nbest: outputs per sentence, best first; at most beam_size.
           sampling: a t2t_lite.decoding.sampling.SamplingSettings to draw one sample per sentence
             instead of searching (e.g. for back-translation); runs only.
         """
-        results = self.hypotheses(sentences, beam_size=beam_size, nbest=nbest, sampling=sampling)
-        if nbest == 1:
-            return [hyps[0].text for hyps in results]
-        return [[h.text for h in hyps] for hyps in results]
+        results = self.hypotheses(sentences, beam_size=beam_size, sampling=sampling)
+        return [hyps[0].text if hyps else "" for hyps in results]
 
     def hypotheses(self, sentences: list[str], beam_size: int | None = None, nbest: int = 1, sampling=None,
-                   **decoding):
-        """As `translate`, with each output's score and token ids: a list (per sentence) of lists of
-        t2t_lite.decoding.decode_lines.Hypothesis, best first.
+                   **decoding) -> "list[list[Hypothesis]]":
+        """The nbest best outputs of each sentence with their scores and token ids: a list (per sentence) of
+        lists of t2t_lite.decoding.batching.Hypothesis, best first (fewer when fewer beams finished).
 
         Args:
-          decoding: for a run, decode_lines' progress, parallel_batches and first_line.
+          beam_size, sampling: as for `translate`.
+          nbest: outputs per sentence; at most the beam size (1 when sampling).
+          decoding: decode_id_batches' progress and parallel_batches, and first_line (the 1-based line
+            number of sentences[0], for error messages).
         """
         if isinstance(sentences, str):
             raise UserError("translate takes a list of sentences; wrap a single one in a list")
@@ -114,8 +126,8 @@ class Translator:
 
 
 class _RunBackend:
-    def __init__(self, run):
-        self.run = run
+    def __init__(self, run, step_matmul: "StepMatmulSettings"):
+        self.run, self.step_matmul = run, step_matmul
         self._decoders = {}
 
     def decoder(self, beam_size: int | None, sampling):
@@ -129,18 +141,20 @@ class _RunBackend:
         key = (hp.beam_size, sampling)
         if key not in self._decoders:
             # One per setting: each traces its own graph once, then decodes batch after batch.
-            self._decoders[key] = Decoder(list(self.run.models), hp, sampling=sampling)
+            self._decoders[key] = Decoder(list(self.run.models), hp, self.step_matmul, sampling=sampling)
         return self._decoders[key]
 
-    def hypotheses(self, sentences, beam_size, nbest, sampling, **decoding):
-        from t2t_lite.decoding.decode_lines import decode_lines
+    def hypotheses(self, sentences, beam_size, nbest, sampling, first_line=1, **decoding):
+        from t2t_lite.decoding.batching import decode_id_batches, encode_lines
 
         decoder = self.decoder(beam_size, sampling)
         most = 1 if sampling else decoder.hparams.beam_size
         if nbest > most:
             raise UserError(f"nbest ({nbest}) cannot exceed the beam size ({most})" if not sampling else
                             f"sampling gives one output per sentence; nbest must be 1, not {nbest}")
-        results = decode_lines(self.run.problem, decoder, sentences, self.run.decode_hparams.batch_size, **decoding)
+        problem = self.run.problem
+        results = decode_id_batches(decoder.decode, encode_lines(problem, sentences, first_line),
+                                    self.run.decode_hparams.batch_size, problem.decode, **decoding)
         return [hyps[:nbest] for hyps in results]
 
     def score(self, sources, targets, progress):
@@ -150,50 +164,60 @@ class _RunBackend:
                            self.run.decode_hparams.batch_size, self.run.decode_hparams.alpha, progress=progress)
 
 
-class _ExportBackend:
-    def __init__(self, path: str):
-        import tensorflow as tf
+class IdBatchBackend:
+    """A backend over an engine that decodes padded id batches with a search fixed beforehand (an export).
 
-        from t2t_lite.data.vocabulary import Vocabulary
-        from t2t_lite.run import load_spec
+    Args:
+      decode_batch: a t2t_lite.decoding.batching.DecodeBatch: int32 [B, T_src] source ids (EOS-terminated,
+        PAD after) -> (ids [B, K, T], scores [B, K]), PAD (and EOS, if any) after each hypothesis's tokens.
+      encode: text -> its ids, without EOS.
+      decode: ids (without EOS and PAD) -> text.
+      beam_size: the engine's K.
+      batch_size: sentences per batch.
+    """
 
-        assets = os.path.join(path, "assets")
-        spec = load_spec(assets)
-        if spec is None or not tf.saved_model.contains_saved_model(path):
-            raise UserError(f"{path!r} is not a t2t-lite export (a SavedModel with assets/hparams.json); give the "
-                            f"numbered version directory t2t-lite-exporter printed")
-        self.beam_size = spec.hparams.decode.beam_size
-        self._signature = tf.saved_model.load(path).signatures["decode_ids"]
-        self._vocabulary = Vocabulary.from_file(os.path.join(assets, "vocab.model"))
-        self._batch_size = spec.hparams.decode.batch_size
+    def __init__(self, decode_batch: Callable, encode: Callable[[str], list[int]],
+                 decode: Callable[[list[int]], str], beam_size: int, batch_size: int):
+        self.decode_batch, self.encode, self.decode = decode_batch, encode, decode
+        self.beam_size, self.batch_size = beam_size, batch_size
 
-    def hypotheses(self, sentences, beam_size, nbest, sampling, **decoding):
-        import tensorflow as tf
-
-        from t2t_lite.decoding.decode_lines import Hypothesis
+    def hypotheses(self, sentences, beam_size, nbest, sampling, first_line=1, **decoding):
+        from t2t_lite.data.problem import EOS_ID
+        from t2t_lite.decoding.batching import decode_id_batches
 
         if beam_size is not None and beam_size != self.beam_size:
             raise UserError(f"an export decodes with the beam size it was exported with ({self.beam_size}); "
                             f"export again with --beam_size={beam_size}")
-        if sampling is not None or decoding:
+        if sampling is not None:
             raise UserError("an export decodes with the search it was exported with; sample with Translator.from_run")
         if nbest > self.beam_size:
             raise UserError(f"nbest ({nbest}) cannot exceed the export's beam size ({self.beam_size})")
-        results = []
-        for first in range(0, len(sentences), self._batch_size):
-            batch = [self._vocabulary.encode(s) if s.strip() else [] for s in sentences[first:first + self._batch_size]]
-            width = max([len(ids) for ids in batch] + [1])
-            padded = np.array([ids + [0] * (width - len(ids)) for ids in batch], np.int32)  # [B, T_src]
-            found = self._signature(inputs=tf.constant(padded))
-            ids, scores = found["outputs"].numpy(), found["scores"].numpy()  # [B, K, T], [B, K]
-            for row, source in enumerate(batch):
-                if not source:
-                    results.append([Hypothesis(text="", score=0.0)])
-                    continue
-                beams = [[int(i) for i in beam if i != 0] for beam in ids[row]]
-                results.append([Hypothesis(text=self._vocabulary.decode(beam), score=float(score), ids=tuple(beam))
-                                for beam, score in zip(beams[:nbest], scores[row][:nbest]) if np.isfinite(score)])
-        return results
+        encoded = [self.encode(s) + [EOS_ID] if s.strip() else [] for s in sentences]
+        results = decode_id_batches(self.decode_batch, encoded, self.batch_size, self.decode, **decoding)
+        return [hyps[:nbest] for hyps in results]
 
     def score(self, sources, targets, progress):
         raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
+
+
+def saved_model_backend(path: str) -> IdBatchBackend:
+    """An IdBatchBackend over the decode_ids signature of a SavedModel t2t-lite-exporter wrote."""
+    import tensorflow as tf
+
+    from t2t_lite.data.vocabulary import Vocabulary
+    from t2t_lite.run_dir import load_spec
+
+    assets = os.path.join(path, "assets")
+    spec = load_spec(assets)
+    if spec is None or not tf.saved_model.contains_saved_model(path):
+        raise UserError(f"{path!r} is not a t2t-lite export (a SavedModel with assets/hparams.json); give the "
+                        f"numbered version directory t2t-lite-exporter printed")
+    signature = tf.saved_model.load(path).signatures["decode_ids"]
+    vocabulary = Vocabulary.from_file(os.path.join(assets, "vocab.model"))
+
+    def decode_batch(inputs):
+        found = signature(inputs=tf.constant(inputs))
+        return found["outputs"].numpy(), found["scores"].numpy()  # [B, K, T], [B, K]
+
+    return IdBatchBackend(decode_batch, vocabulary.encode, vocabulary.decode, spec.hparams.decode.beam_size,
+                          spec.hparams.decode.batch_size)

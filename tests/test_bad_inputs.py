@@ -41,7 +41,7 @@ def make_world(tmp):
     from t2t_lite import config
     from t2t_lite.models import build_model
     from t2t_lite.registry import hparams_sets, problems
-    from t2t_lite.run import RunSpec, save_spec
+    from t2t_lite.run_dir import RunSpec, save_spec
 
     corpus = tmp / "corpus"
     corpus.mkdir()
@@ -268,7 +268,7 @@ def decoder_library_cases(tmp, world):
 @pytest.mark.parametrize("name", ["reference line count", "output directory missing"])
 def test_decoder_library_refuses(world, name):
     """What decode_file, the decoder command's one call, refuses; the command's one-line form is shown above."""
-    from t2t_lite.decoding.decode_lines import DecodeFileRequest, decode_file
+    from t2t_lite.lines import DecodeFileRequest, decode_file
     from t2t_lite.errors import UserError
     from t2t_lite.run import RunRequest
 

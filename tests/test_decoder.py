@@ -13,13 +13,15 @@ import tensorflow as tf
 import t2t_lite.hparams  # noqa: F401
 import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
-from t2t_lite.decoding.decode_lines import DecodeFileRequest, decode_file, decode_lines
+from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.errors import UserError
 from t2t_lite.layers import attention
+from t2t_lite.lines import DecodeFileRequest, decode_file
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets, problems
-from t2t_lite.run import RunRequest, RunSpec, open_run, save_spec
+from t2t_lite.run import RunRequest, open_run
+from t2t_lite.run_dir import RunSpec, save_spec
 
 from cli_helpers import run_tools
 from trained_runs import REVERSE_TINY as TINY
@@ -173,14 +175,45 @@ def test_cli_refuses_bad_input_with_one_line_and_no_output_file(cli, case):
     assert os.listdir(tmp / case) == []  # no output file, no temporary one left behind
 
 
-def test_decoder_prints_bleu_with_reference(run, tmp_path):
+def test_decoder_scores_an_algorithmic_problem_by_exact_match_not_bleu(run, tmp_path):
+    """Digit strings without spaces score BLEU 0 even when exact: the problem's own metric is printed."""
     source, reference = tmp_path / "in.txt", tmp_path / "ref.txt"
     source.write_text("0123\n4567\n")
-    reference.write_text("3210\n7654\n")
     out = io.StringIO()
-    decode_file(DecodeFileRequest(RunRequest(output_dir=run), str(source), decode_reference=str(reference)), out=out)
-    report = out.getvalue().splitlines()[2:]
-    assert any("tok:13a" in line for line in report) and any("tok:intl" in line for line in report)
+    request = DecodeFileRequest(RunRequest(output_dir=run), str(source), decode_reference=str(reference))
+    reference.write_text("3210\n7654\n")
+    decode_file(request, out=out)
+    outputs, report = out.getvalue().splitlines()[:2], out.getvalue().splitlines()[2:]
+    name, value = open_run(RunRequest(output_dir=run)).problem.dev_metric(outputs, ["3210", "7654"], [])
+    assert report == [f"exact match = {value:.2f}"] and name == "exact match"
+    # The references made to be the outputs themselves: exact, 100.
+    reference.write_text("".join(line + "\n" for line in outputs))
+    out = io.StringIO()
+    decode_file(request, out=out)
+    assert out.getvalue().splitlines()[2:] == ["exact match = 100.00"]
+
+
+def test_the_reference_report_is_the_problems_own():
+    """Text problems keep Problem.score's report; one with its own metric but the default report gets its metric."""
+    from t2t_lite.data.problem import Problem
+    from t2t_lite.lines import reference_report
+
+    class Text(Problem):
+        pass
+
+    class Counted(Problem):
+        def dev_metric(self, outputs, references, sources):
+            return "matches", float(sum(o == r for o, r in zip(outputs, references)))
+
+    class Reported(Counted):
+        def score(self, outputs, references, sources):
+            return ["its own report"]
+
+    outputs, references = ["a b c d", "e f"], ["a b c d", "e g"]
+    text = reference_report(Text.__new__(Text), outputs, references, [])
+    assert text == Problem.score(Text.__new__(Text), outputs, references, []) and "BLEU" in text[0]
+    assert reference_report(Counted.__new__(Counted), outputs, references, []) == ["matches = 1.00"]
+    assert reference_report(Reported.__new__(Reported), outputs, references, []) == ["its own report"]
 
 
 @pytest.mark.parametrize("case, message", [

@@ -19,12 +19,13 @@ import t2t_lite.hparams  # noqa: F401
 import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
 from t2t_lite import Translator
-from t2t_lite.decoding.decode_lines import DecodeFileRequest, decode_file
+from t2t_lite.lines import DecodeFileRequest, decode_file
 from t2t_lite.errors import UserError
 from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, text_vocabulary
 from t2t_lite.export.serving import ServingModule
 from t2t_lite.registry import hparams_sets, problems
-from t2t_lite.run import RunRequest, load_spec, open_run
+from t2t_lite.run import RunRequest, open_run
+from t2t_lite.run_dir import load_spec
 from cli_helpers import run_tool, run_tools
 from trained_runs import multi30k_lines
 

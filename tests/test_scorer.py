@@ -9,10 +9,11 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite import config
-from t2t_lite.decoding.decode_lines import decode_lines
+from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder
-from t2t_lite.decoding.scoring import ScoreFileRequest, score_file, score_pairs
+from t2t_lite.decoding.scoring import score_pairs
 from t2t_lite.errors import UserError
+from t2t_lite.lines import ScoreFileRequest, score_file
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 from t2t_lite.run import RunRequest, open_run

@@ -1,9 +1,13 @@
 """Step kernels in either layout and op against numpy and the Dense layers; how layout and op are chosen."""
+import threading
+import types
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from t2t_lite import environment
 from t2t_lite.errors import UserError
 from t2t_lite.layers.feed_forward import FeedForward
 from t2t_lite.ops import kernel_layout, matmul_threads, step_matmul
@@ -109,7 +113,7 @@ def test_a_product_of_a_given_weight_is_plain_outside_the_scope_and_prepared_ins
     rng = np.random.default_rng(7)
     weight = tf.Variable(rng.normal(size=(6, 5) if stored_as == IN_OUT else (5, 6)).astype(np.float32))
     rows = rng.normal(size=(3, 6)).astype(np.float32)
-    owner = object()
+    owner = types.SimpleNamespace()  # any object a scope can lend a kernel to
     expected = rows @ (weight.numpy() if stored_as == IN_OUT else weight.numpy().T)
     np.testing.assert_allclose(step_matmul.product(owner, rows, weight, stored_as).numpy(), expected, rtol=1e-5)
     kernels = StepKernels("float32", OUT_IN if stored_as == IN_OUT else IN_OUT)
@@ -209,23 +213,79 @@ def test_batch_matmul_only_where_matmul_would_leave_cores_idle(monkeypatch):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("op", OPS)
-def test_the_environment_gives_the_default_settings(layout, op, monkeypatch):
-    monkeypatch.setenv(step_matmul.LAYOUT_VARIABLE, layout.upper())
-    monkeypatch.setenv(step_matmul.OP_VARIABLE, f" {op} ")
-    assert StepMatmulSettings.from_environment() == StepMatmulSettings(layout=layout, op=op)
-    monkeypatch.setenv(step_matmul.LAYOUT_VARIABLE, "auto")
-    monkeypatch.delenv(step_matmul.OP_VARIABLE)
-    assert StepMatmulSettings.from_environment() == StepMatmulSettings()
+def test_the_environment_gives_the_commands_settings(layout, op, monkeypatch):
+    monkeypatch.setenv(environment.LAYOUT_VARIABLE, layout.upper())
+    monkeypatch.setenv(environment.OP_VARIABLE, f" {op} ")
+    assert environment.step_matmul_settings() == StepMatmulSettings(layout=layout, op=op)
+    monkeypatch.setenv(environment.LAYOUT_VARIABLE, "auto")
+    monkeypatch.delenv(environment.OP_VARIABLE)
+    assert environment.step_matmul_settings() == StepMatmulSettings()
 
 
 def test_bad_values_in_the_environment_are_user_errors(monkeypatch):
-    monkeypatch.setenv(step_matmul.OP_VARIABLE, "einsum")
+    monkeypatch.setenv(environment.OP_VARIABLE, "einsum")
     with pytest.raises(UserError, match="T2T_LITE_STEP_MATMUL='einsum'.*matmul, batch_matmul or auto"):
-        StepMatmulSettings.from_environment()
-    monkeypatch.delenv(step_matmul.OP_VARIABLE)
-    monkeypatch.setenv(step_matmul.LAYOUT_VARIABLE, "sideways")
+        environment.step_matmul_settings()
+    monkeypatch.delenv(environment.OP_VARIABLE)
+    monkeypatch.setenv(environment.LAYOUT_VARIABLE, "sideways")
     with pytest.raises(UserError, match="T2T_LITE_KERNEL_LAYOUT='sideways'.*in_out, out_in or auto"):
-        StepMatmulSettings.from_environment()
+        environment.step_matmul_settings()
+
+
+def test_a_decoder_ignores_the_environment(monkeypatch):
+    """The library takes its settings as arguments; only the commands read the variables."""
+    from t2t_lite.config import DecodeHParams
+    from t2t_lite.decoding.decoder import Decoder
+
+    monkeypatch.setenv(environment.LAYOUT_VARIABLE, "sideways")  # would be refused if it were read
+    monkeypatch.setenv(environment.OP_VARIABLE, BATCH_MATMUL)
+    assert Decoder(_tiny_model(), DecodeHParams()).step_matmul == StepMatmulSettings()
+
+
+def test_the_walk_finds_every_dense_kernel_of_the_model():
+    """dense_sublayers (public attributes only) reaches every Dense: the model's kernels are exactly theirs."""
+    model = _tiny_model("num_decoder_layers=2")
+    found = sorted(dense.kernel.path for dense in step_matmul.dense_sublayers(model))
+    assert found == sorted(v.path for v in model.variables if v.path.endswith("/kernel"))
+    assert len(found) == 2 * 10 + 6  # each decoder layer: 4 + 4 attention projections, 2 FFN; the encoder's 6
+
+
+def test_scopes_lend_kernels_for_their_length_only_and_nest():
+    dense = _dense(4)
+    outer, inner = StepKernels("float32", OUT_IN), StepKernels("float32", IN_OUT)
+    outer.add_dense_layers([dense])
+    inner.add_dense_layers([dense])
+    assert dense.step_kernel is None
+    with outer.scope():
+        assert dense.step_kernel is outer.get(dense)
+        with inner.scope():
+            assert dense.step_kernel is inner.get(dense)
+        assert dense.step_kernel is outer.get(dense)
+    assert dense.step_kernel is None
+
+
+def test_two_threads_scoping_one_layer_take_turns():
+    """Two decoders of one model tracing at once: each sees its own kernel for the whole of its scope."""
+    dense = _dense(4)
+    kernels = [StepKernels("float32", layout) for layout in LAYOUTS]
+    for k in kernels:
+        k.add_dense_layers([dense])
+    inside, seen = threading.Barrier(2, timeout=0.5), []
+
+    def trace(k):
+        with k.scope():
+            try:
+                inside.wait()  # both inside at once is what the lock forbids
+            except threading.BrokenBarrierError:
+                pass
+            seen.append(dense.step_kernel is k.get(dense))
+
+    threads = [threading.Thread(target=trace, args=(k,)) for k in kernels]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == [True, True] and dense.step_kernel is None
 
 
 def test_the_faster_layout_is_chosen_only_with_a_clear_margin():
@@ -263,20 +323,26 @@ def test_the_measurement_picks_the_layout_that_runs_faster(slow, monkeypatch):
         kernel_layout.measured_layout.cache_clear()
 
 
-def test_the_decoders_steps_multiply_through_the_prepared_kernels():
-    """The whole path: every product of a Decoder's traced step takes the op its settings fix."""
+def _tiny_model(overrides="num_decoder_layers=1"):
     import t2t_lite.hparams  # noqa: F401
     from t2t_lite import config
-    from t2t_lite.decoding.decoder import Decoder
     from t2t_lite.models import build_model
     from t2t_lite.registry import hparams_sets
 
-    overrides = "vocab_size=11,d_model=16,d_ff=24,num_heads=2,num_encoder_layers=1,num_decoder_layers=1"
-    hp = config.apply_overrides(hparams_sets.get("transformer_tiny")(), overrides)
-    model = build_model(hp)
+    base = "vocab_size=11,d_model=16,d_ff=24,num_heads=2,num_encoder_layers=1"
+    return build_model(config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{base},{overrides}"))
+
+
+def test_the_decoders_steps_multiply_through_the_prepared_kernels():
+    """The whole path: every product of a Decoder's traced step takes the op its settings fix."""
+    from t2t_lite.config import DecodeHParams
+    from t2t_lite.decoding.decoder import Decoder
+
+    model = _tiny_model()
     counts = {}
     for op in OPS:
-        graph = Decoder(model, hp.decode, StepMatmulSettings(layout=IN_OUT, op=op)).decode.get_concrete_function().graph
+        settings = StepMatmulSettings(layout=IN_OUT, op=op)
+        graph = Decoder(model, DecodeHParams(), settings).decode.get_concrete_function().graph
         # The loop's body is a function in the graph's library; its products are the step's.
         nodes = [node.op for function in graph.as_graph_def().library.function for node in function.node_def]
         counts[op] = {kind: nodes.count(kind) for kind in ("MatMul", "BatchMatMulV2")}

@@ -7,9 +7,10 @@ import threading
 
 import pytest
 
-from t2t_lite.decoding.decode_lines import DecodeFileRequest, decode_file, decode_lines, stdin_batches
+from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.errors import UserError
+from t2t_lite.lines import DecodeFileRequest, decode_file, stdin_batches
 from t2t_lite.run import RunRequest, open_run
 
 from cli_helpers import ENV

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from t2t_lite import Translator
-from t2t_lite.decoding.decode_lines import decode_lines
+from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.decoding.sampling import SamplingSettings
 from t2t_lite.errors import UserError
@@ -41,12 +41,14 @@ def test_translate_gives_the_decoders_outputs_and_scores_for_each_beam_size(tran
 
 def test_nbest_lists_are_best_first_and_start_with_the_single_best(translator):
     best = translator.translate(LINES)
-    nbest = translator.translate(LINES, nbest=3)
-    assert [hyps[0] for hyps in nbest] == best
+    assert all(isinstance(text, str) for text in best)
+    nbest = translator.hypotheses(LINES, nbest=3)
+    assert [hyps[0].text for hyps in nbest] == best
     assert [len(hyps) for hyps in nbest] == [3, 1, 3, 3]
-    for hyps in translator.hypotheses(LINES, nbest=3):
+    for hyps in nbest:
         scores = [h.score for h in hyps]
         assert scores == sorted(scores, reverse=True)
+
 
 
 def test_checkpoint_choices_and_paths_open_those_checkpoints(reverse_run, tmp_path):
@@ -66,9 +68,9 @@ def test_mistakes_are_user_errors(translator):
     with pytest.raises(UserError, match="takes a list of sentences"):
         translator.translate("1234")
     with pytest.raises(UserError, match=r"nbest \(5\) cannot exceed the beam size \(4\)"):
-        translator.translate(LINES, nbest=5)
+        translator.hypotheses(LINES, nbest=5)
     with pytest.raises(UserError, match="nbest must be at least 1"):
-        translator.translate(LINES, nbest=0)
+        translator.hypotheses(LINES, nbest=0)
     with pytest.raises(UserError, match="as many targets as sources"):
         translator.score(["1"], [])
 
@@ -88,7 +90,7 @@ def test_sampling_is_reproducible_and_gives_one_output(translator):
     first = translator.translate(LINES, sampling=settings)
     assert translator.translate(LINES, sampling=settings) == first and first[1] == ""
     with pytest.raises(UserError, match="sampling gives one output per sentence"):
-        translator.translate(LINES, nbest=2, sampling=settings)
+        translator.hypotheses(LINES, nbest=2, sampling=settings)
 
 
 def _translate_as_a_library_user(run: str) -> None:

@@ -25,18 +25,19 @@ class Decoder:
       models: a built Transformer, or a sequence of them sharing one vocabulary (an ensemble).
       hparams: DecodeHParams (beam_size, alpha, extra_length).
       step_matmul: how a step multiplies by the decoder's weights on a CPU
-        (ops/step_matmul.py); None reads T2T_LITE_KERNEL_LAYOUT and
-        T2T_LITE_STEP_MATMUL, each "auto" when unset.
+        (ops/step_matmul.py); the default chooses both layout and op for this
+        machine. The commands build it from T2T_LITE_KERNEL_LAYOUT and
+        T2T_LITE_STEP_MATMUL (t2t_lite/environment.py); an export pins a portable one.
       sampling: None searches; SamplingSettings draw one sample per sentence
         instead ([B, 1] outputs, whatever the beam size).
     """
 
-    def __init__(self, models, hparams: DecodeHParams, step_matmul: StepMatmulSettings | None = None,
+    def __init__(self, models, hparams: DecodeHParams, step_matmul: StepMatmulSettings = StepMatmulSettings(),
                  sampling: SamplingSettings | None = None):
         self.models = tuple(models) if isinstance(models, Sequence) else (models,)
         self.vocab_size = shared_vocab_size(self.models)
         self.hparams, self.sampling = hparams, sampling
-        self.step_matmul = StepMatmulSettings.from_environment() if step_matmul is None else step_matmul
+        self.step_matmul = step_matmul
         # No XLA: the self-attention caches grow every step, a shape XLA would recompile for.
         self.decode = tf.function(self._decode, input_signature=INPUTS_SIGNATURE, autograph=False)
 
@@ -108,7 +109,8 @@ class _ModelStep:
 
     def __call__(self, ids, step, cache):
         """ids [N, 1] -> (logits [N, V], the cache grown by one position)."""
-        # The scope is read while the step is traced, so each model's products find its own kernels.
+        # The scope lends the kernels to the layers while the step is traced, so each model's products
+        # find its own kernels.
         with self.kernels.scope():
             logits, cache = self.model.decode(ids, self.memory_kv, self.memory_bias, cache=cache,
                                               decode_index=step)

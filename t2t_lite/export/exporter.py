@@ -19,7 +19,8 @@ from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
 from t2t_lite.export.serving import ServingModule
-from t2t_lite.run import HPARAMS_FILE, RunRequest, RunSpec, open_run, spec_json
+from t2t_lite.run import RunRequest, open_run
+from t2t_lite.run_dir import HPARAMS_FILE, RunSpec, spec_json
 
 HPARAMS_ASSET = HPARAMS_FILE
 VOCAB_ASSET = "vocab.model"

@@ -25,10 +25,18 @@ from t2t_lite.config import DecodeHParams
 from t2t_lite.data.problem import EOS_ID, PAD_ID
 from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.decoding.decoder import Decoder
+from t2t_lite.ops.kernel_layout import IN_OUT
+from t2t_lite.ops.matmul_threads import MATMUL
+from t2t_lite.ops.step_matmul import StepMatmulSettings
 
 # Exactly the characters for which Python's str.isspace() is true (tested over
 # all of Unicode): RE2's \s alone misses \v, \x1c-\x1f, \x85 and Unicode spaces.
 BLANK_PATTERN = r"[\t-\r\x1c-\x1f\x85\p{Z}]*"
+
+# The step products an export traces: Keras's [in, out] kernels and plain MatMul, correct and reasonable on
+# any CPU, GPU or TPU (what a GPU or TPU uses anyway). "auto" would bake in what the exporting CPU measured
+# (its faster layout, its L2-cache threading rule), which may be slower where the model is served.
+EXPORT_STEP_MATMUL = StepMatmulSettings(layout=IN_OUT, op=MATMUL)
 
 TEXT_SIGNATURE = tf.TensorSpec([None], tf.string, name="inputs")
 IDS_SIGNATURE = tf.TensorSpec([None, None], tf.int32, name="inputs")
@@ -58,7 +66,7 @@ class ServingModule(tf.Module):
         # here rather than build a second tokenizer that could drift from it.
         self.tokenizer = vocabulary.tokenizer
         self._vocabulary = vocabulary
-        self._decoder = Decoder(model, decode_hparams)
+        self._decoder = Decoder(model, decode_hparams, EXPORT_STEP_MATMUL)
         self._beam_size = decode_hparams.beam_size
         self._max_input_length = max_input_length
         # No Python control flow on tensors here (tf.cond is explicit), so no autograph.

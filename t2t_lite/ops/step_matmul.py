@@ -7,12 +7,15 @@ Keras's [in, out] kernel or an [out, in] copy multiplied with transpose_b
 core where MatMul keeps to one (matmul_threads.py). `StepMatmulSettings`
 chooses both.
 
-The whole interface is one scope. A decoder prepares `StepKernels` for the
-layers its steps run and enters `kernels.scope()` while it traces its step;
-inside, each of those layers' `Dense` sub-layers, and each `product(owner, ...)`
-of an owner given a weight, multiplies through its prepared StepKernel.
-Outside any scope `Dense` is keras.layers.Dense and `product` is tf.matmul, so
-the layers' code, training and export never see any of this.
+The whole interface is one scope. A decoder owns the `StepKernels` it
+prepares for the layers its steps run, and enters `kernels.scope()` while it
+traces its step: inside, each of those layers' `Dense` sub-layers, and each
+`product(owner, ...)` of an owner given a weight, multiplies through the
+StepKernel the scope lent it (its `step_kernel` attribute). Outside any scope
+`Dense` is keras.layers.Dense and `product` is tf.matmul, so the layers' code,
+training and export never see any of this. The settings are always passed in:
+nothing here reads the environment (t2t_lite/environment.py does, for the
+commands).
 """
 import contextlib
 import dataclasses
@@ -21,18 +24,15 @@ import threading
 import keras
 import tensorflow as tf
 
-from t2t_lite import environment
 from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN, STEP_ROWS, measured_layout
 from t2t_lite.ops.matmul_threads import BATCH_MATMUL, MATMUL, step_matmul_op
 
 AUTO = "auto"
-LAYOUT_VARIABLE = "T2T_LITE_KERNEL_LAYOUT"
-OP_VARIABLE = "T2T_LITE_STEP_MATMUL"
 
 
 @dataclasses.dataclass(frozen=True)
 class StepMatmulSettings:
-    """How a decoding step multiplies by its weights; `from_environment` gives the default."""
+    """How a decoding step multiplies by its weights; the default (auto, auto) is the fastest this CPU knows."""
 
     # "auto": on a CPU, the faster of the two layouts, measured once per process and dtype at the output
     # projection's shape (about a second, at the first decode); on a GPU or TPU, in_out without measuring.
@@ -47,16 +47,6 @@ class StepMatmulSettings:
             raise ValueError(f"layout must be {AUTO!r}, {IN_OUT!r} or {OUT_IN!r}, got {self.layout!r}")
         if self.op not in (AUTO, MATMUL, BATCH_MATMUL):
             raise ValueError(f"op must be {AUTO!r}, {MATMUL!r} or {BATCH_MATMUL!r}, got {self.op!r}")
-
-    @classmethod
-    def from_environment(cls) -> "StepMatmulSettings":
-        """T2T_LITE_KERNEL_LAYOUT and T2T_LITE_STEP_MATMUL, each unset or "auto" for automatic.
-
-        A value neither names is a UserError naming the variable and the values it takes.
-        """
-        layout = environment.choice(LAYOUT_VARIABLE, (IN_OUT, OUT_IN), AUTO, "a kernel layout")
-        op = environment.choice(OP_VARIABLE, (MATMUL, BATCH_MATMUL), AUTO, "a step matmul op")
-        return cls(layout=layout or AUTO, op=op or AUTO)
 
     def resolved_layout(self, depth: int, width: int, dtype) -> str:
         """IN_OUT or OUT_IN for every weight, chosen at the step's [STEP_ROWS, depth] x [depth, width] product."""
@@ -107,19 +97,15 @@ class StepKernel:
         return tf.matmul(rows, self.matrix, transpose_b=self.layout == OUT_IN)
 
 
-_active = threading.local()  # .kernels: the StepKernels whose scope this thread is in, if any
-
-
-def _prepared(owner) -> StepKernel | None:
-    kernels = getattr(_active, "kernels", None)
-    return None if kernels is None else kernels.get(owner)
+# A StepKernel is lent to its owner layer (its `step_kernel` attribute) for the length of a scope.
+STEP_KERNEL = "step_kernel"
 
 
 class StepKernels:
     """Prepared StepKernels, one per owner (a Dense, or a layer with a weight), in one dtype and layout.
 
     Made once per decoded batch, outside the decoding loop: the copies are
-    snapshots of the weights when made.
+    snapshots of the weights when made. The decoder that made them owns them.
 
     Args:
       dtype: the compute dtype the weights are cast to.
@@ -127,47 +113,74 @@ class StepKernels:
       settings: chooses each weight's op.
     """
 
+    # Scopes lend kernels to shared layers: two threads tracing decoders of one model at once must take turns.
+    # Re-entrant, so a scope may be entered inside another (the inner one's kernels win for its owners).
+    _lending = threading.RLock()
+
     def __init__(self, dtype, layout: str, settings: StepMatmulSettings = StepMatmulSettings()):
         self.dtype, self.layout, self.settings = dtype, layout, settings
-        self._kernels = {}
+        self._owners, self._kernels = [], []
 
     def add(self, owner, weight, stored_as=IN_OUT) -> None:
         """Prepares `weight` ([in, out], or [out, in] if stored_as is OUT_IN) for `owner`'s products."""
         matrix = tf.cast(weight, self.dtype)
         depth, width = (int(size) for size in (matrix.shape if stored_as == IN_OUT else matrix.shape[::-1]))
         op = self.settings.resolved_op(depth, width, self.dtype)
-        self._kernels[id(owner)] = StepKernel(matrix, self.layout, stored_as=stored_as, op=op)
+        self._owners.append(owner)
+        self._kernels.append(StepKernel(matrix, self.layout, stored_as=stored_as, op=op))
 
     def add_dense_layers(self, layers) -> None:
         """Prepares the kernel of every `Dense` under `layers`, at any depth."""
         for layer in layers:
-            # _flatten_layers walks every sub-layer; Keras 3 has no public recursive walk.
-            for sublayer in layer._flatten_layers(include_self=True, recursive=True):
-                if isinstance(sublayer, Dense):
-                    self.add(sublayer, sublayer.kernel)
+            for dense in dense_sublayers(layer):
+                self.add(dense, dense.kernel)
 
     def get(self, owner) -> StepKernel | None:
-        return self._kernels.get(id(owner))
+        """The kernel prepared for `owner`, or None."""
+        return next((kernel for known, kernel in zip(self._owners, self._kernels) if known is owner), None)
 
     @contextlib.contextmanager
     def scope(self):
-        """Inside, the owners' products in this thread run through these kernels (Python-level: enter it
-        around the code that traces the steps)."""
-        outer = getattr(_active, "kernels", None)
-        _active.kernels = self
-        try:
-            yield self
-        finally:
-            _active.kernels = outer
+        """Inside, the owners' products run through these kernels (Python-level: enter it around the code
+        that traces the steps)."""
+        with self._lending:
+            lent = [(owner, getattr(owner, STEP_KERNEL, None)) for owner in self._owners]
+            try:
+                for owner, kernel in zip(self._owners, self._kernels):
+                    setattr(owner, STEP_KERNEL, kernel)
+                yield self
+            finally:
+                for owner, before in reversed(lent):
+                    setattr(owner, STEP_KERNEL, before)
+
+
+def dense_sublayers(layer) -> list:
+    """Every `Dense` at any depth under `layer` (itself included), found through public attributes.
+
+    Keras 3 has no public recursive walk over sub-layers; t2t-lite's layers
+    keep theirs in public attributes (or lists of them), which this follows.
+    """
+    seen, pending = [], [layer]
+    while pending:
+        current = pending.pop()
+        if any(current is layer for layer in seen):  # a shared sub-layer is reached twice
+            continue
+        seen.append(current)
+        for name, value in vars(current).items():
+            if name.startswith("_"):
+                continue
+            values = value if isinstance(value, (list, tuple)) else [value]
+            pending.extend(v for v in values if isinstance(v, keras.layers.Layer))
+    return [layer for layer in seen if isinstance(layer, Dense)]
 
 
 def product(owner, rows, weight, stored_as=IN_OUT):
     """rows [R, in] times `weight` ([in, out], or [out, in] if stored_as is OUT_IN) -> [R, out].
 
-    Through the StepKernel an active scope prepared for `owner`; else tf.matmul
-    with the weight cast to the rows' dtype.
+    Through the StepKernel an active scope lent `owner`; else tf.matmul with
+    the weight cast to the rows' dtype.
     """
-    kernel = _prepared(owner)
+    kernel = getattr(owner, STEP_KERNEL, None)
     if kernel is not None:
         return kernel(rows)
     return tf.matmul(rows, tf.cast(weight, rows.dtype), transpose_b=stored_as == OUT_IN)
@@ -175,10 +188,14 @@ def product(owner, rows, weight, stored_as=IN_OUT):
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
 class Dense(keras.layers.Dense):
-    """keras.layers.Dense, whose product runs through its StepKernel inside a scope that prepared one."""
+    """keras.layers.Dense, whose product runs through the StepKernel a scope lent it, if any."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.step_kernel = None
 
     def call(self, inputs, training=None):
-        kernel = _prepared(self)
+        kernel = self.step_kernel
         if kernel is None:
             return super().call(inputs, training=training)
         y = kernel(tf.reshape(inputs, [-1, kernel.depth]))  # [R, out]

@@ -1,23 +1,24 @@
-"""Decoding a file, standard input, or many lines of text: sorted by length for speed, returned in input order,
-written as text, Moses n-best lines or JSON Lines."""
-import concurrent.futures
+"""The decoder and scorer commands' files: lines read from a file or standard input, decoded or scored through a
+Translator, written as text, Moses n-best lines, JSON Lines or score lines, with the references' scores.
+
+Above the Translator (t2t_lite/translator.py), which is above t2t_lite/decoding/: nothing below imports this.
+"""
 import dataclasses
 import json
 import os
 import select
 import sys
-import time
 from collections.abc import Iterator
 from typing import BinaryIO, Callable, TextIO
 
-import numpy as np
-
-from t2t_lite.data.problem import EOS_ID, Problem, strip_ids
-from t2t_lite.decoding.decoder import Decoder
+from t2t_lite.data.problem import Problem
+from t2t_lite.decoding.batching import Hypothesis
 from t2t_lite.decoding.sampling import SamplingSettings
+from t2t_lite.decoding.scoring import PairScore
 from t2t_lite.errors import UserError
-from t2t_lite.files import decode_line, atomic_write_text, read_lines
+from t2t_lite.files import atomic_write_text, decode_line, read_lines
 from t2t_lite.metrics.bleu import compound_split_bleu
+from t2t_lite.ops.step_matmul import StepMatmulSettings
 from t2t_lite.precision import compute_dtype
 from t2t_lite.run import RunRequest
 from t2t_lite.translator import Translator
@@ -31,89 +32,6 @@ STREAM_WAIT = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
-class Hypothesis:
-    text: str
-    # The search's score: log-probability over the GNMT length penalty (beam), or the log-probability (greedy).
-    score: float
-    # The token ids of text, without EOS and PAD.
-    ids: tuple[int, ...] = ()
-
-
-def encode_lines(problem: Problem, lines: list[str], first_line: int = 1, what: str = "input") -> list[list[int]]:
-    """Each line's ids with EOS; an empty (or whitespace-only) line gives []. Bad text -> UserError with its line.
-
-    Args:
-      first_line: the 1-based line number of lines[0], for the error message.
-      what: the lines' name in the error message, e.g. "target" for "target line 3: ...".
-    """
-    encoded = []
-    for number, line in enumerate(lines, start=first_line):
-        if not line.strip():
-            encoded.append([])
-            continue
-        try:
-            encoded.append(problem.encode(line) + [EOS_ID])
-        except ValueError as error:
-            raise UserError(f"{what} line {number}: {error}") from None
-    return encoded
-
-
-def decode_lines(problem: Problem, decoder: Decoder, lines: list[str], batch_size: int,
-                 progress: Callable[[str], None] | None = None,
-                 parallel_batches: int = 1, first_line: int = 1) -> list[list[Hypothesis]]:
-    """Decodes every line; returns the K hypotheses of each, best first, in input order.
-
-    Lines are decoded longest first in batches of `batch_size` sentences, so
-    a batch holds sentences of similar length (little padding); since every
-    sentence's search is independent of its batch, order does not change results.
-    Empty lines are not decoded: they get one empty hypothesis (score 0, no
-    ids), so the output has exactly one entry per input line.
-
-    parallel_batches: how many batches are decoded at once, each from its own
-      thread (TensorFlow runs the graphs side by side). On a CPU a second
-      batch's kernels use the cycles one batch leaves idle in its many small
-      ops between matmuls, as CTranslate2's inter_threads does (the gain is
-      in docs/performance.md); results are the same.
-    first_line: the 1-based line number of lines[0], for error messages.
-    """
-    if parallel_batches < 1:
-        raise UserError(f"parallel_batches must be at least 1, got {parallel_batches}")
-    encoded = encode_lines(problem, lines, first_line)
-    results: list[list[Hypothesis]] = [[Hypothesis("", 0.0)] for _ in lines]
-    order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: -len(encoded[i]))
-    chunks = [order[first:first + batch_size] for first in range(0, len(order), batch_size)]
-
-    def decode_chunk(chunk):
-        width = max(len(encoded[i]) for i in chunk)
-        batch = np.array([encoded[i] + [0] * (width - len(encoded[i])) for i in chunk], np.int32)  # [B, T_src]
-        ids, scores = decoder.decode(batch)  # [B, K, T], [B, K]
-        return ids.numpy(), scores.numpy()
-
-    start, done = time.perf_counter(), 0
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=parallel_batches)
-    try:
-        # map yields in submission order, so progress counts whole batches as they finish in turn.
-        for chunk, (ids, scores) in zip(chunks, pool.map(decode_chunk, chunks)):
-            for row, i in enumerate(chunk):
-                results[i] = [hypothesis(problem, beam, score)
-                              for beam, score in zip(ids[row], scores[row]) if np.isfinite(score)]
-            done += len(chunk)
-            if progress:
-                rate = done / (time.perf_counter() - start)
-                progress(f"decoded {done}/{len(order)} sentences ({rate:.1f} sentences/s)")
-    finally:
-        # On an error or Ctrl-C, batches not yet started are dropped, not decoded to no purpose.
-        pool.shutdown(cancel_futures=True)
-    return results
-
-
-def hypothesis(problem: Problem, beam, score) -> Hypothesis:
-    """A decoded id sequence (EOS and PAD included) and its score as a Hypothesis."""
-    ids = strip_ids(beam)
-    return Hypothesis(problem.decode(ids), float(score), tuple(ids))
-
-
-@dataclasses.dataclass(frozen=True)
 class DecodeFileRequest:
     """What t2t-lite-decoder is asked: which run, which file, where the outputs go and in what form."""
 
@@ -122,7 +40,8 @@ class DecodeFileRequest:
     decode_from_file: str
     # Where the outputs go; None writes them to `out`.
     decode_to_file: str | None = None
-    # Line-aligned references: the problem's scores (BLEU, or bracket F1 for parsing) are written after decoding.
+    # Line-aligned references: the problem's scores (BLEU, bracket F1 for parsing, exact match for algorithmic
+    # problems: reference_report) are written after decoding.
     decode_reference: str | None = None
     parallel_batches: int = 1
     # Hypotheses per input line, best first: 1 <= nbest <= beam size.
@@ -135,6 +54,8 @@ class DecodeFileRequest:
     random_seed: int | None = None
     # With decode_reference, also the paper's compound-split BLEU, Moses-tokenized for this language.
     paper_bleu_language: str | None = None
+    # How a decoding step multiplies on a CPU (the command reads it from the environment: t2t_lite/environment.py).
+    step_matmul: StepMatmulSettings = dataclasses.field(default_factory=StepMatmulSettings)
 
 
 def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda line: None,
@@ -162,7 +83,7 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     references = read_lines(request.decode_reference) if request.decode_reference else None
     if references is not None and len(references) != len(lines):
         raise UserError(f"--decode_reference has {len(references)} lines but --decode_from_file has {len(lines)}")
-    translator = Translator.from_request(request.run)
+    translator = Translator.from_request(request.run, step_matmul=request.step_matmul)
     run = translator.run
     hp = run.decode_hparams
     if request.nbest > hp.beam_size:
@@ -195,7 +116,7 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
         out.write(text)
     if references is not None:
         outputs = [r[0].text if r else "" for r in results]
-        report = list(run.problem.score(outputs, references, lines))
+        report = reference_report(run.problem, outputs, references, lines)
         if request.paper_bleu_language:
             try:
                 report.append(str(compound_split_bleu(outputs, references, request.paper_bleu_language)))
@@ -203,6 +124,23 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
                 raise UserError(f"--paper_bleu_language: {error}") from None
         for line in report:
             out.write(line + "\n")
+
+
+def reference_report(problem: Problem, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
+    """The lines --decode_reference prints: the problem's own scores.
+
+    Problem.score's report (BLEU, chrF2 and TER; EVALB for parsing), except
+    for a problem that defines its own metric (Problem.dev_metric) but keeps
+    the default text report: there BLEU would misjudge the outputs (digit
+    strings without spaces score BLEU 0 even when exact), so its metric is
+    printed, as training reports it, e.g. "exact match = 100.00".
+    """
+    own_metric = type(problem).dev_metric is not Problem.dev_metric
+    own_report = type(problem).score is not Problem.score
+    if own_metric and not own_report:
+        name, value = problem.dev_metric(outputs, references, sources)
+        return [f"{name} = {value:.2f}"]
+    return list(problem.score(outputs, references, sources))
 
 
 def check_request(request: DecodeFileRequest) -> None:
@@ -311,3 +249,51 @@ def format_outputs(sources: list[str], results: list[list[Hypothesis]], nbest: i
         else:
             lines.extend(f"{index} ||| {h.text} ||| {h.score:.4f}" for h in best)
     return "".join(line + "\n" for line in lines)
+
+
+def format_score(score: PairScore | None) -> str:
+    """One output line: log_prob<TAB>tokens<TAB>score, or "" for a pair that was not scored."""
+    return "" if score is None else f"{score.log_prob:.6f}\t{score.tokens}\t{score.score:.6f}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreFileRequest:
+    """What t2t-lite-scorer is asked: which run (or ensemble), which line-aligned files, where the scores go."""
+
+    run: RunRequest
+    source_file: str
+    target_file: str
+    # Where the scores go, one line per pair; None writes them to `out`.
+    output_file: str | None = None
+
+
+def score_file(request: ScoreFileRequest, log: Callable[[str], None] = lambda line: None,
+               out: TextIO | None = None) -> None:
+    """Scores the pairs of request.source_file and request.target_file with the run (or ensemble) of request.run.
+
+    Files that are unreadable or misaligned, an unwritable output and the
+    run's refusals are refused before scoring; the output file is written
+    atomically.
+
+    Args:
+      log: progress lines.
+      out: where the scores go without an output_file; default sys.stdout.
+    """
+    if not request.source_file or not request.target_file:
+        raise UserError("--source_file and --target_file are both required")
+    if request.output_file:
+        check_output_file(request.output_file, flag="--output_file")
+    sources, targets = read_lines(request.source_file), read_lines(request.target_file)
+    if len(sources) != len(targets):
+        raise UserError(f"--target_file has {len(targets)} lines but --source_file has {len(sources)}; "
+                        f"they must be line-aligned")
+    translator = Translator.from_request(request.run)
+    run, hp = translator.run, translator.run.decode_hparams
+    log(f"scoring {len(sources)} pairs with {' + '.join(run.checkpoints)} (alpha {hp.alpha}) in "
+        f"{compute_dtype(request.run.mixed_precision)}")
+    scores = translator.score(sources, targets, progress=log)
+    text = "".join(format_score(score) + "\n" for score in scores)
+    if request.output_file:
+        atomic_write_text(request.output_file, text)
+    else:
+        (out or sys.stdout).write(text)

@@ -1,0 +1,133 @@
+"""Decoding many sentences' ids: longest first in padded batches, results back in input order as Hypotheses.
+
+One path for every decoder: a run's `Decoder.decode` and an exported
+SavedModel's `decode_ids` signature both are "a padded id batch in, (ids,
+scores) out", so `decode_id_batches` serves both.
+"""
+import concurrent.futures
+import dataclasses
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from t2t_lite.data.problem import EOS_ID, PAD_ID, Problem, strip_ids
+from t2t_lite.errors import UserError
+
+# int32 [B, T_src] (EOS-terminated, PAD after) -> (ids [B, K, T] with EOS and PAD, scores float32 [B, K]).
+DecodeBatch = Callable[[np.ndarray], tuple]
+
+
+@dataclasses.dataclass(frozen=True)
+class Hypothesis:
+    text: str
+    # The search's score: log-probability over the GNMT length penalty (beam), or the log-probability (greedy).
+    score: float
+    # The token ids of text, without EOS and PAD.
+    ids: tuple[int, ...] = ()
+
+
+def pad_ids(rows: list[list[int]]) -> np.ndarray:
+    """Rows of ids as one int32 array [B, T], PAD after each: [[5, 1], [7, 8, 1]] -> [[5, 1, 0], [7, 8, 1]]."""
+    width = max([len(ids) for ids in rows] + [1])
+    return np.array([ids + [PAD_ID] * (width - len(ids)) for ids in rows], np.int32)
+
+
+def longest_first(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Indices of the non-zero lengths in batches of batch_size, longest first: a batch pads little.
+
+    [2, 0, 5, 3] with batch_size 2 -> [[2, 3], [0]].
+    """
+    order = sorted((i for i, length in enumerate(lengths) if length), key=lambda i: -lengths[i])
+    return [order[first:first + batch_size] for first in range(0, len(order), batch_size)]
+
+
+def encode_lines(problem: Problem, lines: list[str], first_line: int = 1, what: str = "input") -> list[list[int]]:
+    """Each line's ids with EOS; an empty (or whitespace-only) line gives []. Bad text -> UserError with its line.
+
+    Args:
+      first_line: the 1-based line number of lines[0], for the error message.
+      what: the lines' name in the error message, e.g. "target" for "target line 3: ...".
+    """
+    encoded = []
+    for number, line in enumerate(lines, start=first_line):
+        if not line.strip():
+            encoded.append([])
+            continue
+        try:
+            encoded.append(problem.encode(line) + [EOS_ID])
+        except ValueError as error:
+            raise UserError(f"{what} line {number}: {error}") from None
+    return encoded
+
+
+def decode_id_batches(decode_batch: DecodeBatch, encoded: list[list[int]], batch_size: int,
+                      to_text: Callable[[list[int]], str], progress: Callable[[str], None] | None = None,
+                      parallel_batches: int = 1) -> list[list[Hypothesis]]:
+    """Decodes every sentence's ids; returns the K hypotheses of each, best first, in input order.
+
+    Sentences are decoded longest first in batches of `batch_size`, so a batch
+    holds sentences of similar length (little padding); since every
+    sentence's search is independent of its batch, order does not change
+    results. Empty sentences ([]) are not decoded: they get one empty
+    hypothesis (score 0, no ids), so there is exactly one entry per sentence.
+    Hypotheses whose score is not finite (beams that never finished) are left out.
+
+    Args:
+      decode_batch: the search (DecodeBatch above), e.g. Decoder.decode or an export's signature.
+      encoded: each sentence's source ids, EOS-terminated, or [] for an empty one.
+      to_text: ids (without EOS and PAD) -> the output text.
+      progress: called with a progress line after each batch.
+      parallel_batches: how many batches are decoded at once, each from its
+        own thread (TensorFlow runs the graphs side by side). On a CPU a
+        second batch's kernels use the cycles one batch leaves idle in its
+        many small ops between matmuls, as CTranslate2's inter_threads does
+        (the gain is in docs/performance.md); results are the same.
+    """
+    if parallel_batches < 1:
+        raise UserError(f"parallel_batches must be at least 1, got {parallel_batches}")
+    results: list[list[Hypothesis]] = [[Hypothesis("", 0.0)] for _ in encoded]
+    chunks = longest_first([len(ids) for ids in encoded], batch_size)
+    total = sum(len(chunk) for chunk in chunks)
+
+    def decode_chunk(chunk):
+        ids, scores = decode_batch(pad_ids([encoded[i] for i in chunk]))  # [B, K, T], [B, K]
+        return np.asarray(ids), np.asarray(scores)
+
+    start, done = time.perf_counter(), 0
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=parallel_batches)
+    try:
+        # map yields in submission order, so progress counts whole batches as they finish in turn.
+        for chunk, (ids, scores) in zip(chunks, pool.map(decode_chunk, chunks)):
+            for row, i in enumerate(chunk):
+                results[i] = [hypothesis(beam, score, to_text)
+                              for beam, score in zip(ids[row], scores[row]) if np.isfinite(score)]
+            done += len(chunk)
+            if progress:
+                rate = done / (time.perf_counter() - start)
+                progress(f"decoded {done}/{total} sentences ({rate:.1f} sentences/s)")
+    finally:
+        # On an error or Ctrl-C, batches not yet started are dropped, not decoded to no purpose.
+        pool.shutdown(cancel_futures=True)
+    return results
+
+
+def hypothesis(beam, score, to_text: Callable[[list[int]], str]) -> Hypothesis:
+    """A decoded id sequence (EOS and PAD included) and its score as a Hypothesis."""
+    ids = strip_ids(beam)
+    return Hypothesis(to_text(ids), float(score), tuple(ids))
+
+
+def decode_lines(problem: Problem, decoder, lines: list[str], batch_size: int,
+                 progress: Callable[[str], None] | None = None,
+                 parallel_batches: int = 1, first_line: int = 1) -> list[list[Hypothesis]]:
+    """Decodes lines of text with a t2t_lite.decoding.decoder.Decoder: decode_id_batches over the problem's ids.
+
+    Empty lines get one empty hypothesis; the order is the input's.
+
+    Args:
+      first_line: the 1-based line number of lines[0], for error messages.
+      progress, parallel_batches: as for decode_id_batches.
+    """
+    encoded = encode_lines(problem, lines, first_line)
+    return decode_id_batches(decoder.decode, encoded, batch_size, problem.decode, progress, parallel_batches)

@@ -1,0 +1,99 @@
+"""The one id-batching path (decoding/batching.py) and the Translator over any engine that decodes id batches."""
+import numpy as np
+import pytest
+
+from t2t_lite import Translator
+from t2t_lite.data.problem import EOS_ID, PAD_ID
+from t2t_lite.decoding.batching import Hypothesis, decode_id_batches, longest_first, pad_ids
+from t2t_lite.errors import UserError
+from t2t_lite.translator import IdBatchBackend
+
+K = 2
+
+
+class ReversingEngine:
+    """A scripted search: beam 0 is the source reversed (score -length), beam 1 never finishes (score -inf).
+
+    Records each batch it is given, to check the padding and the grouping.
+    """
+
+    def __init__(self):
+        self.batches = []
+
+    def __call__(self, inputs):
+        inputs = np.asarray(inputs)  # [B, T_src]
+        self.batches.append(inputs)
+        width = inputs.shape[1] + 2
+        ids = np.full([len(inputs), K, width], PAD_ID, np.int32)  # [B, K, T]
+        scores = np.full([len(inputs), K], -np.inf, np.float32)  # [B, K]
+        for row, source in enumerate(inputs):
+            tokens = [int(i) for i in source if i not in (PAD_ID, EOS_ID)]
+            ids[row, 0, :len(tokens) + 1] = tokens[::-1] + [EOS_ID]
+            ids[row, 1, :] = 7
+            scores[row, 0] = -len(tokens)
+        return ids, scores
+
+
+def as_text(ids):
+    return " ".join(map(str, ids))
+
+
+SENTENCES = [[5, 6, EOS_ID], [], [3, EOS_ID], [4, 5, 6, 7, EOS_ID], [8, 9, EOS_ID]]
+
+
+def test_padding_and_grouping_follow_their_worked_examples():
+    np.testing.assert_array_equal(pad_ids([[5, 1], [7, 8, 1]]), [[5, 1, 0], [7, 8, 1]])
+    assert pad_ids([[5, 1]]).dtype == np.int32
+    assert longest_first([2, 0, 5, 3], 2) == [[2, 3], [0]]
+    assert longest_first([0, 0], 4) == []
+
+
+@pytest.mark.parametrize("parallel_batches", [1, 2])
+def test_results_come_back_in_input_order_without_eos_pad_or_unfinished_beams(parallel_batches):
+    engine = ReversingEngine()
+    results = decode_id_batches(engine, SENTENCES, batch_size=2, to_text=as_text, parallel_batches=parallel_batches)
+    expected = [[Hypothesis(as_text(s[:-1][::-1]), -float(len(s) - 1), tuple(s[:-1][::-1]))] if s
+                else [Hypothesis("", 0.0)] for s in SENTENCES]
+    assert results == expected
+    # Longest first, two a batch, each padded to its own longest; the empty sentence never decoded.
+    shapes = sorted(batch.shape for batch in engine.batches)
+    assert shapes == [(2, 3), (2, 5)]  # lengths 5 and 3, then 3 and 2
+    assert all((batch[:, -1] != PAD_ID).any() for batch in engine.batches)  # no all-PAD column
+
+
+def test_progress_counts_the_decoded_sentences():
+    lines = []
+    decode_id_batches(ReversingEngine(), SENTENCES, batch_size=3, to_text=as_text, progress=lines.append)
+    assert [line.split(" (")[0] for line in lines] == ["decoded 3/4 sentences", "decoded 4/4 sentences"]
+
+
+def test_zero_parallel_batches_is_refused():
+    with pytest.raises(UserError, match="parallel_batches must be at least 1, got 0"):
+        decode_id_batches(ReversingEngine(), SENTENCES, 2, as_text, parallel_batches=0)
+
+
+def backend(engine, beam_size=K):
+    vocabulary = {"a": 3, "b": 4, "c": 5}
+    words = {i: w for w, i in vocabulary.items()}
+    return IdBatchBackend(engine, encode=lambda text: [vocabulary[w] for w in text.split()],
+                          decode=lambda ids: " ".join(words[i] for i in ids), beam_size=beam_size, batch_size=2)
+
+
+def test_a_translator_over_an_id_batch_engine_translates_and_gives_hypotheses():
+    engine = ReversingEngine()
+    translator = Translator(backend(engine))
+    assert translator.translate(["a b c", "", "  ", "b"]) == ["c b a", "", "", "b"]
+    assert all(batch[row, (batch[row] != PAD_ID).sum() - 1] == EOS_ID  # the backend appends EOS
+               for batch in engine.batches for row in range(len(batch)))
+    hypotheses = translator.hypotheses(["c a"], nbest=2)
+    assert hypotheses == [[Hypothesis("a c", -2.0, (3, 5))]]  # the unfinished beam is left out
+
+
+def test_an_id_batch_engine_refuses_what_its_fixed_search_cannot_do():
+    translator = Translator(backend(ReversingEngine()))
+    with pytest.raises(UserError, match=r"exported with \(2\); export again with --beam_size=4"):
+        translator.translate(["a"], beam_size=4)
+    with pytest.raises(UserError, match=r"nbest \(3\) cannot exceed the export's beam size \(2\)"):
+        translator.hypotheses(["a"], nbest=3)
+    with pytest.raises(UserError, match="holds beam search only"):
+        translator.score(["a"], ["b"])
