@@ -1,0 +1,68 @@
+"""The evaluator with scripted scores: the best checkpoint, patience, the log and the averaged comparison."""
+import json
+
+import tensorflow as tf
+
+from t2t_lite.run_dir import DEV_SCORES_FILE
+from t2t_lite.training.best_checkpoint import BestCheckpoint
+from t2t_lite.training.dev_score import DevScore
+from t2t_lite.training.evaluator import EvalResult, Evaluator
+
+
+def scripted(tmp_path, losses, bleus=None, metric="bleu", patience=0):
+    """An Evaluator whose dev loss and BLEU come from lists; returns it, its save_best calls and its lines."""
+    losses, bleus = list(losses), list(bleus or [])
+    saved, lines = [], []
+    evaluator = Evaluator(
+        dev_loss=lambda: EvalResult(loss=losses.pop(0), accuracy=0.5),
+        dev_metric=(lambda: DevScore("BLEU", bleus.pop(0), 10, 0.1)) if bleus else None,
+        best=BestCheckpoint(str(tmp_path), higher_is_better=metric != "loss", patience=patience, log=lines.append),
+        tracked_metric=metric, save_best=lambda checkpoint, best_dir, best_json: saved.append((checkpoint, best_json)),
+        summaries=tf.summary.create_noop_writer(), log=lines.append)
+    return evaluator, saved, lines
+
+
+def evaluate(evaluator, steps):
+    return [evaluator.evaluate_checkpoint(step, f"run/ckpt-{step}") for step in steps]
+
+
+def test_the_best_is_the_highest_bleu_and_patience_counts_evaluations_without_a_better_one(tmp_path):
+    evaluator, saved, lines = scripted(tmp_path, losses=[3.0, 2.5, 2.4, 2.3], bleus=[10.0, 12.0, 11.0, 11.5],
+                                       patience=2)
+    assert evaluate(evaluator, (100, 200, 300, 400)) == [False, False, False, True]
+    assert [checkpoint for checkpoint, _ in saved] == ["run/ckpt-100", "run/ckpt-200"]
+    assert saved[-1][1] == {"step": 200, "metric": "BLEU", "score": 12.0, "scores": {"loss": 2.5, "BLEU": 12.0}}
+    assert "step 300: dev loss 2.4000  dev accuracy 0.5000  dev BLEU 11.00 (10 sentences decoded in 0.1 s)" in lines
+    assert "no improvement on the best dev BLEU 12 at step 200 for 2 of 2 evaluations (early stopping patience)" in lines
+    assert evaluator.early_stopping_line().startswith("early stopping: 2 evaluations in a row without improving on "
+                                                      "the best dev BLEU 12 at step 200")
+    state = json.loads((tmp_path / DEV_SCORES_FILE).read_text())
+    assert [e["BLEU"] for e in state["evaluations"]] == [10.0, 12.0, 11.0, 11.5]
+
+
+def test_a_tie_goes_to_the_lower_loss_and_loss_tracking_wants_it_lower(tmp_path):
+    (tmp_path / "tie").mkdir()
+    (tmp_path / "loss").mkdir()
+    tie, saved, _ = scripted(tmp_path / "tie", losses=[3.0, 2.0], bleus=[5.0, 5.0])
+    evaluate(tie, (1, 2))
+    assert [c for c, _ in saved] == ["run/ckpt-1", "run/ckpt-2"]
+    by_loss, saved, _ = scripted(tmp_path / "loss", losses=[3.0, 3.5, 2.0], metric="loss")
+    evaluate(by_loss, (1, 2, 3))
+    assert [c for c, _ in saved] == ["run/ckpt-1", "run/ckpt-3"]
+
+
+def test_patience_survives_a_new_evaluator_on_the_same_run(tmp_path):
+    first, _, _ = scripted(tmp_path, losses=[2.0, 2.5], metric="loss", patience=2)
+    evaluate(first, (1, 2))
+    resumed, _, _ = scripted(tmp_path, losses=[2.6], metric="loss", patience=2)
+    assert not resumed.should_stop and evaluate(resumed, (3,)) == [True] and resumed.should_stop
+
+
+def test_the_averaged_checkpoint_is_compared_on_the_bests_metric(tmp_path):
+    evaluator, _, lines = scripted(tmp_path, losses=[2.0], metric="loss")
+    evaluate(evaluator, (10,))
+    evaluator.compare_with_best("run/averaged/ckpt-10", 1.5)
+    assert lines[-1] == ("averaged checkpoint run/averaged/ckpt-10: dev loss 1.5; best checkpoint: dev loss 2 at "
+                         "step 10; the averaged checkpoint scored better")
+    evaluator.compare_with_best("run/averaged/ckpt-10", None)  # could not be scored as the best was: nothing said
+    assert len(lines) == 3

@@ -1,0 +1,105 @@
+"""docs/extending.md's worked example, run as a user would: a usr dir with a problem, a set and a model.
+
+The package is written from the documentation's own code blocks, so the page cannot drift from what works.
+"""
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_tool, run_tools
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
+STEPS = 4
+
+
+def write_usr_dir(root: Path) -> Path:
+    """The files docs/extending.md marks with <!-- file: NAME -->, each the concatenation of its blocks."""
+    files = {}
+    for name, code in re.findall(r"<!-- file: (\S+) -->\n```python\n(.*?)```", DOC.read_text(encoding="utf-8"),
+                                 flags=re.S):
+        files[name] = files.get(name, "") + code + "\n\n"
+    assert list(files) == ["my_t2t/__init__.py"], files.keys()
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root / "my_t2t"
+
+
+def tsv_pairs(count: int, seed: int) -> str:
+    """Word sequences and their reversal, one "source<TAB>target" line each."""
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
+    lines = []
+    for i in range(count):
+        sentence = [words[(seed + i * 7 + j * 3) % len(words)] for j in range(2 + (i + seed) % 5)]
+        lines.append(" ".join(sentence) + "\t" + " ".join(reversed(sentence)))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def usr_run(tmp_path_factory):
+    """A run of the example trained through t2t-lite-trainer --usr_dir; returns its directories."""
+    root = tmp_path_factory.mktemp("extending")
+    usr_dir = write_usr_dir(root)
+    (root / "train.tsv").write_text(tsv_pairs(300, 0), encoding="utf-8")
+    (root / "dev.tsv").write_text(tsv_pairs(20, 1), encoding="utf-8")
+    datagen = run_tool("datagen", f"--usr_dir={usr_dir}", "--problem=translate_tsv", f"--data_dir={root / 'data'}",
+                       f"--train_files={root / 'train.tsv'}", f"--dev_files={root / 'dev.tsv'}", "--vocab_size=300",
+                       "--num_shards=1")
+    assert datagen.returncode == 0, datagen.stderr[-3000:]
+    trainer = run_tool("trainer", f"--t2t_usr_dir={usr_dir}", "--problem=translate_tsv",
+                       "--hparams_set=transformer_tsv_tiny", f"--data_dir={root / 'data'}",
+                       f"--output_dir={root / 'run'}", f"--train_steps={STEPS}", f"--save_checkpoints_steps={STEPS}",
+                       "--eval_steps=1", "--eval_bleu_sentences=0", "--memory_probe=false",
+                       "--mixed_precision=none")
+    assert trainer.returncode == 0, trainer.stderr[-3000:]
+    (root / "test.src").write_text("alpha beta gamma\ndelta omega\n", encoding="utf-8")
+    return {"root": root, "usr_dir": usr_dir, "run": root / "run"}
+
+
+def test_the_run_records_its_usr_dir_data_dir_and_the_users_set_and_model(usr_run):
+    spec = json.loads((usr_run["run"] / "hparams.json").read_text())
+    assert spec["usr_dir"] == str(usr_run["usr_dir"])
+    assert spec["data_dir"] == str(usr_run["root"] / "data")
+    assert spec["problem"] == "translate_tsv" and spec["hparams_set"] == "transformer_tsv_tiny"
+    assert spec["hparams"]["model_name"] == "transformer_early_dropout"
+    assert spec["hparams"]["model"]["d_model"] == 64
+
+
+def test_decoder_and_exporter_open_the_run_without_usr_dir_or_data_dir(usr_run):
+    root, run = usr_run["root"], usr_run["run"]
+    results = run_tools({
+        "decoder": ("decoder", (f"--output_dir={run}", f"--decode_from_file={root / 'test.src'}",
+                                f"--decode_to_file={root / 'test.hyp'}", "--beam_size=2")),
+        "exporter": ("exporter", (f"--output_dir={run}", f"--export_dir={root / 'exports'}", "--model_name=tsv")),
+    })
+    for name, result in results.items():
+        assert result.returncode == 0, f"{name}: {result.stderr[-3000:]}"
+    assert len((root / "test.hyp").read_text(encoding="utf-8").splitlines()) == 2
+    assert (root / "exports" / "tsv" / "1" / "saved_model.pb").exists()
+
+
+def test_a_moved_usr_dir_is_named_and_a_new_usr_dir_wins(usr_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(usr_run["run"], run)
+    spec = json.loads((run / "hparams.json").read_text())
+    spec["usr_dir"] = str(tmp_path / "gone")
+    (run / "hparams.json").write_text(json.dumps(spec))
+    flags = (f"--output_dir={run}", f"--decode_from_file={usr_run['root'] / 'test.src'}",
+             f"--decode_to_file={tmp_path / 'out.hyp'}", "--beam_size=1")
+    moved = run_tool("decoder", *flags)
+    assert moved.returncode == 2
+    assert moved.error == (f"this run was trained with --usr_dir {str(tmp_path / 'gone')!r}, which no longer exists; "
+                           f"pass --usr_dir=<where it is now>")
+    given = run_tool("decoder", *flags, f"--usr_dir={usr_run['usr_dir']}")
+    assert given.returncode == 0, given.stderr[-3000:]
+
+
+def test_a_usr_dir_that_is_not_a_package_is_one_clear_line(tmp_path):
+    (tmp_path / "plain").mkdir()
+    result = run_tool("trainer", f"--usr_dir={tmp_path / 'plain'}", "--registry_help")
+    assert result.returncode == 2
+    assert result.error == (f"--usr_dir {str(tmp_path / 'plain')!r} is neither a package (a directory with "
+                            f"__init__.py) nor a .py file")

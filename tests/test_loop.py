@@ -1,0 +1,107 @@
+"""The training loop's stop rules, with scripted steps and an injected clock: no model is trained."""
+import pytest
+
+from t2t_lite.training import loop
+from t2t_lite.training.loop import NonFiniteGuard, NonFiniteTrainingError, StopReason, StopRules
+from t2t_lite.training.signals import StopRequest
+from t2t_lite.training.steps import StepResult
+from t2t_lite.training.time_budget import TrainingClock
+
+
+class Script:
+    """A step function: each call is one update taking `seconds_per_step` on the clock, unless scripted otherwise.
+
+    skip: steps (1-based calls) whose update is skipped; stop_at: the call whose result says some worker voted.
+    """
+
+    def __init__(self, seconds_per_step=1.0, skip=(), stop_at=None, signal_at=None):
+        self.now, self.step, self.calls, self.votes = 0.0, 0, 0, []
+        self.seconds_per_step, self.skip, self.stop_at, self.signal_at = seconds_per_step, set(skip), stop_at, signal_at
+        self.request = StopRequest()
+        self.events = []
+
+    def take_step(self, vote):
+        self.calls += 1
+        self.votes.append(vote)
+        self.now += self.seconds_per_step
+        if self.calls == self.signal_at:
+            self.request.signal_name = "SIGTERM"
+        if vote or self.calls == self.stop_at:
+            return StepResult(loss=1.0, tokens=10.0, stop=True, skipped=False)
+        if self.calls in self.skip:
+            return StepResult(loss=float("nan"), tokens=10.0, stop=False, skipped=True)
+        self.step += 1
+        return StepResult(loss=1.0, tokens=10.0, stop=False, skipped=False)
+
+    def hooks(self, stop_after_checkpoint=None):
+        def checkpoint(step):
+            self.events.append(("checkpoint", step))
+            return stop_after_checkpoint is not None and step >= stop_after_checkpoint
+
+        return loop.Hooks(updated=lambda step, result: self.events.append(("updated", step)),
+                          log=lambda step: self.events.append(("log", step)), checkpoint=checkpoint,
+                          skipped=lambda step, loss: self.events.append(("skipped", step)))
+
+
+def run(script, train_steps=10, budget=0.0, save_every=4, log_every=2, several_workers=False, **hooks):
+    clock = TrainingClock(lambda: script.now)
+    clock.start()
+    rules = StopRules(train_steps, budget, clock)
+    return loop.run(script.take_step, lambda: script.step, rules, save_every, log_every, script.hooks(**hooks),
+                    script.request, several_workers)
+
+
+def test_steps_reached_checkpoints_at_every_save_point_and_at_the_end():
+    script = Script()
+    assert run(script, train_steps=10) is StopReason.STEPS
+    assert script.step == 10
+    assert [s for kind, s in script.events if kind == "checkpoint"] == [4, 8, 10]
+    assert [s for kind, s in script.events if kind == "log"] == [2, 4, 6, 8, 10]
+
+
+def test_the_time_budget_ends_the_run_at_the_step_that_spends_it_and_checkpoints_there():
+    script = Script(seconds_per_step=1.5)
+    assert run(script, train_steps=100, budget=10.0) is StopReason.TIME_BUDGET
+    assert script.step == 7  # 6 steps are 9 s, the 7th reaches 10.5 s
+    assert script.events[-1] == ("checkpoint", 7)
+
+
+def test_early_stopping_ends_one_worker_at_once_and_several_after_one_more_voted_step():
+    alone = Script()
+    assert run(alone, train_steps=100, stop_after_checkpoint=8) is StopReason.EARLY_STOPPING
+    assert alone.step == 8 and not any(alone.votes)
+    together = Script()
+    assert run(together, train_steps=100, several_workers=True, stop_after_checkpoint=8) is StopReason.EARLY_STOPPING
+    assert together.step == 8 and together.votes[-1] is True and together.calls == 9
+
+
+def test_a_signal_stops_after_the_current_step_and_another_workers_vote_reads_as_a_signal():
+    signalled = Script(signal_at=3)
+    assert run(signalled, train_steps=100) is StopReason.SIGNAL
+    assert signalled.step == 3 and signalled.votes == [False, False, False, True]
+    voted = Script(stop_at=5)
+    assert run(voted, train_steps=100) is StopReason.SIGNAL and voted.step == 4
+
+
+def test_skipped_updates_are_reported_with_the_step_they_would_have_been_and_not_counted():
+    script = Script(skip={3, 4})
+    assert run(script, train_steps=6) is StopReason.STEPS
+    assert script.step == 6 and script.calls == 8
+    assert [s for kind, s in script.events if kind == "skipped"] == [3, 3]
+
+
+def test_a_run_that_has_reached_its_steps_takes_no_step():
+    script = Script()
+    script.step = 10
+    assert run(script, train_steps=10) is StopReason.STEPS and script.calls == 0
+
+
+def test_the_non_finite_guard_counts_in_a_row_and_stops_at_the_limit():
+    guard = NonFiniteGuard(max_in_a_row=3)
+    assert guard.skip(5, float("nan"), None).endswith("(1 in a row, 1 in this run)")
+    guard.passed()
+    assert guard.skip(7, float("inf"), "run/ckpt-6") == ("step 7: loss inf or a gradient is not finite; update "
+                                                         "skipped (1 in a row, 2 in this run)")
+    guard.skip(8, float("nan"), "run/ckpt-6")
+    with pytest.raises(NonFiniteTrainingError, match=r"step 9: 3 updates in a row .*newest checkpoint: run/ckpt-6"):
+        guard.skip(9, float("nan"), "run/ckpt-6")
