@@ -43,7 +43,7 @@ def loss_curve(mixed_precision: str, steps: int, every: int, rounded_start: bool
     from t2t_lite import config
     from t2t_lite.registry import hparams_sets, problems
     from t2t_lite.training.run_config import RunConfig
-from t2t_lite.training.trainer import Trainer
+    from t2t_lite.training.trainer import Trainer
 
     problem = problems.get("algorithmic_reverse")()
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(),

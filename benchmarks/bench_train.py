@@ -62,7 +62,7 @@ def protocol_trainer(hparams_set: str, run_options: dict, log, overrides: str = 
     from t2t_lite.data.problem import Problem, dataset_from_lists
     from t2t_lite.registry import hparams_sets
     from t2t_lite.training.run_config import RunConfig
-from t2t_lite.training.trainer import Trainer
+    from t2t_lite.training.trainer import Trainer
 
     inputs, targets = training_corpus()
 

@@ -40,3 +40,5 @@ __version__ = "0.1.0"
 
 from t2t_lite.training.api import train  # noqa: E402  (after the environment set-up above)
 from t2t_lite.translator import Translator  # noqa: E402
+
+__all__ = ["Translator", "train"]

@@ -14,7 +14,7 @@ import keras
 import tensorflow as tf
 
 from t2t_lite import precision, registry, usr_dir
-from t2t_lite.config import DecodeHParams, HParams
+from t2t_lite.config import DecodeHParams
 from t2t_lite.data.problem import Problem
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model

@@ -12,6 +12,7 @@ from t2t_lite import config
 from t2t_lite.errors import UserError
 from t2t_lite.registry import hparams_sets
 from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.checkpoints import Checkpoints
 from t2t_lite.training.trainer import Trainer
 from small_training import small_problem
 from trained_runs import REVERSE_STEPS, REVERSE_TINY
@@ -31,11 +32,11 @@ def test_a_warm_started_run_starts_from_the_source_models_dev_loss_at_step_0(rev
     source_loss = source.evaluate().loss
 
     fresh = trainer("algorithmic_copy", tmp_path / "fresh")
-    fresh.restore_latest()
+    fresh.restore()
     fresh_loss = fresh.evaluate().loss
 
     warm = trainer("algorithmic_copy", tmp_path / "warm", warm_start_from=reverse_run)
-    warm.restore_latest()
+    warm.restore()
     assert warm.step == 0
     np.testing.assert_allclose(warm.evaluate().loss, source_loss, rtol=1e-5)
     assert abs(source_loss - fresh_loss) > 0.5  # the two starting points are far apart, so the check means something
@@ -48,11 +49,11 @@ def test_a_warm_started_run_starts_from_the_source_models_dev_loss_at_step_0(rev
 def test_warm_start_optimizer_keeps_adams_moments_but_restarts_the_step(reverse_run, tmp_path):
     shutil.copytree(reverse_run, tmp_path / "source")
     source = trainer("algorithmic_reverse", tmp_path / "source")
-    source.restore_latest()
+    source.restore()
     assert source.step == REVERSE_STEPS
     warm = trainer("algorithmic_reverse", tmp_path / "warm", warm_start_from=f"{reverse_run}/ckpt-{REVERSE_STEPS}",
                    warm_start_optimizer=True)
-    warm.restore_latest()
+    warm.restore()
     assert warm.step == 0
     def moments(optimizer):  # in creation order, which the same model gives both optimizers
         return [v.numpy() for v in optimizer.variables if "momentum" in v.path or "velocity" in v.path]
@@ -64,14 +65,15 @@ def test_warm_start_optimizer_keeps_adams_moments_but_restarts_the_step(reverse_
 
 def test_a_resumed_run_resumes_itself_rather_than_warm_starting_again(reverse_run, tmp_path):
     run = trainer("algorithmic_reverse", tmp_path / "run", warm_start_from=reverse_run)
-    run.restore_latest()
+    run.restore()
     # What training would leave: the step moved on and the weights moved away from the source's.
     run.optimizer.iterations.assign(2)
     for variable in run.model.trainable_variables:
         variable.assign_add(tf.ones_like(variable))
-    run.manager.save(checkpoint_number=2)
+    Checkpoints(str(tmp_path / "run"), {"model": run.model, "optimizer": run.optimizer}, run.optimizer.iterations,
+                max_to_keep=5, chief=True).save(2)
     again = trainer("algorithmic_reverse", tmp_path / "run", warm_start_from=reverse_run)
-    again.restore_latest()
+    again.restore()
     assert again.step == 2
     for variable, expected in zip(again.model.weights, run.model.weights, strict=True):
         np.testing.assert_array_equal(variable.numpy(), expected.numpy())
@@ -82,14 +84,14 @@ def test_another_model_shape_or_vocabulary_is_refused_naming_what_differs(revers
                     warm_start_from=reverse_run)
     with pytest.raises(UserError, match=r"^cannot warm start from .*: its model differs from this run's in "
                                         r"d_model 32 vs 16 \(source vs this run\)"):
-        wider.restore_latest()
+        wider.restore()
     addition = trainer("algorithmic_addition", tmp_path / "addition", warm_start_from=reverse_run)
     with pytest.raises(UserError, match=r"in vocab_size 12 vs 13 \(source"):  # addition adds a "+" token
-        addition.restore_latest()
+        addition.restore()
     with pytest.raises(UserError, match="is neither a checkpoint .* nor a run directory"):
-        trainer("algorithmic_reverse", tmp_path / "x", warm_start_from=str(tmp_path / "nowhere")).restore_latest()
+        trainer("algorithmic_reverse", tmp_path / "x", warm_start_from=str(tmp_path / "nowhere")).restore()
     # Dropout may differ: it changes no weight.
     dropout = trainer("algorithmic_reverse", tmp_path / "dropout", overrides=REVERSE_TINY.replace("dropout=0,", "dropout=0.3,", 1),
                       warm_start_from=reverse_run)
-    dropout.restore_latest()
+    dropout.restore()
     assert dataclasses.asdict(dropout.hparams.model)["dropout"] == 0.3

@@ -12,6 +12,7 @@ import os
 import tensorflow as tf
 
 from t2t_lite.run_dir import checkpoint_step
+from t2t_lite.training.progress import clock
 
 
 def averaging_points(end: float, span: float, count: int) -> list[float]:
@@ -27,6 +28,15 @@ def averaging_points(end: float, span: float, count: int) -> list[float]:
 def averaging_steps(train_steps: int, span: float, count: int) -> list[int]:
     """averaging_points over steps, rounded up to whole steps (at least 1), without repeats."""
     return sorted({max(1, math.ceil(p - 1e-9)) for p in averaging_points(train_steps, span, count)})
+
+
+def end_of_run_points(train_steps: int, budget_seconds: float, span: float, count: int) -> tuple[list[float], str]:
+    """The points to save at: in trained seconds under a time budget, else in steps; and how to say them."""
+    if budget_seconds:
+        points = averaging_points(budget_seconds, span, count)
+        return points, ", ".join(clock(p) for p in points) + " of training"
+    steps = averaging_steps(train_steps, span, count)
+    return steps, "steps " + ", ".join(str(p) for p in steps)
 
 
 class AveragingSchedule:

@@ -20,7 +20,7 @@ from t2t_lite.run_dir import EVAL_LOGS, TRAIN_LOGS
 from t2t_lite.training import checkpoints as ckpt
 from t2t_lite.training import distribution, loop, run_config
 from t2t_lite.training.averaging import average_after_training
-from t2t_lite.training.averaging_schedule import AveragingSources, averaging_points, averaging_steps
+from t2t_lite.training.averaging_schedule import AveragingSources, end_of_run_points
 from t2t_lite.training.batches import eval_batches, train_batches
 from t2t_lite.training.best_checkpoint import BestCheckpoint, save_model_weights_as_best
 from t2t_lite.training.dev_score import DevScorer
@@ -109,13 +109,11 @@ class Trainer:
         every worker after the same step, saved. When the run ends otherwise (train_steps, time
         budget, early stopping), the chief averages the last checkpoints into output_dir/averaged/.
         """
+        restored = self.restore()
         # TensorFlow 2.21 checkpoints a tf.data iterator but not a distributed one.
         data_checkpointed = distribution.is_default(self.strategy)
-        state = {"model": self.model, "optimizer": self.optimizer, "clock": self.clock.variable}
-        if self._update_optimizer is not self.optimizer:
-            state["loss_scale"] = self._update_optimizer
-        restored = self._restore(state)
         iterator = iter(self.training_data(ckpt.data_seed(self.run.random_seed, restored, data_checkpointed)))
+        state = self._checkpointed_state()
         if data_checkpointed:
             # With the model, so a resumed run sees exactly the batches an uninterrupted one would have.
             ckpt.restore_data(iterator, restored)
@@ -128,8 +126,16 @@ class Trainer:
         finally:
             checkpoints.close()
 
-    def _restore(self, state: dict) -> ckpt.Restored | None:
-        restored = ckpt.restore_latest(self.run.output_dir, state, self.log)
+    def _checkpointed_state(self) -> dict:
+        """What a checkpoint holds, but the data position (checkpoints.py)."""
+        state = {"model": self.model, "optimizer": self.optimizer, "clock": self.clock.variable}
+        if self._update_optimizer is not self.optimizer:
+            state["loss_scale"] = self._update_optimizer
+        return state
+
+    def restore(self) -> ckpt.Restored | None:
+        """Resumes the newest readable checkpoint (all but the data position), or warm-starts a fresh run."""
+        restored = ckpt.restore_latest(self.run.output_dir, self._checkpointed_state(), self.log)
         if restored is not None:
             self.log(f"resumed from {restored.path} at step {restored.step}")
         elif self.run.warm_start_from:
@@ -247,16 +253,12 @@ class Trainer:
         return self.clock.seconds() if self.run.train_minutes else self.step
 
     def _averaging_sources(self, checkpoints: ckpt.Checkpoints) -> AveragingSources | None:
-        """With train.average_span > 0, the points of the run's end to save checkpoints for averaging at."""
+        """With train.average_span > 0, where at the run's end to save the checkpoints to average."""
         t = self.hparams.train
         if t.average_span <= 0 or t.average_last_checkpoints <= 0:
             return None
-        if self.run.train_minutes:
-            points = averaging_points(self.run.train_minutes * 60, t.average_span, t.average_last_checkpoints)
-            where = ", ".join(hms(p) for p in points) + " of training"
-        else:
-            points = averaging_steps(self.run.train_steps, t.average_span, t.average_last_checkpoints)
-            where = "steps " + ", ".join(str(p) for p in points)
+        points, where = end_of_run_points(self.run.train_steps, self.run.train_minutes * 60, t.average_span,
+                                          t.average_last_checkpoints)
         sources = checkpoints.averaging_sources(points, self._averaging_position(), self.model,
                                                 t.average_last_checkpoints, self.step)
         self.log(f"checkpoints for averaging at {where} (the last {t.average_span:g} of the run), "
@@ -265,16 +267,9 @@ class Trainer:
 
     def _log_progress(self, step: int, progress: Progress) -> None:
         """Logs and summarises the mean loss and throughput of the steps since the last progress line."""
-        learning_rate, tokens_per_second = float(self.optimizer.learning_rate), progress.tokens_per_second()
+        learning_rate = float(self.optimizer.learning_rate)
         with self._writers[TRAIN_LOGS].as_default(step=step):
             tf.summary.scalar("loss", progress.mean_loss)
             tf.summary.scalar("learning_rate", learning_rate)
-            tf.summary.scalar("target_tokens_per_second", tokens_per_second)
-        if self.run.train_minutes:
-            seconds, budget = self.clock.seconds(), self.run.train_minutes * 60
-            times = f"trained {hms(seconds)}  remaining ~{hms(max(budget - seconds, 0.0))} of the time budget"
-        else:
-            times = progress.times(step)
-        self.log(f"step {step}/{self.run.train_steps}  loss {progress.mean_loss:.4f} "
-                 f"(mean of {progress.steps} steps)  lr {learning_rate:.3e}  "
-                 f"target tokens/s {tokens_per_second:,.0f}  {times}")
+            tf.summary.scalar("target_tokens_per_second", progress.tokens_per_second())
+        self.log(progress.line(step, learning_rate, self.clock.seconds(), self.run.train_minutes * 60))
