@@ -26,7 +26,7 @@ from cli_helpers import run_tool
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 EXTRA_LENGTH = 10
-DEV_SENTENCES = 40
+DEV_SENTENCES = 30
 UNTRAINED = "vocab_size=40,num_encoder_layers=2,num_decoder_layers=2,d_model=32,d_ff=64,num_heads=4"
 
 

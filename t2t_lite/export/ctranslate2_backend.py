@@ -16,7 +16,7 @@ by the GNMT score, which is what each Hypothesis.score holds. The output is
 ours whenever our best is among CTranslate2's K; it can differ when the two
 penalties keep different hypotheses or CTranslate2 stops earlier.
 
-`CTranslate2Export.search` is a t2t_lite.decoding.batching.DecodeBatch, padded
+`CTranslate2Export.search()` returns a t2t_lite.decoding.batching.DecodeBatch, padded
 id batches in, (ids, scores) out, as a SavedModel's signature and the
 Decoder are, so the same batching and Hypotheses serve all three.
 """
