@@ -10,12 +10,14 @@
 decodes exactly as the decoder does; `from_export` loads a SavedModel that
 t2t-lite-exporter wrote, with only TensorFlow and tensorflow-text at work.
 
-A Translator is a thin front over a backend: an object with
-  hypotheses(sentences, beam_size, nbest, sampling, **decoding) -> list[list[Hypothesis]]
-  score(sources, targets, progress) -> list[PairScore | None]
-Sentences are decoded through t2t_lite.decoding.batching.decode_id_batches,
-the one batching path; an engine that decodes padded id batches only needs
-`IdBatchBackend` (an exported SavedModel is one).
+A Translator is a thin front over a backend, an object with
+  hypotheses(sentences, beam_size, nbest, sampling, first_line=1, **decoding) -> list[list[Hypothesis]]
+      (decoding: decode_id_batches' progress and parallel_batches; refuse what the engine cannot do)
+  score(sources, targets, progress) -> list[PairScore | None]   (or raise UserError)
+Both backends here decode through t2t_lite.decoding.batching.decode_id_batches,
+the one batching path. An engine that decodes padded id batches, a
+t2t_lite.decoding.batching.DecodeBatch, needs only `IdBatchBackend` around it
+(an exported SavedModel is one): `Translator(IdBatchBackend(...))`.
 """
 import dataclasses
 import os
@@ -32,7 +34,7 @@ if TYPE_CHECKING:  # `import t2t_lite` stays free of TensorFlow: the commands fi
 class Translator:
     """Translates (or parses) lists of sentences; see the module docstring.
 
-    Build one with `from_run` or `from_export`, not directly.
+    Build one with `from_run` or `from_export`, or directly around another backend (module docstring).
     """
 
     def __init__(self, backend):
