@@ -24,18 +24,20 @@ from t2t_lite.training.averaging_schedule import (AveragingSchedule, AveragingSo
                                                   averaging_steps, sources_manager)
 from t2t_lite.training.time_budget import TrainingClock
 from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.loop import StopReason
 from t2t_lite.training.trainer import Trainer
 from small_training import TINY, small_problem
 
 SECONDS_PER_STEP = 10.0
 
 
-def make_trainer(output_dir, train_steps, log=lambda line: None, span=0.5, average_last=3, **run_options):
+def make_trainer(output_dir, train_steps, log=lambda line: None, span=0.5, average_last=3, more_overrides="",
+                 **run_options):
     # The smallest set-up (small_training.py): what these tests check depends on the injected clock and the
     # trainer's bookkeeping, not on the model's size. Adam still moves each weight by ~8e-5 a step, far beyond
     # allclose's tolerance, so the averaged sources differ.
     problem = small_problem()
-    overrides = f"{TINY},average_last_checkpoints={average_last},average_span={span}"
+    overrides = f"{TINY},average_last_checkpoints={average_last},average_span={span}{more_overrides}"
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), overrides)
     run_dir.ensure_writable(str(output_dir))
     save_spec(str(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", overrides, hparams))
@@ -190,3 +192,27 @@ def test_average_span_outside_0_to_1_and_a_negative_budget_are_user_errors(tmp_p
         config.apply_overrides(hparams_sets.get("transformer_tiny")(), "average_span=1.5")
     with pytest.raises(UserError, match="--train_minutes"):
         make_trainer(tmp_path, train_steps=10, train_minutes=-1.0)
+
+
+@pytest.mark.parametrize("schedule", ["linear_decay", "wsd"])
+def test_an_end_aware_schedule_reaches_zero_at_the_last_step_the_budget_allows(tmp_path, schedule):
+    lines = []
+    # 12 steps of 10 s fit the budget; evaluations take no time on this clock.
+    trainer = make_trainer(tmp_path, train_steps=1000, log=lines.append, average_last=0,
+                           more_overrides=f",schedule={schedule},warmup_steps=3", train_minutes=12 * SECONDS_PER_STEP / 60,
+                           save_checkpoints_steps=5)
+    assert trainer.train() is StopReason.TIME_BUDGET
+    assert trainer.step == 12
+    # Keras passes the updates applied before a step: update s used schedule(s - 1).
+    rates = [float(trainer.schedule(s)) for s in range(trainer.step)]
+    assert rates[-1] == 0.0 and max(rates) == pytest.approx(rates[2]) and rates[2] > 0  # the peak ends the warmup
+    assert all(a >= b for a, b in zip(rates[2:], rates[3:]))
+    # The progress line shows the plan: train_steps before any pace is measured, then the step the budget allows.
+    planned = [line.split()[1] for line in lines if line.startswith("step ") and "/" in line.split()[1]]
+    assert planned[0] == "1/1000" and planned[1:] == [f"{s}/12" for s in range(2, 13)]
+
+
+def test_the_papers_schedule_still_stops_on_the_clock(tmp_path):
+    trainer = make_trainer(tmp_path, train_steps=1000, average_last=0, train_minutes=12.5 * SECONDS_PER_STEP / 60,
+                           save_checkpoints_steps=5)
+    assert trainer.train() is StopReason.TIME_BUDGET and trainer.step == 13

@@ -8,6 +8,7 @@ import enum
 from collections.abc import Callable
 
 from t2t_lite.errors import UserError
+from t2t_lite.training.last_step import LastStepPlan, plan_last_step, should_stop
 from t2t_lite.training.signals import StopRequest
 from t2t_lite.training.steps import StepResult
 from t2t_lite.training.time_budget import TrainingClock
@@ -20,20 +21,81 @@ class StopReason(enum.Enum):
     SIGNAL = "signal"  # this process's, or another worker's stop request
 
 
-@dataclasses.dataclass(frozen=True)
 class StopRules:
-    """When the run is over: at train_steps, or once the clock has counted the budget (0 = none)."""
+    """When the run is over.
 
-    train_steps: int
-    budget_seconds: float
-    clock: TrainingClock
+    With the paper's schedule: at train_steps, or once the clock has counted the budget. With a schedule
+    that knows the end (`on_plan` given: it moves the schedule's last step), at the planned last step
+    (last_step.py), where the rate reaches its floor: the plan is made at the start, revised at every
+    progress line and after every evaluation while the run goes on, from the pace the budget's clock
+    measured since the last revision with evaluations left out. A resumed run starts from its average
+    pace (seconds trained / steps) and re-measures its own at its first progress line.
+
+    Args:
+      train_steps: the step limit.
+      budget_seconds: the time budget; 0 = none.
+      clock: the run's TrainingClock.
+      save_every: save_checkpoints_steps (each save has an evaluation the plan makes room for).
+      on_plan: called with each plan's last step; None with the paper's schedule.
+    """
+
+    def __init__(self, train_steps: int, budget_seconds: float, clock: TrainingClock, save_every: int = 0,
+                 on_plan: Callable[[int], None] | None = None):
+        self.train_steps, self.budget_seconds, self.clock = train_steps, budget_seconds, clock
+        self.save_every, self.on_plan = save_every, on_plan
+        self.plan = LastStepPlan(last_step=train_steps)
+        self._pace: float | None = None  # seconds per step measured by this process
+        self._window = (0.0, 0)  # (seconds trained, step) where the current pace window began
+        self._eval_seconds, self._evaluations = 0.0, 0
+
+    @property
+    def last_step(self) -> int:
+        """Where the run is planned to end (train_steps, or the plan's step with an end-aware schedule)."""
+        return self.plan.last_step
 
     def reason(self, step: int) -> StopReason | None:
+        if self.on_plan is not None:
+            if should_stop(step, self.plan):
+                return StopReason.STEPS if step >= self.train_steps else StopReason.TIME_BUDGET
+            if self.budget_spent() and self.plan.last_step > step + 1:
+                self._revise(step)  # the estimate fell short: end at the next step, the rate at its floor there
+            return None
         if step >= self.train_steps:
             return StopReason.STEPS
-        if self.budget_seconds > 0 and self.clock.seconds() >= self.budget_seconds:
-            return StopReason.TIME_BUDGET
-        return None
+        return StopReason.TIME_BUDGET if self.budget_spent() else None
+
+    def budget_spent(self) -> bool:
+        return self.budget_seconds > 0 and self.clock.seconds() >= self.budget_seconds
+
+    def start(self, step: int) -> None:
+        """Call when the clock starts: the first plan, from the run's average pace so far."""
+        self._window = (self.clock.seconds(), step)
+        self._revise(step)
+
+    def logged(self, step: int) -> None:
+        """At a progress line: the pace of the steps since the last revision, and a new plan."""
+        seconds, first = self._window
+        if step > first:
+            self._pace = (self.clock.seconds() - seconds) / (step - first)
+        self._window = (self.clock.seconds(), step)
+        self._revise(step)
+
+    def evaluated(self, step: int, seconds: float) -> None:
+        """After a save and evaluation that took `seconds`: counted apart from the pace, and a new plan."""
+        self._eval_seconds += seconds
+        self._evaluations += 1
+        window_seconds, first = self._window
+        self._window = (window_seconds + seconds, first)  # the evaluation is not part of the steps' pace
+        self._revise(step)
+
+    def _revise(self, step: int) -> None:
+        # Never once the last step is reached: a later end would raise the rate again after the floor.
+        if self.on_plan is None or should_stop(step, self.plan):
+            return
+        mean_eval = self._eval_seconds / self._evaluations if self._evaluations else 0.0
+        self.plan = plan_last_step(self.train_steps, step, self.budget_seconds, self.clock.seconds(), self._pace,
+                                   mean_eval, self.save_every)
+        self.on_plan(self.plan.last_step)
 
 
 class NonFiniteTrainingError(UserError):
@@ -93,6 +155,7 @@ def run(take_step: Callable[[bool], StepResult], current_step: Callable[[], int]
       several_workers: a worker that decides to stop early votes, so all stop after the same step.
     """
     vote, stopping_early = False, False
+    rules.start(current_step())
     while (reason := rules.reason(current_step())) is None:
         result = take_step(stop.requested or vote)
         if result.stop:
@@ -104,9 +167,12 @@ def run(take_step: Callable[[bool], StepResult], current_step: Callable[[], int]
         hooks.updated(step, result)
         if step % log_every == 0:
             hooks.log(step)
+            rules.logged(step)
         if step % save_every == 0 or rules.reason(step) is not None:
+            started = rules.clock.seconds()
             if hooks.checkpoint(step):
                 if not several_workers:
                     return StopReason.EARLY_STOPPING
                 stopping_early = vote = True  # the others learn it from the next step's vote
+            rules.evaluated(step, rules.clock.seconds() - started)
     return reason

@@ -53,19 +53,21 @@ class Progress:
     def tokens_per_second(self) -> float:
         return self.tokens / max(self.now() - self.window_start, 1e-9)
 
-    def times(self, step: int) -> str:
+    def times(self, step: int, last_step: int | None = None) -> str:
         """'elapsed H:MM:SS  remaining ~H:MM:SS' at `step`, the remaining time at this process's pace so far."""
         elapsed = self.now() - self.started
         done = step - self.first_step
-        remaining = elapsed / done * (self.last_step - step) if done > 0 else 0.0
+        remaining = elapsed / done * ((last_step or self.last_step) - step) if done > 0 else 0.0
         return f"elapsed {clock(elapsed)}  remaining ~{clock(remaining)}"
 
-    def line(self, step: int, learning_rate: float, seconds_trained: float, budget_seconds: float) -> str:
-        """The progress line at `step`: mean loss, learning rate, throughput and the time left."""
+    def line(self, step: int, last_step: int, learning_rate: float, seconds_trained: float,
+             budget_seconds: float) -> str:
+        """The progress line at `step` of `last_step` (as planned now): mean loss, the learning rate, throughput
+        and the time left."""
         if budget_seconds:
             times = (f"trained {clock(seconds_trained)}  remaining "
                      f"~{clock(max(budget_seconds - seconds_trained, 0.0))} of the time budget")
         else:
-            times = self.times(step)
-        return (f"step {step}/{self.last_step}  loss {self.mean_loss:.4f} (mean of {self.steps} steps)  "
+            times = self.times(step, last_step)
+        return (f"step {step}/{last_step}  loss {self.mean_loss:.4f} (mean of {self.steps} steps)  "
                 f"lr {learning_rate:.3e}  target tokens/s {self.tokens_per_second():,.0f}  {times}")

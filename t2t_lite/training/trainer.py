@@ -30,7 +30,8 @@ from t2t_lite.training.memory_probe import probe_memory
 from t2t_lite.training.progress import Progress
 from t2t_lite.training.progress import clock as hms
 from t2t_lite.training.signals import stop_on_signals
-from t2t_lite.training.steps import TrainStep, make_eval_step, make_optimizer
+from t2t_lite.training.schedules import EndAwareSchedule, set_last_step
+from t2t_lite.training.steps import TrainStep, learning_rate_schedule, make_eval_step, make_optimizer
 from t2t_lite.training.time_budget import TrainingClock
 from t2t_lite.training.warm_start import warm_start
 
@@ -68,7 +69,9 @@ class Trainer:
             self.model = build_model(hparams)
             # Adam is what checkpoints hold and the learning rate is read from; under
             # float16 a LossScaleOptimizer around it applies the updates.
-            self.optimizer = make_optimizer(hparams)
+            # Kept to move its last step as the end of training is estimated (end-aware schedules only).
+            self.schedule = learning_rate_schedule(hparams, self.run.train_steps)
+            self.optimizer = make_optimizer(hparams, self.schedule)
             self._update_optimizer = precision.loss_scaled(self.optimizer, self.run.mixed_precision)
             # A Keras 3 optimizer under MirroredStrategy needs its variables before the first strategy.run.
             self._update_optimizer.build(self.model.trainable_variables)
@@ -147,12 +150,15 @@ class Trainer:
 
     def _train(self, iterator, checkpoints: ckpt.Checkpoints) -> StopReason:
         start_step = self.step
-        rules = loop.StopRules(self.run.train_steps, self.run.train_minutes * 60, self.clock)
+        end_aware = isinstance(self.schedule, EndAwareSchedule)
+        rules = loop.StopRules(self.run.train_steps, self.run.train_minutes * 60, self.clock,
+                               self.run.save_checkpoints_steps,
+                               on_plan=(lambda last: set_last_step(self.schedule, last)) if end_aware else None)
         if self.evaluator.should_stop:
             self.log(self.evaluator.early_stopping_line() + " (in an earlier run); raise "
                      "--early_stopping_patience to go on")
             return StopReason.EARLY_STOPPING
-        if rules.reason(self.step) is StopReason.TIME_BUDGET:
+        if rules.budget_spent():
             self.log(f"the time budget of {self.run.train_minutes:g} minutes was spent by an earlier run "
                      f"(step {self.step}); raise --train_minutes to go on")
             return StopReason.TIME_BUDGET
@@ -170,7 +176,7 @@ class Trainer:
                 averaging.save_if_due(self._averaging_position(), step)
 
         def logged(step):
-            self._log_progress(step, progress)
+            self._log_progress(step, progress, rules.last_step)
             progress.restart_window()
 
         def checkpointed(step):
@@ -265,11 +271,11 @@ class Trainer:
                  f"kept in {sources.directory}")
         return sources
 
-    def _log_progress(self, step: int, progress: Progress) -> None:
+    def _log_progress(self, step: int, progress: Progress, last_step: int) -> None:
         """Logs and summarises the mean loss and throughput of the steps since the last progress line."""
         learning_rate = float(self.optimizer.learning_rate)
         with self._writers[TRAIN_LOGS].as_default(step=step):
             tf.summary.scalar("loss", progress.mean_loss)
             tf.summary.scalar("learning_rate", learning_rate)
             tf.summary.scalar("target_tokens_per_second", progress.tokens_per_second())
-        self.log(progress.line(step, learning_rate, self.clock.seconds(), self.run.train_minutes * 60))
+        self.log(progress.line(step, last_step, learning_rate, self.clock.seconds(), self.run.train_minutes * 60))
