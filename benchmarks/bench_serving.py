@@ -47,7 +47,7 @@ def throwaway_export(hparams_set: str, sentences: list[str], directory: str) -> 
     from t2t_lite.export.exporter import save_module
     from t2t_lite.export.serving import ServingModule
     from t2t_lite.models import build_model
-    from t2t_lite.run import RunSpec
+    from t2t_lite.run_dir import RunSpec
 
     vocabulary = Vocabulary(train_sentencepiece(sentences, vocab_size=1000))
     hparams = config.apply_overrides(registry.hparams_sets.get(hparams_set)(), f"vocab_size={vocabulary.vocab_size}")

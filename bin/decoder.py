@@ -34,6 +34,11 @@ flags.DEFINE_enum("output_format", "text", ["text", "jsonl"], "text: the best ou
 flags.DEFINE_float("sampling_temperature", 0.0, "Sample each token at this temperature instead of beam search "
                    "(e.g. 1.0 for back-translation); 0 = beam search.")
 flags.DEFINE_integer("sampling_topk", 0, "With sampling, sample among the k most likely tokens; 0 = all.")
+flags.DEFINE_string("export_dir", None, "Decode an export instead of a run: the numbered version directory "
+                    "t2t-lite-exporter printed: a SavedModel (decodes with the beam it was exported with) or a "
+                    "CTranslate2 model (takes --beam_size).")
+flags.DEFINE_string("compute_type", "default", "With a CTranslate2 --export_dir: its compute type (int8, "
+                    "int8_float32, float32, bfloat16, ...); default what its weights were saved in.")
 flags.DEFINE_integer("random_seed", None, "With sampling, a seed that makes the samples reproducible.")
 
 
@@ -48,7 +53,8 @@ def main(argv) -> None:
                                 output_format=FLAGS.output_format, sampling_temperature=FLAGS.sampling_temperature,
                                 sampling_topk=FLAGS.sampling_topk, random_seed=FLAGS.random_seed,
                                 paper_bleu_language=FLAGS.paper_bleu_language,
-                                step_matmul=environment.step_matmul_settings())
+                                step_matmul=environment.step_matmul_settings(), export_dir=FLAGS.export_dir,
+                                compute_type=FLAGS.compute_type)
     decode_file(request, log=lambda line: print(line, file=sys.stderr, flush=True))
 
 

@@ -137,10 +137,12 @@ def main(argv) -> None:
 
 
 def show_samples(problem, model, hparams, count: int) -> None:
+    from t2t_lite import environment
     from t2t_lite.decoding.decoder import Decoder
     from t2t_lite.decoding.samples import decode_samples, exact_match_rate
 
-    samples = decode_samples(problem, Decoder(model, hparams.decode), count)
+    samples = decode_samples(problem, Decoder(model, hparams.decode, step_matmul=environment.step_matmul_settings()),
+                             count)
     for sample in samples[:5]:
         mark = "ok" if sample.exact else "WRONG"
         print(f"  {sample.source}  ->  {sample.output}   (expected {sample.reference}) {mark}")

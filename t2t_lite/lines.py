@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from typing import BinaryIO, Callable, TextIO
 
+from t2t_lite import registry, usr_dir
 from t2t_lite.data.problem import Problem
 from t2t_lite.decoding.batching import Hypothesis
 from t2t_lite.decoding.sampling import SamplingSettings
@@ -56,6 +57,10 @@ class DecodeFileRequest:
     paper_bleu_language: str | None = None
     # How a decoding step multiplies on a CPU (the command reads it from the environment: t2t_lite/environment.py).
     step_matmul: StepMatmulSettings = dataclasses.field(default_factory=StepMatmulSettings)
+    # Decode an export (SavedModel or CTranslate2) instead of a run; run's beam_size still applies to CTranslate2.
+    export_dir: str | None = None
+    # A CTranslate2 export's compute type ("default": what its weights were saved in; "int8", "float32", ...).
+    compute_type: str = "default"
 
 
 def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda line: None,
@@ -83,9 +88,12 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     references = read_lines(request.decode_reference) if request.decode_reference else None
     if references is not None and len(references) != len(lines):
         raise UserError(f"--decode_reference has {len(references)} lines but --decode_from_file has {len(lines)}")
-    translator = Translator.from_request(request.run, step_matmul=request.step_matmul)
-    run = translator.run
-    hp = run.decode_hparams
+    if request.export_dir:
+        translator, hp, problem, source = open_export(request)
+    else:
+        translator = Translator.from_request(request.run, step_matmul=request.step_matmul)
+        hp, problem = translator.run.decode_hparams, translator.run.problem
+        source = f"{' + '.join(translator.run.checkpoints)} in {compute_dtype(request.run.mixed_precision)}"
     if request.nbest > hp.beam_size:
         raise UserError(f"--nbest={request.nbest} is more than the beam size {hp.beam_size}; "
                         f"raise --beam_size or lower --nbest")
@@ -93,11 +101,12 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     search = (f"sampling at temperature {sampling.temperature}, top-k {sampling.top_k or 'all'}" if sampling
               else f"beam {hp.beam_size}, alpha {hp.alpha}")
     what = "standard input" if streaming else f"{len(lines)} lines"
-    precision = compute_dtype(request.run.mixed_precision)
-    log(f"decoding {what} with {' + '.join(run.checkpoints)} ({search}) in {precision}")
+    log(f"decoding {what} with {source} ({search})")
+    beam_size = request.run.beam_size if request.export_dir else None  # a run's decoder already has it
 
     def format_batch(sources, first_index=0):
-        results = translator.hypotheses(sources, nbest=request.nbest, sampling=sampling, first_line=first_index + 1,
+        results = translator.hypotheses(sources, beam_size=beam_size, nbest=request.nbest, sampling=sampling,
+                                        first_line=first_index + 1,
                                         progress=None if streaming else log,
                                         parallel_batches=request.parallel_batches)
         return results, format_outputs(sources, results, request.nbest, request.output_format, first_index)
@@ -116,7 +125,7 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
         out.write(text)
     if references is not None:
         outputs = [r[0].text if r else "" for r in results]
-        report = reference_report(run.problem, outputs, references, lines)
+        report = reference_report(problem, outputs, references, lines)
         if request.paper_bleu_language:
             try:
                 report.append(str(compound_split_bleu(outputs, references, request.paper_bleu_language)))
@@ -124,6 +133,33 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
                 raise UserError(f"--paper_bleu_language: {error}") from None
         for line in report:
             out.write(line + "\n")
+
+
+def open_export(request: DecodeFileRequest):
+    """The Translator of request.export_dir, its decode settings, its problem (with decode_reference, for the
+    scores) and a description."""
+    from t2t_lite.translator import export_spec
+
+    spec = export_spec(request.export_dir)
+    if spec is None:
+        raise UserError(f"--export_dir {request.export_dir!r} is not a t2t-lite export: give the numbered version "
+                        f"directory t2t-lite-exporter printed")
+    ctranslate2 = os.path.exists(os.path.join(request.export_dir, "model.bin"))
+    settings = {"compute_type": request.compute_type} if ctranslate2 else {}
+    if request.compute_type != "default" and not ctranslate2:
+        raise UserError("--compute_type is for CTranslate2 exports; a SavedModel computes as it was exported")
+    translator = Translator.from_export(request.export_dir, **settings)
+    hp = spec.hparams.decode
+    if request.run.beam_size is not None:
+        hp = dataclasses.replace(hp, beam_size=request.run.beam_size)
+    if request.run.batch_size is not None:
+        hp = dataclasses.replace(hp, batch_size=request.run.batch_size)
+    engine = f"CTranslate2 ({request.compute_type})" if ctranslate2 else "a SavedModel"
+    problem = None
+    if request.decode_reference:  # the problem's own scores; its data is not needed for them
+        usr_dir.import_recorded(spec.usr_dir)
+        problem = registry.problems.get(spec.problem)(None)
+    return translator, hp, problem, f"{request.export_dir}, {engine}"
 
 
 def reference_report(problem: Problem, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:

@@ -19,7 +19,6 @@ from t2t_lite.data.problem import Problem
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
 from t2t_lite.run_dir import AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, RunSpec, load_spec
-from t2t_lite.run_dir import save_spec, spec_json  # noqa: F401  TEMPORARY re-export while importers move
 
 # What RunRequest.checkpoint may name inside a run directory.
 CHECKPOINT_CHOICES = ("averaged", "best", "latest")

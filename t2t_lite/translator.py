@@ -73,11 +73,22 @@ class Translator:
         return cls(_RunBackend(open_run(request, ensemble=True), step_matmul or StepMatmulSettings()))
 
     @classmethod
-    def from_export(cls, path: str) -> "Translator":
-        """A SavedModel written by t2t-lite-exporter (the numbered version directory, e.g. exports/m/1).
+    def from_export(cls, path: str, **settings) -> "Translator":
+        """An export t2t-lite-exporter wrote (the numbered version directory, e.g. exports/m/1).
 
-        It decodes with the beam size and settings it was exported with; it cannot score.
+        A SavedModel decodes with the beam size and settings it was exported with. A CTranslate2 export
+        decodes with the same tokenizer and search settings as the run (beam size, n-best, length penalty;
+        export/ctranslate2_backend.py says how its length penalty is matched); `settings` go to its
+        ctranslate2.Translator: device ("cpu", "cuda"), compute_type (e.g. "int8"), threads. Neither scores.
         """
+        from t2t_lite.export.ctranslate2_export import export_info
+
+        if export_info(path) is not None:
+            from t2t_lite.export.ctranslate2_backend import CTranslate2Export
+
+            return cls(CTranslate2Backend(CTranslate2Export(path, **settings)))
+        if settings:
+            raise UserError(f"{', '.join(sorted(settings))} apply to CTranslate2 exports; {path!r} is not one")
         return cls(saved_model_backend(path))
 
     @property
@@ -200,6 +211,29 @@ class IdBatchBackend:
 
     def score(self, sources, targets, progress):
         raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
+
+
+class CTranslate2Backend:
+    """A backend over a CTranslate2 export: beam search with any beam size, n-best; no sampling or scoring."""
+
+    def __init__(self, export):
+        self.export = export
+
+    def hypotheses(self, sentences, beam_size, nbest, sampling, first_line=1, **decoding):
+        if sampling is not None:
+            raise UserError("a CTranslate2 export decodes with beam search; sample with Translator.from_run")
+        return self.export.hypotheses(sentences, beam_size=beam_size, nbest=nbest, **decoding)
+
+    def score(self, sources, targets, progress):
+        raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
+
+
+def export_spec(path: str):
+    """The RunSpec an export of either format holds (hparams.json beside a CTranslate2 model, or in a
+    SavedModel's assets), or None when path is not an export."""
+    from t2t_lite.run_dir import load_spec
+
+    return load_spec(path) or load_spec(os.path.join(path, "assets"))
 
 
 def saved_model_backend(path: str) -> IdBatchBackend:

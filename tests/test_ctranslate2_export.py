@@ -130,3 +130,19 @@ def test_exporter_cli_writes_int8_export_and_refuses_quantized_saved_model(multi
     refused = run_tool("exporter", *run_flags, "--quantization=int8")
     assert refused.returncode == 2 and "--quantization" in refused.error
     assert sorted(os.listdir(tmp_path / "m")) == ["1"]
+
+
+def test_translator_and_decoder_open_a_ctranslate2_export_and_decode_as_the_run(multi30k_run, exported, tmp_path):
+    sentences = exported["sentences"][:8]
+    from_export = Translator.from_export(exported["path"])
+    expected = exported["translator"].translate(sentences)
+    assert from_export.translate(sentences) == expected
+    assert [len(h) for h in from_export.hypotheses(sentences[:2], nbest=3)] == [3, 3]
+    with pytest.raises(UserError, match="an export holds beam search only"):
+        from_export.score(sentences[:1], sentences[:1])
+    (tmp_path / "src.en").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    decoded = run_tool("decoder", f"--export_dir={exported['path']}", f"--decode_from_file={tmp_path / 'src.en'}",
+                       f"--decode_to_file={tmp_path / 'out.de'}")
+    assert decoded.returncode == 0, decoded.stderr[-3000:]
+    assert (tmp_path / "out.de").read_text(encoding="utf-8").splitlines() == expected
+    assert len(set(expected)) > 1

@@ -99,13 +99,26 @@ def test_the_config_round_trip_rebuilds_an_equal_layer(case):
     np.testing.assert_array_equal(case.run(rebuilt, False).numpy(), case.run(layer, False).numpy())
 
 
+def sublayers(layer) -> list:
+    """layer and every layer under it, through public attributes (Keras 3 has no public recursive walk)."""
+    found, pending = [], [layer]
+    while pending:
+        current = pending.pop()
+        if not any(current is seen for seen in found):
+            found.append(current)
+            for name, value in vars(current).items():
+                values = value if isinstance(value, (list, tuple)) else [value]
+                pending.extend(v for v in values if isinstance(v, keras.layers.Layer) and not name.startswith("_"))
+    return found
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
 def test_it_builds_the_weights_its_settings_call_for(case):
     layer = case.cls(**case.settings)
     assert not layer.weights
     case.run(layer, False)
     assert layer.built and len(layer.weights) == case.weights
-    assert all(sublayer.built for sublayer in layer._flatten_layers())
+    assert all(sublayer.built for sublayer in sublayers(layer))
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
@@ -137,7 +150,7 @@ def test_it_runs_under_mixed_bfloat16(case):
     assert outputs.dtype == case.mixed_dtype
     assert np.isfinite(tf.cast(outputs, tf.float32).numpy()).all()
     assert all(weight.dtype == "float32" for weight in layer.weights)
-    assert {sublayer.dtype_policy.name for sublayer in layer._flatten_layers()} == {"mixed_bfloat16"}
+    assert {sublayer.dtype_policy.name for sublayer in sublayers(layer)} == {"mixed_bfloat16"}
     # The same under the global policy, as training sets it.
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     assert case.run(_made(case), False).dtype == case.mixed_dtype

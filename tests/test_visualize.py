@@ -53,7 +53,7 @@ def test_visualize_cli_opens_the_run_and_prints_one_path_per_plot(tmp_path):
     import tensorflow as tf
 
     from cli_helpers import run_tools
-    from t2t_lite.run import RunSpec, save_spec
+    from t2t_lite.run_dir import RunSpec, save_spec
 
     model, hp = tiny_model()
     run = tmp_path / "run"

@@ -22,7 +22,7 @@ from t2t_lite.problems.wsj_parsing import (
     score_linearized,
 )
 from t2t_lite.registry import hparams_sets, problems
-from t2t_lite.run import RunSpec, save_spec
+from t2t_lite.run_dir import RunSpec, save_spec
 from cli_helpers import run_tool
 from shared_data import require_shared
 
