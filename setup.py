@@ -15,6 +15,7 @@ setup(
     description="The Transformer of 'Attention Is All You Need' on TensorFlow 2 and Keras 3, in the tensor2tensor lineage.",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
+    license="Apache-2.0",
     python_requires=">=3.10",
     packages=_CORE_PACKAGES + list(_MAPPED_DIRS),
     package_dir=_MAPPED_DIRS,
