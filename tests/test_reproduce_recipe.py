@@ -95,11 +95,14 @@ def flag(command: Command, name: str, default=None):
 def _check_trainer(module, FLAGS, built: dict) -> dict:
     """Args: built: model hparams -> parameter count, of the models this process has built."""
     from t2t_lite import registry
-    from t2t_lite.training import distribution
+    from t2t_lite.training import distribution, run_config
+    from t2t_lite.training.api import resolve_hparams
 
-    module.check_run_flags()
+    if not FLAGS.dry_run:  # as the trainer: a dry run builds the model and trains nothing
+        run_config.check(run_config.from_settings(FLAGS.output_dir, {name: FLAGS[name].value
+                                                                     for name in run_config.SETTINGS}))
     vocab_size = FLAGS.vocab_size or registry.problems.get(FLAGS.problem).default_vocab_size
-    hparams = module.resolve_hparams(FLAGS.hparams_set, FLAGS.hparams, vocab_size)
+    hparams = resolve_hparams(FLAGS.hparams_set, FLAGS.hparams, vocab_size)
     if hparams.model not in built:
         # The trainer's own dry run: build the model and print its parameter count.
         FLAGS.dry_run, FLAGS.vocab_size = True, vocab_size
