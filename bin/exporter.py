@@ -1,7 +1,7 @@
 """t2t-lite-exporter: export a trained run as a text-in, text-out SavedModel for TensorFlow Serving,
 or as a CTranslate2 model.
 
-  t2t-lite-exporter --output_dir=RUN --data_dir=DATA --export_dir=/models --model_name=translate
+  t2t-lite-exporter --output_dir=RUN --export_dir=/models --model_name=translate
 
 writes /models/translate/<version>/ (one more than the highest version there),
 ready for `tensorflow_model_server --model_base_path=/models/translate`. The decoding settings

@@ -18,7 +18,8 @@ def define(verb: str, decoding_settings: bool = True) -> None:
     flags.DEFINE_enum("checkpoint", None, ["averaged", "best", "latest"], "Which checkpoint of --output_dir: the "
                       "averaged one, the best on the dev metric, or the newest. Default: averaged if any, else "
                       "the newest.")
-    flags.DEFINE_string("data_dir", None, "The problem's prepared data (its vocabulary), as given to the trainer.")
+    flags.DEFINE_string("data_dir", None, "The problem's prepared data (its vocabulary); default: the "
+                        "data_dir the run recorded when it was trained.")
     if not decoding_settings:
         return
     flags.DEFINE_string("problem", None, "Defaults to the run's problem (hparams.json).")

@@ -1,6 +1,6 @@
 """t2t-lite-scorer: the model's log-probability of given translations (forced decoding), one line per pair.
 
-  t2t-lite-scorer --output_dir=RUN --data_dir=DATA --source_file=test.en --target_file=test.de
+  t2t-lite-scorer --output_dir=RUN --source_file=test.en --target_file=test.de
 
 Each line: log P(target | source) summed over the target's tokens (EOS included), the token count, and that
 sum over the GNMT length penalty (the score beam search reports), tab-separated; an empty pair gives an empty line.

@@ -8,11 +8,21 @@
 The run directory it leaves (t2t_lite.run_dir) is the command's: hparams.json with the data_dir and usr
 dir, checkpoints, best/, averaged/, so the decoder, exporter and Translator open it without more flags.
 """
+from __future__ import annotations
+
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from t2t_lite.config import HParams
 from t2t_lite.errors import UserError
+
+if TYPE_CHECKING:  # imported when training starts, so `import t2t_lite` stays light
+    import keras
+
+    from t2t_lite.data.problem import Problem
+    from t2t_lite.run_dir import RunSpec
+    from t2t_lite.training.loop import StopReason
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,11 +30,11 @@ class TrainedRun:
     """What `train` leaves: the run directory and its spec, and the model as training left it."""
 
     output_dir: str
-    spec: object  # t2t_lite.run_dir.RunSpec
-    problem: object  # t2t_lite.data.problem.Problem
-    model: object  # keras.Model
+    spec: RunSpec
+    problem: Problem
+    model: keras.Model
     step: int
-    stop_reason: object  # t2t_lite.training.loop.StopReason
+    stop_reason: StopReason
 
 
 def train(problem: str | None = None, hparams_set: str | None = None, output_dir: str | None = None,

@@ -20,6 +20,15 @@ class EvalResult:
     dev: DevScore | None = None  # the dev metric, when the run decodes dev sentences
 
 
+def dev_loss(eval_step: Callable, batches) -> EvalResult:
+    """The label-smoothed loss and accuracy per target token of eval_step's model over the dev batches."""
+    loss_sum = correct = tokens = 0.0
+    for batch in batches:
+        batch_loss, batch_correct, batch_tokens = eval_step(batch)
+        loss_sum, correct, tokens = loss_sum + float(batch_loss), correct + float(batch_correct), tokens + float(batch_tokens)
+    return EvalResult(loss=loss_sum / max(tokens, 1.0), accuracy=correct / max(tokens, 1.0))
+
+
 class Evaluator:
     """Evaluates checkpoints and keeps the best one.
 

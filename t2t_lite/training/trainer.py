@@ -24,7 +24,7 @@ from t2t_lite.training.averaging_schedule import AveragingSources, end_of_run_po
 from t2t_lite.training.batches import eval_batches, train_batches
 from t2t_lite.training.best_checkpoint import BestCheckpoint, save_model_weights_as_best
 from t2t_lite.training.dev_score import DevScorer
-from t2t_lite.training.evaluator import EvalResult, Evaluator
+from t2t_lite.training.evaluator import EvalResult, Evaluator, dev_loss
 from t2t_lite.training.loop import StopReason
 from t2t_lite.training.memory_probe import probe_memory
 from t2t_lite.training.progress import Progress
@@ -231,12 +231,8 @@ class Trainer:
         return self.evaluator.evaluate(self.step)
 
     def dev_loss(self, eval_step) -> EvalResult:
-        """The label-smoothed loss and accuracy per target token of eval_step's model over the dev batches."""
-        loss_sum = correct = tokens = 0.0
-        for batch in self._dev_batches:
-            batch_loss, batch_correct, batch_tokens = eval_step(batch)
-            loss_sum, correct, tokens = loss_sum + float(batch_loss), correct + float(batch_correct), tokens + float(batch_tokens)
-        return EvalResult(loss=loss_sum / max(tokens, 1.0), accuracy=correct / max(tokens, 1.0))
+        """The dev loss and accuracy of eval_step's model (make_eval_step) over the run's dev batches."""
+        return dev_loss(eval_step, self._dev_batches)
 
     def _plain(self) -> keras.Model:
         if self._plain_model is None:
