@@ -239,6 +239,7 @@ def export_spec(path: str):
 def saved_model_backend(path: str) -> IdBatchBackend:
     """An IdBatchBackend over the decode_ids signature of a SavedModel t2t-lite-exporter wrote."""
     import tensorflow as tf
+    import tensorflow_text  # noqa: F401  registers the SentencepieceOp the export's text signatures hold
 
     from t2t_lite.data.vocabulary import Vocabulary
     from t2t_lite.run_dir import load_spec

@@ -280,6 +280,14 @@ def test_translator_from_export_gives_the_decoders_outputs_and_its_beams(exporte
         Translator.from_export(str(exported["sentences"].parent))
 
 
+def test_decoder_command_decodes_the_saved_model_in_a_fresh_process(exported, tmp_path):
+    # A new process has not imported tensorflow-text: opening the export must register its ops itself.
+    decoded = run_tool("decoder", f"--export_dir={exported['path']}", f"--decode_from_file={exported['sentences']}",
+                       f"--decode_to_file={tmp_path / 'out.de'}")
+    assert decoded.returncode == 0, decoded.stderr[-3000:]
+    assert (tmp_path / "out.de").read_text(encoding="utf-8") == exported["decoded"].read_text(encoding="utf-8")
+
+
 def test_second_export_is_version_2_with_the_decode_settings_asked_for(run, exported):
     export_dir = os.path.dirname(os.path.dirname(exported["path"]))
     run_request = RunRequest(output_dir=run["output_dir"], data_dir=run["data_dir"], beam_size=1, alpha=0.0)
