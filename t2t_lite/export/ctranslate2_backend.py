@@ -8,13 +8,16 @@ allowed from the first step (min_decoding_length=0). Greedy (beam 1) is
 CTranslate2's greedy search, scored by the summed log-probability as ours.
 
 One difference remains, the length penalty. CTranslate2 divides a finished
-hypothesis' log-probability by length**alpha and stops once K hypotheses have
-finished; t2t-lite divides by the GNMT ((5 + length) / 6)**alpha and stops once
-no alive beam can still beat its K finished. Here CTranslate2 returns its K
-finished hypotheses (lengths counting the EOS, as ours) and they are re-ranked
-by the GNMT score, which is what each Hypothesis.score holds. The output is
-ours whenever our best is among CTranslate2's K; it can differ when the two
-penalties keep different hypotheses or CTranslate2 stops earlier.
+hypothesis' log-probability by length**alpha and stops once its top beam and
+K hypotheses have finished; t2t-lite divides by the GNMT ((5 + length) / 6)**alpha
+and stops once no alive beam can still beat its K finished, which often means
+searching on for longer hypotheses. So CTranslate2 searches with patience
+SEARCH_PATIENCE (it waits for that many times K finished hypotheses), returns
+its K best, lengths counting the EOS as ours, and they are re-ranked by the
+GNMT score, which is what each Hypothesis.score holds. The output is ours
+whenever our best is among those K; it can differ when the two penalties keep
+different hypotheses or CTranslate2 stops earlier (docs/performance.md gives
+how often).
 
 `CTranslate2Export.search()` returns a t2t_lite.decoding.batching.DecodeBatch, padded
 id batches in, (ids, scores) out, as a SavedModel's signature and the
@@ -35,6 +38,10 @@ from t2t_lite.errors import UserError
 from t2t_lite.export.ctranslate2_export import export_info, require_ctranslate2
 from t2t_lite.export.exporter import VOCAB_ASSET
 from t2t_lite.run_dir import load_spec
+
+# CTranslate2's default, 1, stops before t2t-lite's search on some sentences and returns shorter outputs;
+# 2 finds the decoder's output almost always for little more time (docs/performance.md has the figures).
+SEARCH_PATIENCE = 2.0
 
 
 def gnmt_score(ctranslate2_score: float, length: int, alpha: float) -> float:
@@ -108,7 +115,7 @@ class CTranslate2Export:
                 group = list(group)
                 found = self.translator.translate_batch(
                     [[self.pieces[i] for i in rows[row][:-1]] for row in group],  # CTranslate2 appends the EOS
-                    beam_size=hp.beam_size, num_hypotheses=hp.beam_size,
+                    beam_size=hp.beam_size, num_hypotheses=hp.beam_size, patience=SEARCH_PATIENCE,
                     length_penalty=hp.alpha if hp.beam_size > 1 else 0.0, return_end_token=True,
                     return_scores=True, min_decoding_length=0, max_input_length=0,
                     max_decoding_length=min(length + hp.extra_length, self.max_positions))
