@@ -2,21 +2,28 @@
 
   python benchmarks/bench_ctranslate2.py                      # float32 and int8
   python benchmarks/bench_ctranslate2.py --quantization=int8 --runs=1
+  python benchmarks/bench_ctranslate2.py --peer_model_dir /tmp/peers/run/ctranslate2_int8 \\
+      --python /tmp/peers/ct2/bin/python   # and OpenNMT-tf's, timed by the peers' CTranslate2
 
 The protocol of ../shared/peers/ct2_translate.py, which timed OpenNMT-tf's model in CTranslate2: a
 transformer_base (random weights, shared vocabulary 32,768) exported as t2t-lite-exporter
 --export_format=ctranslate2 does; 500 sentences of 20-30 tokens, beam 4, batches of 32 examples, every
 output forced to 60 tokens (min = max decoding length), inter_threads 1, intra_threads = the cores; one
 warm-up batch, then the median of --runs passes over all 500.
+
+--peer_model_dir also times a CTranslate2 model that OpenNMT-tf exported from the peers' protocol model
+(onmt-main export --format ctranslate2_int8, vocabulary <blank> <s> </s> w0 w1 ...) on the same sentences,
+with the compute type its weights were saved in. Every model is timed by ct2_timing.py in a process of its
+own that never loads TensorFlow (--python chooses whose CTranslate2).
 """
 import argparse
 import json
 import os
-import statistics
+import subprocess
+import sys
 import tempfile
-import time
 
-from common import PROTOCOL_VOCAB, decode_inputs, peak_rss_gib
+from common import PROTOCOL_VOCAB, decode_inputs
 
 
 def export(directory: str, quantization: str) -> str:
@@ -41,41 +48,43 @@ def export(directory: str, quantization: str) -> str:
                                else quantization)
 
 
-def time_decoding(model_dir: str, compute_type: str, runs: int, threads: int) -> dict:
-    import ctranslate2
-
-    sources = [[f"t{i}" for i in ids] for ids in decode_inputs()]
-    translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type, inter_threads=1,
-                                        intra_threads=threads)
-    settings = dict(beam_size=4, max_decoding_length=60, min_decoding_length=60, max_batch_size=32,
-                    batch_type="examples", num_hypotheses=1)
-    translator.translate_batch(sources[:32], **settings)  # warm-up
-    seconds = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        results = translator.translate_batch(sources, **settings)
-        seconds.append(time.perf_counter() - start)
-    lengths = {len(r.hypotheses[0]) for r in results}
-    median = statistics.median(seconds)
-    return {"compute_type": compute_type, "ctranslate2": ctranslate2.__version__, "seconds": seconds,
-            "sentences_per_second": len(sources) / median, "output_lengths": sorted(lengths),
-            "peak_rss_gib": peak_rss_gib()}
+def time_decoding(model_dir: str, sources: list[list[str]], args) -> dict:
+    """ct2_timing.py in a new process of args.python: never beside TensorFlow, in the CTranslate2 asked for."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(sources, f)
+        f.flush()
+        timing = subprocess.run([args.python, os.path.join(os.path.dirname(__file__), "ct2_timing.py"), model_dir,
+                                 f.name, str(args.runs), str(args.threads)], check=True, capture_output=True, text=True)
+    return json.loads(timing.stdout.splitlines()[-1])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quantization", nargs="+", default=["none", "int8"])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="64 sentences, one pass")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the Python whose CTranslate2 times the models (e.g. the peers' ct2 venv's)")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--peer_model_dir", nargs="*", default=[],
+                        help="also time these CTranslate2 models of OpenNMT-tf's")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 1
+    inputs = [ids[:-1] for ids in decode_inputs()[:64 if args.quick else None]]  # CTranslate2 appends the EOS
+    for peer_model_dir in args.peer_model_dir:
+        result = time_decoding(peer_model_dir, [[f"w{i - 3}" for i in ids] for ids in inputs], args)
+        print(json.dumps(result))
+        print(f"decode: OpenNMT-tf's export in CTranslate2 ({peer_model_dir}): {result['sentences_per_second']:.2f} "
+              f"sentences/s (median of {args.runs}), peak RSS {result['peak_rss_gib']:.2f} GiB", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_ct2_") as directory:
         for quantization in args.quantization:
             model_dir = export(directory, quantization)
-            result = time_decoding(model_dir, "default", args.runs, args.threads)
+            result = time_decoding(model_dir, [[f"t{i}" for i in ids] for ids in inputs], args)
             result["quantization"] = quantization
             print(json.dumps(result))
-            print(f"t2t-lite export in CTranslate2, {quantization}: {result['sentences_per_second']:.2f} sentences/s "
-                  f"(median of {args.runs}), peak RSS {result['peak_rss_gib']:.2f} GiB", flush=True)
+            print(f"decode: t2t-lite's export in CTranslate2, {quantization}: "
+                  f"{result['sentences_per_second']:.2f} sentences/s (median of {args.runs}), peak RSS {result['peak_rss_gib']:.2f} GiB", flush=True)
 
 
 if __name__ == "__main__":

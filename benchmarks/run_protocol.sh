@@ -80,7 +80,16 @@ if [[ -z "$QUICK" ]]; then
   (cd "$PEERS" && onmt/bin/onmt-main --model_type TransformerBaseSharedEmbeddings --config scripts/configs/onmt_base.yml \
      export --output_dir run/ct2_model --format ctranslate2 > logs/onmt_export_ct2.log 2>&1)
   ct2_decode _sitting
+  note "CTranslate2: export OpenNMT-tf's checkpoint in int8"
+  rm -rf "$PEERS/run/ct2_int8_model"
+  (cd "$PEERS" && onmt/bin/onmt-main --model_type TransformerBaseSharedEmbeddings --config scripts/configs/onmt_base.yml \
+     export --output_dir run/ct2_int8_model --format ctranslate2_int8 > logs/onmt_export_ct2_int8.log 2>&1)
 fi
+# Our CTranslate2 export in float32 and int8 (and OpenNMT-tf's int8 export, in the same process), then int8 in TF.
+peer_ct2=()
+[[ -z "$QUICK" ]] && peer_ct2=(--peer_model_dir "$PEERS/run/ct2_int8_model" --python "$PEERS/ct2/bin/python")
+ours benchmarks/bench_ctranslate2.py $quick "${peer_ct2[@]}"
+ours benchmarks/bench_int8_tf.py $quick
 ours benchmarks/bench_decode.py $quick
 ours benchmarks/bench_decode.py $quick --mixed_precision=mixed_bfloat16
 ours benchmarks/bench_decode.py $quick --mixed_precision=bfloat16
