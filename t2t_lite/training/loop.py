@@ -166,8 +166,8 @@ def run(take_step: Callable[[bool], StepResult], current_step: Callable[[], int]
         step = current_step()
         hooks.updated(step, result)
         if step % log_every == 0:
+            rules.logged(step)  # first, so the line shows the plan this step's pace made
             hooks.log(step)
-            rules.logged(step)
         if step % save_every == 0 or rules.reason(step) is not None:
             started = rules.clock.seconds()
             if hooks.checkpoint(step):
