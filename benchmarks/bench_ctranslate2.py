@@ -49,7 +49,8 @@ def export(directory: str, quantization: str) -> str:
 
 
 def time_decoding(model_dir: str, sources: list[list[str]], args) -> dict:
-    """ct2_timing.py in a new process of args.python: never beside TensorFlow, in the CTranslate2 asked for."""
+    """ct2_timing.py in a new process of args.python: without TensorFlow (which export() loads), in the
+    CTranslate2 asked for."""
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump(sources, f)
         f.flush()

@@ -3,6 +3,7 @@
   python benchmarks/bench_int8_tf.py                  # every step product in int8
   python benchmarks/bench_int8_tf.py --output_only    # only the output projection, the largest
   python benchmarks/bench_int8_tf.py --quick
+  python benchmarks/bench_int8_tf.py --products       # one step product alone, float32 against int8
 
 Dynamic int8 as CTranslate2's: each weight in int8 with one scale per output channel, made once per
 batch; each step's rows quantized per row, multiplied by an XLA s8 dot with an int32 result (TensorFlow's
@@ -11,7 +12,9 @@ product is its own XLA cluster inside the decoder's graph: the decoding loop its
 its self-attention cache grows every step. Not shipped; docs/performance.md has the figures.
 """
 import sys
+import time
 
+import numpy as np
 import tensorflow as tf
 
 import bench_decode
@@ -39,6 +42,31 @@ class Int8StepKernel:
         return int8_product(rows, self.weight, self.scale)
 
 
+def time_products(repeats: int = 100) -> None:
+    """A decoding step's products alone (128 rows): float32, TensorFlow's int8 op, the XLA int8 product."""
+    for depth, width in [(512, 512), (512, 2048), (2048, 512), (512, 32768)]:
+        rows = tf.constant(np.random.default_rng(0).standard_normal((128, depth), np.float32))
+        weight = tf.constant(np.random.default_rng(1).standard_normal((depth, width), np.float32) * 0.05)
+        kernel = Int8StepKernel(weight, step_matmul.IN_OUT)
+        quantized_rows = tf.cast(tf.round(rows * 20), tf.int8)
+        candidates = {
+            "float32 MatMul": tf.function(lambda x: tf.matmul(x, weight)),
+            "int8 BatchMatMulV3 (Eigen), ints only": tf.function(
+                lambda x: tf.raw_ops.BatchMatMulV3(x=quantized_rows, y=kernel.weight, Tout=tf.int32)),
+            "int8 through XLA, quantizing included": tf.function(kernel),
+        }
+        times = {}
+        for name, product in candidates.items():
+            product(rows).numpy()
+            start = time.perf_counter()
+            for _ in range(repeats):
+                result = product(rows)
+            result.numpy()
+            times[name] = (time.perf_counter() - start) / repeats * 1e3
+        print(f"products: [128, {depth}] x [{depth}, {width}]: "
+              + ", ".join(f"{name} {ms:.2f} ms" for name, ms in times.items()), flush=True)
+
+
 def use_int8(output_only: bool) -> None:
     float_add = step_matmul.StepKernels.add
 
@@ -52,6 +80,9 @@ def use_int8(output_only: bool) -> None:
 
 
 if __name__ == "__main__":
+    if "--products" in sys.argv:
+        time_products()
+        sys.exit()
     output_only = "--output_only" in sys.argv
     if output_only:
         sys.argv.remove("--output_only")

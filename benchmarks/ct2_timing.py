@@ -2,8 +2,8 @@
 
   python ct2_timing.py MODEL_DIR SOURCES.json RUNS THREADS    # prints one JSON line
 
-Imports nothing but CTranslate2, so it runs in any Python that has it (the peers' ct2 venv, say) and
-never beside TensorFlow, whose thread pools in the same process slow CTranslate2 down.
+Imports nothing but CTranslate2, so it runs in any Python that has it (the peers' ct2 venv, say), and
+CTranslate2 runs as a server would run it, without TensorFlow's thread pools in the same process.
 """
 import json
 import statistics
