@@ -74,19 +74,19 @@ def main():
         args.runs = 1
     inputs = [ids[:-1] for ids in decode_inputs()[:64 if args.quick else None]]  # CTranslate2 appends the EOS
     for peer_model_dir in args.peer_model_dir:
-        result = time_decoding(peer_model_dir, [[f"w{i - 3}" for i in ids] for ids in inputs], args)
-        print(json.dumps(result))
-        print(f"decode: OpenNMT-tf's export in CTranslate2 ({peer_model_dir}): {result['sentences_per_second']:.2f} "
-              f"sentences/s (median of {args.runs}), peak RSS {result['peak_rss_gib']:.2f} GiB", flush=True)
+        report(f"OpenNMT-tf's export in CTranslate2 ({peer_model_dir})",
+               time_decoding(peer_model_dir, [[f"w{i - 3}" for i in ids] for ids in inputs], args))
     with tempfile.TemporaryDirectory(prefix="bench_ct2_") as directory:
         for quantization in args.quantization:
             model_dir = export(directory, quantization)
-            result = time_decoding(model_dir, [[f"t{i}" for i in ids] for ids in inputs], args)
-            result["quantization"] = quantization
-            print(json.dumps(result))
-            print(f"decode: t2t-lite's export in CTranslate2, {quantization}: "
-                  f"{result['sentences_per_second']:.2f} sentences/s (median of {args.runs}), peak RSS {result['peak_rss_gib']:.2f} GiB", flush=True)
+            report(f"t2t-lite's export in CTranslate2, {quantization}",
+                   time_decoding(model_dir, [[f"t{i}" for i in ids] for ids in inputs], args))
 
+
+def report(what: str, result: dict) -> None:
+    print(json.dumps(result))
+    print(f"decode: {what}: {result['sentences_per_second']:.2f} sentences/s (median of {len(result['seconds'])}), "
+          f"peak RSS {result['peak_rss_gib']:.2f} GiB", flush=True)
 
 if __name__ == "__main__":
     main()

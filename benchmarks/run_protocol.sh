@@ -85,7 +85,7 @@ if [[ -z "$QUICK" ]]; then
   (cd "$PEERS" && onmt/bin/onmt-main --model_type TransformerBaseSharedEmbeddings --config scripts/configs/onmt_base.yml \
      export --output_dir run/ct2_int8_model --format ctranslate2_int8 > logs/onmt_export_ct2_int8.log 2>&1)
 fi
-# Our CTranslate2 export in float32 and int8 (and OpenNMT-tf's int8 export, in the same process), then int8 in TF.
+# Our CTranslate2 export in float32 and int8 (and OpenNMT-tf's int8 export, with the peers' CTranslate2), then int8 in TF.
 peer_ct2=()
 [[ -z "$QUICK" ]] && peer_ct2=(--peer_model_dir "$PEERS/run/ct2_int8_model" --python "$PEERS/ct2/bin/python")
 ours benchmarks/bench_ctranslate2.py $quick "${peer_ct2[@]}"
