@@ -11,7 +11,8 @@
 #   bash benchmarks/multi30k_quality.sh [WORK_DIR] [BUDGET_SECONDS]
 #
 # Environment: MULTI30K_RAW (the raw files), VOCAB_SIZE (8000), SEED (1234),
-# HPARAMS (extra overrides). The budget counts training time (steps, evaluations,
+# HPARAMS (extra overrides), TRAIN_FLAGS (extra trainer flags, e.g.
+# --mixed_precision=none to train in float32 where bfloat16 is native). The budget counts training time (steps, evaluations,
 # saves), not start-up; the process's whole wall time is in WORK_DIR/train.time.
 set -euo pipefail
 WORK=${1:-/tmp/t2t_lite_multi30k}
@@ -30,7 +31,7 @@ date +%s.%N > "$WORK/train.start"  # plot_quality_curve.py measures checkpoint t
 /usr/bin/time -v -o "$WORK/train.time" t2t-lite-trainer --problem=translate_files --data_dir="$WORK/data" \
   --hparams_set=transformer_small_data --hparams="${HPARAMS:-}" --output_dir="$WORK/run" \
   --train_minutes="$MINUTES" --train_steps=1000000 --save_checkpoints_steps=200 --keep_checkpoint_max=100000 \
-  --eval_steps=20 --eval_bleu_sentences=0 --random_seed="$SEED" --log_every_steps=100 2>&1 | tee "$WORK/train.log"
+  --eval_steps=20 --eval_bleu_sentences=0 --random_seed="$SEED" --log_every_steps=100 ${TRAIN_FLAGS:-} 2>&1 | tee "$WORK/train.log"
 echo "training wall time: $(python3 -c "import time; print(round(time.time() - $(cat "$WORK/train.start")))") s"
 
 # The averaged checkpoint (the run's default) on both splits.

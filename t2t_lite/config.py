@@ -82,6 +82,9 @@ class TrainHParams:
     # the budget is estimated to run out at (training/last_step.py). Both new schedules peak at rsqrt's peak,
     # constant * d_model^-0.5 * warmup^-0.5, so a set switching schedule keeps its peak rate.
     schedule: str = "rsqrt"
+    # linear_decay and wsd: > 0 warms up over this share of the run (of its last step) instead of
+    # warmup_steps, which then only sets the peak rate (rsqrt ignores it).
+    warmup_fraction: float = 0.0
     # linear_decay and wsd end at this fraction of the peak rather than at zero (rsqrt ignores it).
     min_learning_rate_fraction: float = 0.0
     # wsd: the share of the run's steps spent cooling down to the floor (Hägele et al., 2024 use about 0.2).
@@ -214,6 +217,9 @@ def _validate_schedule(t: TrainHParams) -> None:
         raise UserError(f"train.schedule must be one of {', '.join(SCHEDULES)}; got {t.schedule!r}")
     if t.warmup_steps < 1:
         raise UserError(f"train.warmup_steps must be at least 1 (the peak rate is taken there), got {t.warmup_steps}")
+    if not 0.0 <= t.warmup_fraction < 1.0:
+        raise UserError(f"train.warmup_fraction is the warmup's share of the run, 0 (use train.warmup_steps) up to "
+                        f"but not including 1; got {t.warmup_fraction}")
     if t.learning_rate_constant < 0:
         raise UserError(f"train.learning_rate_constant must be 0 or more, got {t.learning_rate_constant}")
     if not 0.0 <= t.min_learning_rate_fraction < 1.0:

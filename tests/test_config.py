@@ -32,6 +32,8 @@ def test_overrides_change_only_named_fields_with_their_types():
     ("min_learning_rate_fraction=-0.1", "train.min_learning_rate_fraction is the floor"),
     ("cooldown_fraction=0", "train.cooldown_fraction is the share"),
     ("cooldown_fraction=1.5", "train.cooldown_fraction is the share"),
+    ("warmup_fraction=1", "train.warmup_fraction is the warmup's share"),
+    ("warmup_fraction=-0.1", "train.warmup_fraction is the warmup's share"),
 ])
 def test_bad_overrides_raise_user_error(overrides, message):
     with pytest.raises(UserError, match=message):
@@ -80,6 +82,6 @@ def test_schedule_fields_default_to_the_papers_schedule_and_override():
 
 def test_hparams_json_written_before_the_schedule_fields_loads_with_the_papers_schedule():
     data = config.to_dict(hparams_sets.get("transformer_base")())
-    for name in ("schedule", "min_learning_rate_fraction", "cooldown_fraction"):
+    for name in ("schedule", "min_learning_rate_fraction", "cooldown_fraction", "warmup_fraction"):
         del data["train"][name]
     assert config.from_dict(data) == hparams_sets.get("transformer_base")()

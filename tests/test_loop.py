@@ -105,3 +105,47 @@ def test_the_non_finite_guard_counts_in_a_row_and_stops_at_the_limit():
     guard.skip(8, float("nan"), "run/ckpt-6")
     with pytest.raises(NonFiniteTrainingError, match=r"step 9: 3 updates in a row .*newest checkpoint: run/ckpt-6"):
         guard.skip(9, float("nan"), "run/ckpt-6")
+
+
+class SlowFirstStep(Script):
+    """The first update traces the step and takes `first_seconds`; the others take one second."""
+
+    def __init__(self, first_seconds):
+        super().__init__()
+        self.first_seconds = first_seconds
+
+    def take_step(self, vote):
+        result = super().take_step(vote)
+        if self.calls == 1:
+            self.now += self.first_seconds - self.seconds_per_step
+        return result
+
+
+def test_the_first_pace_is_measured_early_and_without_the_first_steps_tracing():
+    script, plans = SlowFirstStep(first_seconds=100.0), []
+    clock = TrainingClock(lambda: script.now)
+    clock.start()
+    rules = StopRules(100_000, 1000.0, clock, on_plan=plans.append)
+    rules.start(0)
+    assert plans == [100_000]  # nothing measured yet
+    events = []
+    for _ in range(1 + loop.FIRST_PACE_STEPS):
+        script.take_step(False)
+        rules.updated(script.step)
+        events.append(len(plans))
+    # Planned once the first FIRST_PACE_STEPS after the traced one were timed, at 1 s a step: the budget
+    # leaves 1000 - 100 - 10 seconds, 890 more steps, and a last save at no measured cost yet.
+    assert events[-1] == 2 and events[-2] == 1
+    assert plans[-1] == 1 + loop.FIRST_PACE_STEPS + 890
+
+
+def test_the_first_pace_waits_for_a_progress_line_with_the_papers_schedule():
+    script = SlowFirstStep(first_seconds=100.0)
+    clock = TrainingClock(lambda: script.now)
+    clock.start()
+    rules = StopRules(100_000, 1000.0, clock)  # no on_plan: rsqrt
+    rules.start(0)
+    for _ in range(20):
+        script.take_step(False)
+        rules.updated(script.step)
+    assert rules.last_step == 100_000

@@ -94,6 +94,34 @@ def test_wsd_against_numpy(step, floor_fraction):
     np.testing.assert_allclose(rate_at(schedule, step), expected, rtol=1e-5, atol=1e-12)
 
 
+@pytest.mark.parametrize("last_step", [1000, 20_000])
+@pytest.mark.parametrize("name", ["linear_decay", "wsd"])
+def test_a_warmup_given_as_a_share_of_the_run_against_numpy(name, last_step):
+    schedule, _ = end_aware(name, last_step, 0.0, ",warmup_fraction=0.1,cooldown_fraction=0.2")
+    warmup = 0.1 * last_step
+    for step in (1, warmup // 2, warmup - 1, warmup, warmup + 1, last_step // 2, 0.85 * last_step, last_step - 1,
+                 last_step, last_step + 5):
+        # The peak is still the one warmup_steps (4000) gives, whatever the warmup's length.
+        expected = (linear_decay_lr(step, PEAK, warmup, last_step, 0.0) if name == "linear_decay"
+                    else wsd_lr(step, PEAK, warmup, last_step, 0.2, 0.0))
+        np.testing.assert_allclose(rate_at(schedule, int(step)), expected, rtol=1e-5, atol=1e-12)
+
+
+def test_a_warmup_given_as_a_share_moves_with_the_last_step():
+    schedule, _ = end_aware("linear_decay", 1000, 0.0, ",warmup_fraction=0.1")
+    assert rate_at(schedule, 100) == pytest.approx(PEAK, rel=1e-6)
+    set_last_step(schedule, 3000)  # a faster machine: the same share is 300 steps
+    assert rate_at(schedule, 100) == pytest.approx(PEAK / 3, rel=1e-5)
+    assert rate_at(schedule, 300) == pytest.approx(PEAK, rel=1e-6)
+
+
+def test_rsqrt_ignores_the_warmup_fraction():
+    paper = hparams_sets.get("transformer_base")()
+    with_fraction = apply_overrides(paper, "warmup_fraction=0.5")
+    assert [rate_at(learning_rate_schedule(with_fraction, 100), s) for s in (10, 4000, 9000)] == \
+           [rate_at(learning_rate_schedule(paper, 100), s) for s in (10, 4000, 9000)]
+
+
 def test_new_schedules_peak_where_rsqrt_peaks():
     paper = learning_rate_schedule(hparams_sets.get("transformer_base")())
     for name in ("linear_decay", "wsd"):
@@ -143,7 +171,7 @@ def test_set_last_step_leaves_the_papers_schedule_alone():
 
 @pytest.mark.parametrize("name", ["linear_decay", "wsd"])
 def test_get_config_round_trip(name):
-    schedule, _ = end_aware(name, 12_345, 0.1, ",cooldown_fraction=0.3")
+    schedule, _ = end_aware(name, 12_345, 0.1, ",cooldown_fraction=0.3,warmup_fraction=0.05")
     copy = type(schedule).from_config(schedule.get_config())
     assert copy.get_config() == schedule.get_config()
     assert [rate_at(copy, s) for s in (100, 5000, 12_000, 12_345)] == \

@@ -194,12 +194,13 @@ def test_average_span_outside_0_to_1_and_a_negative_budget_are_user_errors(tmp_p
         make_trainer(tmp_path, train_steps=10, train_minutes=-1.0)
 
 
+@pytest.mark.parametrize("warmup", ["warmup_steps=3", "warmup_steps=50,warmup_fraction=0.25"])
 @pytest.mark.parametrize("schedule", ["linear_decay", "wsd"])
-def test_an_end_aware_schedule_reaches_zero_at_the_last_step_the_budget_allows(tmp_path, schedule):
+def test_an_end_aware_schedule_reaches_zero_at_the_last_step_the_budget_allows(tmp_path, schedule, warmup):
     lines = []
-    # 12 steps of 10 s fit the budget; evaluations take no time on this clock.
+    # 12 steps of 10 s fit the budget; evaluations take no time on this clock. Either warmup is 3 steps.
     trainer = make_trainer(tmp_path, train_steps=1000, log=lines.append, average_last=0,
-                           more_overrides=f",schedule={schedule},warmup_steps=3", train_minutes=12 * SECONDS_PER_STEP / 60,
+                           more_overrides=f",schedule={schedule},{warmup}", train_minutes=12 * SECONDS_PER_STEP / 60,
                            save_checkpoints_steps=5)
     assert trainer.train() is StopReason.TIME_BUDGET
     assert trainer.step == 12

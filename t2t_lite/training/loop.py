@@ -21,6 +21,11 @@ class StopReason(enum.Enum):
     SIGNAL = "signal"  # this process's, or another worker's stop request
 
 
+# The first pace is measured over this many updates after the process's first (which traces the step),
+# not at the first progress line: a warmup given as a share of the run needs the plan from its first steps.
+FIRST_PACE_STEPS = 10
+
+
 class StopRules:
     """When the run is over.
 
@@ -28,8 +33,9 @@ class StopRules:
     that knows the end (`on_plan` given: it moves the schedule's last step), at the planned last step
     (last_step.py), where the rate reaches its floor: the plan is made at the start, revised at every
     progress line and after every evaluation while the run goes on, from the pace the budget's clock
-    measured since the last revision with evaluations left out. A resumed run starts from its average
-    pace (seconds trained / steps) and re-measures its own at its first progress line.
+    measured since the last revision with evaluations left out. A run starts from its average pace
+    (seconds trained / steps; none in a new run) and measures its own over its first FIRST_PACE_STEPS
+    updates after the first.
 
     Args:
       train_steps: the step limit.
@@ -47,6 +53,7 @@ class StopRules:
         self._pace: float | None = None  # seconds per step measured by this process
         self._window = (0.0, 0)  # (seconds trained, step) where the current pace window began
         self._eval_seconds, self._evaluations = 0.0, 0
+        self._traced = False  # whether this process has taken its first update
 
     @property
     def last_step(self) -> int:
@@ -71,6 +78,16 @@ class StopRules:
         """Call when the clock starts: the first plan, from the run's average pace so far."""
         self._window = (self.clock.seconds(), step)
         self._revise(step)
+
+    def updated(self, step: int) -> None:
+        """After every applied update: this process's first pace, early (FIRST_PACE_STEPS)."""
+        if self.on_plan is None or self._pace is not None:
+            return
+        if not self._traced:
+            self._traced = True
+            self._window = (self.clock.seconds(), step)  # the first update's tracing is not the pace
+        elif step - self._window[1] >= FIRST_PACE_STEPS:
+            self.logged(step)
 
     def logged(self, step: int) -> None:
         """At a progress line: the pace of the steps since the last revision, and a new plan."""
@@ -165,6 +182,7 @@ def run(take_step: Callable[[bool], StepResult], current_step: Callable[[], int]
             continue
         step = current_step()
         hooks.updated(step, result)
+        rules.updated(step)
         if step % log_every == 0:
             rules.logged(step)  # first, so the line shows the plan this step's pace made
             hooks.log(step)

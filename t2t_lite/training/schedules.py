@@ -36,8 +36,10 @@ class EndAwareSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warmup to the peak, then (after a constant stretch) linearly down to the floor at the last step.
 
     lr(s) = min(peak * min(s, last) / warmup, floor + (peak - floor) * clip((last - s) / cooldown, 0, 1)), where
-    peak = constant * d_model^-0.5 * warmup^-0.5 is the paper's schedule's highest rate (at the end of
-    its warmup), so a set that switches from it keeps its peak; floor = min_fraction * peak. The rate is
+    peak = constant * d_model^-0.5 * warmup_steps^-0.5 is the paper's schedule's highest rate (at the end of
+    its warmup), so a set that switches from it keeps its peak; floor = min_fraction * peak. The warmup is
+    warmup_steps, or with warmup_fraction > 0 that share of the run (of last): a short budget then spends
+    the same share warming up as a long one, on a fast CPU or a slow one. The rate is
     the floor at the last step (or the warmup's rate there, if that is lower: a run that ends early in its
     warmup) and stays there after it. The cooldown (subclasses) is at least one step.
 
@@ -51,18 +53,25 @@ class EndAwareSchedule(keras.optimizers.schedules.LearningRateSchedule):
       last_step: the step training is planned to end at.
       constant: multiplier of the peak, as NoamSchedule's.
       min_fraction: the floor as a fraction of the peak (0: decay to zero).
+      warmup_fraction: 0, or the warmup's share of the run in (0, 1).
     """
 
     def __init__(self, d_model: int, warmup_steps: int, last_step: int, constant: float = 1.0,
-                 min_fraction: float = 0.0):
+                 min_fraction: float = 0.0, warmup_fraction: float = 0.0):
         self.d_model, self.warmup_steps, self.constant = d_model, warmup_steps, constant
-        self.min_fraction = min_fraction
+        self.min_fraction, self.warmup_fraction = min_fraction, warmup_fraction
         # Not trainable and not checkpointed: the loop re-derives it when a run resumes.
         self.last_step = tf.Variable(last_step, dtype=tf.int64, trainable=False, name="last_step")
 
     @property
     def peak(self) -> float:
         return self.constant * self.d_model**-0.5 * self.warmup_steps**-0.5
+
+    def warmup_length(self, last):
+        """The steps of the warmup in a run ending at `last` (a float tensor)."""
+        if self.warmup_fraction > 0:
+            return ops.maximum(self.warmup_fraction * last, 1.0)
+        return ops.convert_to_tensor(float(self.warmup_steps))
 
     def cooldown_steps(self, last):
         """The steps over which the rate falls from the peak to the floor, ending at `last` (a float tensor)."""
@@ -73,13 +82,13 @@ class EndAwareSchedule(keras.optimizers.schedules.LearningRateSchedule):
         last = ops.cast(self.last_step, "float32")
         peak, floor = self.peak, self.min_fraction * self.peak
         # Steps past the last one keep its rate: the warmup line must not climb again there.
-        warming = peak * ops.minimum(step, last) / float(self.warmup_steps)
+        warming = peak * ops.minimum(step, last) / self.warmup_length(last)
         cooling = floor + (peak - floor) * ops.clip((last - step) / self.cooldown_steps(last), 0.0, 1.0)
         return ops.minimum(warming, cooling)
 
     def get_config(self):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "last_step": int(self.last_step.numpy()),
-                "constant": self.constant, "min_fraction": self.min_fraction}
+                "constant": self.constant, "min_fraction": self.min_fraction, "warmup_fraction": self.warmup_fraction}
 
 
 class LinearDecaySchedule(EndAwareSchedule):
@@ -89,7 +98,7 @@ class LinearDecaySchedule(EndAwareSchedule):
     """
 
     def cooldown_steps(self, last):
-        return ops.maximum(last - float(self.warmup_steps), 1.0)
+        return ops.maximum(last - self.warmup_length(last), 1.0)
 
 
 class WarmupStableDecaySchedule(EndAwareSchedule):
@@ -104,8 +113,8 @@ class WarmupStableDecaySchedule(EndAwareSchedule):
     """
 
     def __init__(self, d_model: int, warmup_steps: int, last_step: int, constant: float = 1.0,
-                 min_fraction: float = 0.0, cooldown_fraction: float = 0.2):
-        super().__init__(d_model, warmup_steps, last_step, constant, min_fraction)
+                 min_fraction: float = 0.0, warmup_fraction: float = 0.0, cooldown_fraction: float = 0.2):
+        super().__init__(d_model, warmup_steps, last_step, constant, min_fraction, warmup_fraction)
         self.cooldown_fraction = cooldown_fraction
 
     def cooldown_steps(self, last):

@@ -21,7 +21,7 @@ def learning_rate_schedule(hparams: HParams, last_step: int | None = None) -> Le
 
     Args:
       hparams: model.d_model and train's schedule, warmup_steps, learning_rate_constant,
-        min_learning_rate_fraction and cooldown_fraction.
+        min_learning_rate_fraction, warmup_fraction and cooldown_fraction.
       last_step: where linear_decay and wsd reach their floor; the training loop moves it
         (schedules.set_last_step). Default hparams.train.train_steps; rsqrt ignores it.
     """
@@ -31,9 +31,9 @@ def learning_rate_schedule(hparams: HParams, last_step: int | None = None) -> Le
     last_step = t.train_steps if last_step is None else last_step
     if t.schedule == "linear_decay":
         return LinearDecaySchedule(d_model, t.warmup_steps, last_step, t.learning_rate_constant,
-                                   t.min_learning_rate_fraction)
+                                   t.min_learning_rate_fraction, t.warmup_fraction)
     return WarmupStableDecaySchedule(d_model, t.warmup_steps, last_step, t.learning_rate_constant,
-                                     t.min_learning_rate_fraction, t.cooldown_fraction)
+                                     t.min_learning_rate_fraction, t.warmup_fraction, t.cooldown_fraction)
 
 
 def make_optimizer(hparams: HParams, schedule: LearningRateSchedule | None = None) -> keras.optimizers.Optimizer:
