@@ -126,8 +126,14 @@ def transformer_small_data() -> HParams:
     - 3+3 layers, d_model 256, d_ff 1024, 4 heads (~7.6M parameters with an 8k vocabulary): the protocol's
       size; a base model (60M) has far more capacity than 30k pairs can fill and takes 8x longer per step.
     - norm_position "pre" (from transformer_base_v3): trains without the long warmup post-norm needs.
-    - learning_rate_constant 0.5, warmup_steps 1000: a peak of 9.9e-4 at step 1000, the peer's run 2; its run 1
-      with constant 2.0 (peak 4e-3) stalled at a loss of ~4.3, so small batches want a low peak.
+    - schedule linear_decay with warmup_fraction 0.1: warm up over the first tenth of the run, then
+      straight down to zero at its last step, which under --train_minutes is where the budget is estimated
+      to run out; a tenth, not a step count, so a slow CPU and a fast one both spend a tenth of the budget
+      warming up. Chosen on val in 10- and 35-minute Multi30k runs against the paper's rsqrt with warmups of
+      1000 and 400 (docs/performance.md).
+    - learning_rate_constant 0.5, warmup_steps 200: with warmup_fraction these only set the peak,
+      0.5 * 256^-0.5 * 200^-0.5 = 2.2e-3; 1.6e-3 lost 2.9 val BLEU at 10 minutes, as a short run's progress
+      is limited by its rate. The peer's run 1 with constant 2.0 (peak 4e-3, rsqrt) stalled at a loss of ~4.3.
     - dropout, attention_dropout and relu_dropout 0.1: the peer's; 30k pairs are seen ~20 times in 35
       minutes, so the model overfits without them (0.2-0.3 is the usual next step for much longer runs).
     - label_smoothing 0.1: the paper's and the peer's.
@@ -141,5 +147,6 @@ def transformer_small_data() -> HParams:
     return _derive(transformer_base_v3(),
                    model=dict(num_encoder_layers=3, num_decoder_layers=3, d_model=256, d_ff=1024, num_heads=4,
                               dropout=0.1, attention_dropout=0.1, relu_dropout=0.1),
-                   train=dict(learning_rate_constant=0.5, warmup_steps=1000, label_smoothing=0.1, batch_size=4096,
+                   train=dict(schedule="linear_decay", warmup_fraction=0.1, learning_rate_constant=0.5,
+                              warmup_steps=200, label_smoothing=0.1, batch_size=4096,
                               train_steps=5000, average_last_checkpoints=5, average_span=0.1))

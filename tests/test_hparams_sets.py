@@ -12,17 +12,19 @@ def test_small_data_set_is_registered_with_the_multi30k_protocol_values():
     m, t = hparams.model, hparams.train
     assert (m.num_encoder_layers, m.num_decoder_layers, m.d_model, m.d_ff, m.num_heads) == (3, 3, 256, 1024, 4)
     assert (m.norm_position, m.dropout, m.attention_dropout, m.relu_dropout) == ("pre", 0.1, 0.1, 0.1)
-    assert (t.learning_rate_constant, t.warmup_steps, t.label_smoothing, t.batch_size) == (0.5, 1000, 0.1, 4096)
+    assert (t.schedule, t.warmup_fraction, t.min_learning_rate_fraction) == ("linear_decay", 0.1, 0.0)
+    assert (t.learning_rate_constant, t.warmup_steps, t.label_smoothing, t.batch_size) == (0.5, 200, 0.1, 4096)
     assert (t.train_steps, t.average_last_checkpoints, t.average_span) == (5000, 5, 0.1)
     # The peak learning rate the docstring promises: constant * d^-0.5 * warmup^-0.5.
-    assert abs(t.learning_rate_constant * 256 ** -0.5 * t.warmup_steps ** -0.5 - 9.9e-4) < 1e-5
+    assert abs(t.learning_rate_constant * 256 ** -0.5 * t.warmup_steps ** -0.5 - 2.2e-3) < 1e-5
     assert config.validate(hparams) is hparams
 
 
 def test_small_data_docstring_gives_a_reason_for_every_setting():
     doc = hparams_sets.get("transformer_small_data").__doc__
     for value in ("3+3 layers", "d_model 256", "d_ff 1024", "4 heads", "learning_rate_constant 0.5",
-                  "warmup_steps 1000", "dropout", "label_smoothing 0.1", "batch_size 4096", "average_span 0.1"):
+                  "warmup_steps 200", "schedule linear_decay", "warmup_fraction 0.1", "dropout",
+                  "label_smoothing 0.1", "batch_size 4096", "average_span 0.1"):
         assert value in doc, value
 
 

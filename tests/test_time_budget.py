@@ -211,6 +211,7 @@ def test_an_end_aware_schedule_reaches_zero_at_the_last_step_the_budget_allows(t
     # Every progress line shows the step the budget allows, the first too (from the pace up to it), not train_steps.
     planned = [line.split()[1] for line in lines if line.startswith("step ") and "/" in line.split()[1]]
     assert planned == [f"{s}/12" for s in range(1, 13)]
+    assert f"learning rate: {max(rates):.3e} at its highest, 0.000e+00 on the last update (step 12)" in lines
 
 
 def test_the_papers_schedule_still_stops_on_the_clock(tmp_path):

@@ -217,6 +217,10 @@ class Trainer:
             return
         self.log(f"trained steps {start_step + 1}-{self.step}: {self.tokens_trained:,.0f} target tokens; "
                  f"{hms(self.clock.seconds())} of training in this run directory")
+        # Update s used the schedule at s - 1; an end-aware schedule is read with the last step it ended at.
+        rates = keras.ops.convert_to_numpy(self.schedule(tf.range(self.step, dtype=tf.int64)))
+        self.log(f"learning rate: {rates.max():.3e} at its highest, {rates[-1]:.3e} on the last update "
+                 f"(step {self.step})")
         if averaging is not None:
             averaging.save(self.step)  # the end of training is always the last one averaged
         if self.is_chief:
