@@ -129,8 +129,8 @@ def transformer_small_data() -> HParams:
     - schedule linear_decay with warmup_fraction 0.1: warm up over the first tenth of the run, then
       straight down to zero at its last step, which under --train_minutes is where the budget is estimated
       to run out; a tenth, not a step count, so a slow CPU and a fast one both spend a tenth of the budget
-      warming up. Chosen on val in 10- and 35-minute Multi30k runs against the paper's rsqrt with warmups of
-      1000 and 400 (docs/performance.md).
+      warming up. Chosen on val in 10- and 35-minute Multi30k runs against the paper's rsqrt with a
+      400-step warmup (docs/performance.md).
     - learning_rate_constant 0.5, warmup_steps 200: with warmup_fraction these only set the peak,
       0.5 * 256^-0.5 * 200^-0.5 = 2.2e-3; 1.6e-3 lost 2.9 val BLEU at 10 minutes, as a short run's progress
       is limited by its rate. The peer's run 1 with constant 2.0 (peak 4e-3, rsqrt) stalled at a loss of ~4.3.
