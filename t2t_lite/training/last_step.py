@@ -15,10 +15,9 @@ it is taken. Under train_steps alone it is train_steps. Under a time budget it i
 The plan never ends before step + 1: a revision cannot end the run at a step already taken, whose rate
 was not the floor. The loop revises the plan at every log interval, after every evaluation and once early,
 after its first few updates (loop.FIRST_PACE_STEPS), while the run goes on (never once its last step is
-reached), and stops when the step reaches the plan's last step
-(should_stop), not when the clock runs out: the schedule then reaches its floor at the last step actually
-taken, and the budget is met within the estimate's error over the steps since the last revision (at most
-one log interval).
+reached), and stops when the step reaches the plan's last step (should_stop), not when the clock runs
+out: the schedule then reaches its floor at the last step actually taken, and the budget is met within
+the estimate's error over the steps since the last revision (at most one log interval).
 
 Across a resume the seconds trained come back from the checkpoint's clock, so what is left of the budget
 continues from there. Given the same measurements, a plan re-derived at the restored step equals the one
