@@ -1,6 +1,8 @@
-"""Inference is layered one way: decoding/ below the Translator, the Translator below the line-I/O commands.
+"""Imports flow one way: the library below problems/, hparams/ and bin/; inside it, decoding/ below the
+Translator, the Translator below the line-I/O commands, training below neither.
 
 Every import of every module is read with `ast`, those inside functions included (lazy imports hid a circle once).
+The registry finds the bundled problems and sets by name at its first lookup (importlib), not by an import.
 """
 import ast
 import pathlib
@@ -9,9 +11,15 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "t2t_lite"
 TRANSLATOR, LINE_IO = "t2t_lite.translator", "t2t_lite.lines"
-# Each directory under t2t_lite/ and the modules its code must not import (a module or anything under it).
+# What sits above the library (installed as t2t_lite.problems, .hparams and .bin) and absl's flags, which only
+# the commands parse.
+ABOVE_THE_LIBRARY = ("t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.bin", "absl.flags")
+# Each directory or module under t2t_lite/ ("." is all of it) and the modules its code must not import (a module
+# or anything under it).
 FORBIDDEN = {
+    ".": ABOVE_THE_LIBRARY,
     "decoding": (TRANSLATOR, LINE_IO),
+    "translator.py": (LINE_IO,),
     "training": (TRANSLATOR, LINE_IO, "t2t_lite.bin"),
 }
 
@@ -39,8 +47,9 @@ def imported_modules(source: str, module: str) -> set[str]:
 def violations(root: pathlib.Path, forbidden: dict[str, tuple[str, ...]]) -> list[str]:
     """"path: imports name" for every forbidden import under root (a t2t_lite package directory)."""
     found = []
-    for directory, banned in forbidden.items():
-        for path in sorted((root / directory).rglob("*.py")):
+    for place, banned in forbidden.items():
+        paths = [root / place] if place.endswith(".py") else sorted((root / place).rglob("*.py"))
+        for path in paths:
             module = ".".join(("t2t_lite",) + path.relative_to(root).with_suffix("").parts)
             for name in sorted(imported_modules(path.read_text(encoding="utf-8"), module)):
                 if any(name == ban or name.startswith(ban + ".") for ban in banned):
@@ -48,8 +57,16 @@ def violations(root: pathlib.Path, forbidden: dict[str, tuple[str, ...]]) -> lis
     return found
 
 
-def test_decoding_and_training_import_nothing_above_them():
+def test_the_library_decoding_the_translator_and_training_import_nothing_above_them():
+    assert all((PACKAGE / place).exists() for place in FORBIDDEN)
     assert violations(PACKAGE, FORBIDDEN) == []
+
+
+def make_library(root: pathlib.Path) -> None:
+    """The places FORBIDDEN names, empty, under root."""
+    for directory in ("decoding", "training"):
+        (root / directory).mkdir()
+    (root / "translator.py").write_text("import numpy\n", encoding="utf-8")
 
 
 @pytest.mark.parametrize("code", [
@@ -60,11 +77,30 @@ def test_decoding_and_training_import_nothing_above_them():
     "from t2t_lite.bin.run_flags import run_request\n",
 ])
 def test_the_check_finds_a_planted_import(tmp_path, code):
-    for directory in FORBIDDEN:
-        (tmp_path / directory).mkdir()
+    make_library(tmp_path)
     planted = tmp_path / "training" / "planted.py"
     planted.write_text(code, encoding="utf-8")
     assert {line.split(":")[0] for line in violations(tmp_path, FORBIDDEN)} == {"training/planted.py"}
+
+
+@pytest.mark.parametrize("path, code, name", [
+    ("translator.py", "def lazy():\n    from t2t_lite import lines\n", "t2t_lite.lines"),
+    ("translator.py", "from .lines import decode_file\n", "t2t_lite.lines"),
+    ("run.py", "import t2t_lite.problems\n", "t2t_lite.problems"),
+    ("export/exporter.py", "from t2t_lite.hparams import transformer\n", "t2t_lite.hparams.transformer"),
+    ("data/problem.py", "def lazy():\n    from .. import hparams\n", "t2t_lite.hparams"),
+    ("metrics/bleu.py", "from absl import flags\n", "absl.flags"),
+    ("config.py", "from absl.flags import FLAGS\n", "absl.flags.FLAGS"),
+    ("models/transformer.py", "from t2t_lite.bin import run_flags\n", "t2t_lite.bin.run_flags"),
+])
+def test_the_check_finds_the_translator_reading_lines_and_the_library_reading_what_sits_above_it(
+        tmp_path, path, code, name):
+    make_library(tmp_path)
+    planted = tmp_path / path
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_text(code, encoding="utf-8")
+    found = violations(tmp_path, FORBIDDEN)
+    assert f"{path}: imports {name}" in found and {line.split(":")[0] for line in found} == {path}
 
 
 def test_the_check_lets_allowed_imports_through(tmp_path):
