@@ -265,9 +265,15 @@ def test_forced_length_makes_every_output_exactly_that_long(run, beam_size):
     free = Decoder(model, decode).decode(inputs)[0].numpy()
     assert (free[:, 0] == 1).any(axis=-1).all()  # left alone, the trained model stops early
     nine = np.full([2], 9, np.int32)
-    forced = Decoder(model, decode).search(inputs, nine, min_lengths=nine)[0].numpy()  # [B, K, 9]
-    assert forced.shape[-1] == 9
-    assert (forced[:, :, :8] != 1).all()  # no EOS before position 9
+    forced, scores = Decoder(model, decode).search(inputs, nine, min_lengths=nine)
+    forced, scores = forced.numpy(), scores.numpy()  # [B, K, 9], [B, K]
+    assert forced.shape == (2, beam_size, 9)
+    # Each output's own length: up to and with its EOS, or its tokens before any PAD when it has no EOS.
+    has_eos = (forced == 1).any(axis=-1)  # [B, K]
+    lengths = np.where(has_eos, (forced == 1).argmax(axis=-1) + 1, (forced != 0).cumprod(axis=-1).sum(axis=-1))
+    assert (lengths == 9).all(), lengths
+    assert (forced[:, :, :8] > 1).all()  # 8 real tokens: neither EOS nor PAD before position 9
+    assert np.isfinite(scores).all()  # every slot holds a hypothesis (an empty one scores -inf)
 
 
 @pytest.mark.parametrize("precision, compute_dtype", [("mixed_bfloat16", "bfloat16"), ("mixed_float16", "float16")])
