@@ -1,4 +1,4 @@
-"""The planned last step: against brute force, and in a simulated training loop with scripted step times."""
+"""The planned last step: against brute force, and in the real training loop with scripted updates and clock."""
 import dataclasses
 from collections.abc import Callable
 
@@ -6,9 +6,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from t2t_lite.training import loop
 from t2t_lite.training.last_step import LastStepPlan, plan_last_step, saves_after, should_stop
-from t2t_lite.training.loop import FIRST_PACE_STEPS
+from t2t_lite.training.loop import StopReason, StopRules
 from t2t_lite.training.schedules import LinearDecaySchedule, WarmupStableDecaySchedule, set_last_step
+from t2t_lite.training.signals import StopRequest
+from t2t_lite.training.steps import StepResult
+from t2t_lite.training.time_budget import PaceRecord, TrainingClock
 
 
 def brute_force_last_step(train_steps, step, budget, seconds_trained, seconds_per_step, eval_seconds, save_every):
@@ -60,18 +64,7 @@ def test_saves_after_counts_multiples_and_the_final_save():
 
 
 @dataclasses.dataclass
-class Checkpoint:
-    """What the simulated loop saves: the step, the clock, and the plan's two measurements."""
-
-    step: int = 0
-    seconds: float = 0.0
-    seconds_per_step: float | None = None
-    eval_seconds: float = 0.0
-    evaluations: int = 0
-
-
-@dataclasses.dataclass
-class SimulatedRun:
+class ScriptedRun:
     """Scripted timings of a run under a time budget."""
 
     budget: float = 1000.0
@@ -87,60 +80,67 @@ class SimulatedRun:
 @dataclasses.dataclass
 class Outcome:
     rates: dict  # step -> the learning rate that update used
-    state: Checkpoint  # where the process ended, its clock including the evaluations it finished
-    saved: Checkpoint  # its newest checkpoint
+    step: int  # where the process ended
+    seconds: float  # its clock, including the evaluations it finished
+    reason: StopReason | None  # None: killed
 
 
-def simulate(run: SimulatedRun, resume_from: Checkpoint | None = None, stop_at: int | None = None,
-             kill_after_saving: int | None = None) -> Outcome:
-    """The training loop's use of the plan (no model): what the trainer does, in the same order.
+class Killed(Exception):
+    """The process died (after a save, before its evaluation)."""
 
-    stop_at: a signal at that step: save (no evaluation) and stop. kill_after_saving: the process dies
-    after the save at that step, before its evaluation.
+
+def train(run: ScriptedRun, directory, stop_after: int | None = None,
+          kill_after_saving: int | None = None) -> Outcome:
+    """The real loop (loop.run, StopRules, TrainingClock, PaceRecord, the schedule) with scripted updates.
+
+    No model: an update moves the step and the clock. Each save writes the step, the clock and the pace record
+    to `directory` with tf.train.Checkpoint, and a process restores them from the newest, as the trainer does.
+    stop_after: a signal after that update (the next one is applied, then saved without evaluating, as the
+    trainer does). kill_after_saving: the process dies after the save at that step, before its evaluation.
     """
     schedule_class = LinearDecaySchedule if run.schedule == "linear_decay" else WarmupStableDecaySchedule
     schedule = schedule_class(d_model=512, warmup_steps=100, last_step=run.train_steps,
                               warmup_fraction=run.warmup_fraction)
     rate = tf.function(schedule, input_signature=[tf.TensorSpec([], tf.int64)])
-    state = dataclasses.replace(resume_from or Checkpoint())
-    saved = dataclasses.replace(state)
+    now = [5000.0]  # a new process's monotonic clock starts anywhere
+    step = tf.Variable(0, dtype=tf.int64)
+    clock, pace = TrainingClock(lambda: now[0]), PaceRecord()
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step, clock=clock.variable, pace=pace),
+                                         str(directory), max_to_keep=2)
+    if manager.latest_checkpoint:
+        manager.checkpoint.restore(manager.latest_checkpoint).expect_partial()  # an old one lacks the pace
+    rules = StopRules(run.train_steps, run.budget, clock, run.save_every,
+                      on_plan=lambda last: set_last_step(schedule, last), pace=pace)
+    request, rates = StopRequest(), {}
 
-    def revise() -> LastStepPlan:
-        plan = plan_last_step(run.train_steps, state.step, run.budget, state.seconds, state.seconds_per_step,
-                              state.eval_seconds, run.save_every)
-        set_last_step(schedule, plan.last_step)
-        return plan
+    def take_step(vote: bool) -> StepResult:
+        rates[int(step) + 1] = float(rate(step))
+        step.assign_add(1)
+        now[0] += run.step_seconds(int(step))
+        if int(step) == stop_after:
+            request.signal_name = "SIGTERM"
+        return StepResult(loss=1.0, tokens=1.0, stop=vote, skipped=False)
 
-    plan, rates, window_steps, window_seconds = revise(), {}, 0, 0.0
-    traced, own_pace = False, False  # this process: its first update taken, its pace measured
-    while not should_stop(state.step, plan):
-        rates[state.step + 1] = float(rate(tf.constant(state.step, tf.int64)))
-        seconds = run.step_seconds(state.step + 1)
-        state.step, state.seconds = state.step + 1, state.seconds + seconds
-        window_steps, window_seconds = window_steps + 1, window_seconds + seconds
-        measured = state.step % run.log_every == 0
-        if not own_pace:  # the first pace: FIRST_PACE_STEPS updates after the first (which traces)
-            if not traced:
-                traced, window_steps, window_seconds = True, 0, 0.0
-            elif window_steps >= FIRST_PACE_STEPS:
-                measured = True
-        if measured and window_steps:
-            state.seconds_per_step, window_steps, window_seconds = window_seconds / window_steps, 0, 0.0
-            own_pace = True
-        if state.step == stop_at:
-            return Outcome(rates, state, dataclasses.replace(state))
-        ending = should_stop(state.step, plan)
-        if state.step % run.save_every == 0 or ending:
-            saved = dataclasses.replace(state)
-            if state.step == kill_after_saving:
-                return Outcome(rates, state, saved)
-            state.seconds += run.eval_cost
-            state.evaluations += 1
-            state.eval_seconds += (run.eval_cost - state.eval_seconds) / state.evaluations
-            window_steps, window_seconds, measured = 0, 0.0, True  # evaluations stay out of the pace
-        if measured and not ending:
-            plan = revise()
-    return Outcome(rates, state, saved)
+    def checkpoint(at: int) -> bool:
+        clock.record()
+        manager.save(checkpoint_number=at)
+        if at == kill_after_saving:
+            raise Killed
+        now[0] += run.eval_cost
+        return False
+
+    hooks = loop.Hooks(updated=lambda at, result: None, log=lambda at: None, checkpoint=checkpoint,
+                       skipped=lambda at, loss: None)
+    clock.start()
+    try:
+        reason = loop.run(take_step, lambda: int(step), rules, run.save_every, run.log_every, hooks, request,
+                          several_workers=False)
+    except Killed:
+        return Outcome(rates, int(step), clock.seconds(), None)
+    if reason is StopReason.SIGNAL:
+        clock.record()
+        manager.save(checkpoint_number=int(step))
+    return Outcome(rates, int(step), clock.seconds(), reason)
 
 
 def floor_rate(outcome: Outcome) -> float:
@@ -148,57 +148,57 @@ def floor_rate(outcome: Outcome) -> float:
 
 
 @pytest.mark.parametrize("schedule", ["linear_decay", "wsd"])
-def test_a_budgeted_run_ends_at_its_plan_with_the_rate_at_zero(schedule):
+def test_a_budgeted_run_ends_at_its_plan_with_the_rate_at_zero(schedule, tmp_path):
     # Steps alternate 0.75 s and 1.25 s; the budget is 1000 s; each save with its evaluation costs 20 s.
-    run = SimulatedRun(step_seconds=lambda step: 0.75 if step % 2 else 1.25, schedule=schedule)
-    outcome = simulate(run)
+    run = ScriptedRun(step_seconds=lambda step: 0.75 if step % 2 else 1.25, schedule=schedule)
+    outcome = train(run, tmp_path)
     last = max(outcome.rates)
     # Saves at 250, 500, 750 and the last step: L + 4 * 20 <= 1000 at 1 s a step.
-    assert last == 920 and outcome.saved.step == 920
+    assert last == 920 and outcome.step == 920 and tf.train.latest_checkpoint(str(tmp_path)).endswith("-920")
     assert outcome.rates[last] == 0.0 and max(outcome.rates.values()) > 0.0
     assert all(rate > 0 for step, rate in outcome.rates.items() if step < last)
-    assert outcome.state.seconds == pytest.approx(run.budget, abs=1.25)  # the last evaluation ends on time
+    assert outcome.seconds == pytest.approx(run.budget, abs=1.25)  # the last evaluation ends on time
 
 
-def test_evaluations_are_accounted_for():
-    quick = simulate(SimulatedRun(eval_cost=0.0))
-    slow = simulate(SimulatedRun(eval_cost=50.0))
+def test_evaluations_are_accounted_for(tmp_path):
+    quick = train(ScriptedRun(eval_cost=0.0), tmp_path / "quick")
+    slow = train(ScriptedRun(eval_cost=50.0), tmp_path / "slow")
     # 1 s a step: 1000 steps without evaluation costs; with 50 s ones, L + 50 * saves(L) <= 1000.
     assert (max(quick.rates), max(slow.rates)) == (1000, 800)
-    assert slow.state.seconds == pytest.approx(1000.0) and quick.state.seconds == pytest.approx(1000.0)
+    assert slow.seconds == pytest.approx(1000.0) and quick.seconds == pytest.approx(1000.0)
     assert floor_rate(quick) == floor_rate(slow) == 0.0
 
 
-def test_a_slowing_run_meets_its_budget_within_one_log_interval():
+def test_a_slowing_run_meets_its_budget_within_one_log_interval(tmp_path):
     # The pace drops from 1 s to 1.3 s a step at step 400; each revision measures the last log interval.
-    run = SimulatedRun(step_seconds=lambda step: 1.0 if step <= 400 else 1.3)
-    outcome = simulate(run)
+    run = ScriptedRun(step_seconds=lambda step: 1.0 if step <= 400 else 1.3)
+    outcome = train(run, tmp_path)
     assert floor_rate(outcome) == 0.0
-    assert abs(outcome.state.seconds - run.budget) <= run.log_every * 0.3
+    assert abs(outcome.seconds - run.budget) <= run.log_every * 0.3
 
 
-def test_without_a_budget_the_run_ends_at_train_steps_with_the_rate_at_zero():
-    outcome = simulate(SimulatedRun(budget=0.0, train_steps=300))
-    assert max(outcome.rates) == 300 and floor_rate(outcome) == 0.0
+def test_without_a_budget_the_run_ends_at_train_steps_with_the_rate_at_zero(tmp_path):
+    outcome = train(ScriptedRun(budget=0.0, train_steps=300), tmp_path)
+    assert max(outcome.rates) == 300 and outcome.reason is StopReason.STEPS and floor_rate(outcome) == 0.0
 
 
 @pytest.mark.parametrize("warmup_fraction", [0.0, 0.1])
 @pytest.mark.parametrize("schedule", ["linear_decay", "wsd"])
-def test_a_run_stopped_and_resumed_follows_the_same_schedule(schedule, warmup_fraction):
-    run = SimulatedRun(step_seconds=lambda step: 0.5, schedule=schedule, budget=600.0, warmup_fraction=warmup_fraction)
-    whole = simulate(run)
-    first = simulate(run, stop_at=333)  # a signal between two log lines: saved without evaluating
-    second = simulate(run, resume_from=first.saved)
-    assert max(first.rates) == 333 and min(second.rates) == 334
+def test_a_run_stopped_and_resumed_follows_the_same_schedule(schedule, warmup_fraction, tmp_path):
+    run = ScriptedRun(step_seconds=lambda step: 0.5, schedule=schedule, budget=600.0, warmup_fraction=warmup_fraction)
+    whole = train(run, tmp_path / "whole")
+    first = train(run, tmp_path / "resumed", stop_after=332)  # stops at 333, between two log lines: no evaluation
+    second = train(run, tmp_path / "resumed")
+    assert first.reason is StopReason.SIGNAL and max(first.rates) == 333 and min(second.rates) == 334
     assert {**first.rates, **second.rates} == whole.rates
-    assert second.state.seconds == whole.state.seconds and floor_rate(second) == 0.0
+    assert second.seconds == whole.seconds and floor_rate(second) == 0.0
 
 
-def test_a_run_with_uneven_steps_resumes_on_the_same_schedule_within_the_estimates_error():
-    run = SimulatedRun(step_seconds=lambda step: 0.75 if step % 2 else 1.25)
-    whole = simulate(run)
-    first = simulate(run, stop_at=333)
-    second = simulate(run, resume_from=first.saved)
+def test_a_run_with_uneven_steps_resumes_on_the_same_schedule_within_the_estimates_error(tmp_path):
+    run = ScriptedRun(step_seconds=lambda step: 0.75 if step % 2 else 1.25)
+    whole = train(run, tmp_path / "whole")
+    first = train(run, tmp_path / "resumed", stop_after=332)
+    second = train(run, tmp_path / "resumed")
     resumed = {**first.rates, **second.rates}
     last = max(whole.rates)
     assert abs(max(resumed) - last) <= 1 and floor_rate(second) == 0.0
@@ -212,19 +212,23 @@ def test_a_run_with_uneven_steps_resumes_on_the_same_schedule_within_the_estimat
     assert np.all(differences <= one_step)
 
 
-def test_a_run_killed_after_a_save_plans_with_the_time_its_clock_kept():
-    run = SimulatedRun()
-    whole = simulate(run)
-    first = simulate(run, kill_after_saving=500)  # the evaluation at 500 is lost, and so are its 20 s
-    second = simulate(run, resume_from=first.saved)
-    assert max(second.rates) == max(whole.rates) + 20 and floor_rate(second) == 0.0
-    assert second.state.seconds == pytest.approx(run.budget)  # as its clock counts
+def test_a_run_killed_after_a_save_plans_with_the_time_its_clock_kept(tmp_path):
+    run = ScriptedRun()
+    whole = train(run, tmp_path / "whole")
+    first = train(run, tmp_path / "resumed", kill_after_saving=500)  # the evaluation at 500 is lost, and its 20 s
+    second = train(run, tmp_path / "resumed")
+    assert first.reason is None and max(second.rates) == max(whole.rates) + 20 and floor_rate(second) == 0.0
+    assert second.seconds == pytest.approx(run.budget)  # as its clock counts
 
 
-def test_a_checkpoint_without_measurements_resumes_at_the_runs_average_pace():
-    run = SimulatedRun(step_seconds=lambda step: 0.75 if step % 2 else 1.25)
-    first = simulate(run, stop_at=333)
-    old = dataclasses.replace(first.saved, seconds_per_step=None, eval_seconds=0.0, evaluations=0)
-    second = simulate(run, resume_from=old)
-    assert floor_rate(second) == 0.0
-    assert abs(second.state.seconds - run.budget) <= 1.25
+def test_a_checkpoint_without_measurements_resumes_at_the_runs_average_pace(tmp_path):
+    run = ScriptedRun(step_seconds=lambda step: 0.75 if step % 2 else 1.25)
+    train(run, tmp_path, stop_after=332)
+    # As a checkpoint written before the pace was kept: the step and the clock only.
+    step, seconds = tf.Variable(0, dtype=tf.int64), tf.Variable(0.0, dtype=tf.float64)
+    tf.train.Checkpoint(step=step, clock=seconds).restore(tf.train.latest_checkpoint(str(tmp_path))).expect_partial()
+    old = tmp_path / "old"
+    tf.train.CheckpointManager(tf.train.Checkpoint(step=step, clock=seconds), str(old), 1).save(int(step))
+    second = train(run, old)
+    assert min(second.rates) == 334 and floor_rate(second) == 0.0
+    assert abs(second.seconds - run.budget) <= 1.25

@@ -125,27 +125,14 @@ def test_the_first_pace_is_measured_early_and_without_the_first_steps_tracing():
     script, plans = SlowFirstStep(first_seconds=100.0), []
     clock = TrainingClock(lambda: script.now)
     clock.start()
-    rules = StopRules(100_000, 1000.0, clock, on_plan=plans.append)
-    rules.start(0)
-    assert plans == [100_000]  # nothing measured yet
-    events = []
-    for _ in range(1 + loop.FIRST_PACE_STEPS):
-        script.take_step(False)
-        rules.updated(script.step)
-        events.append(len(plans))
-    # Planned once the first FIRST_PACE_STEPS after the traced one were timed, at 1 s a step: the budget
-    # leaves 1000 - 100 - 10 seconds, 890 more steps, and a last save at no measured cost yet.
-    assert events[-1] == 2 and events[-2] == 1
-    assert plans[-1] == 1 + loop.FIRST_PACE_STEPS + 890
-
-
-def test_the_first_pace_waits_for_a_progress_line_with_the_papers_schedule():
-    script = SlowFirstStep(first_seconds=100.0)
-    clock = TrainingClock(lambda: script.now)
-    clock.start()
-    rules = StopRules(100_000, 1000.0, clock)  # no on_plan: rsqrt
-    rules.start(0)
-    for _ in range(20):
-        script.take_step(False)
-        rules.updated(script.step)
-    assert rules.last_step == 100_000
+    rules = StopRules(100_000, 1000.0, clock, save_every=1000,
+                      on_plan=lambda last: plans.append((script.step, last)))
+    # No progress line or save before the end: only the early pace can move the plan.
+    reason = loop.run(script.take_step, lambda: script.step, rules, save_every=1000, log_every=1000,
+                      hooks=script.hooks(), stop=script.request, several_workers=False)
+    # Nothing measured at the start; then planned once the FIRST_PACE_STEPS updates after the traced one were
+    # timed, at 1 s a step: the budget leaves 1000 - 100 - 10 seconds, 890 more steps (a last save of no
+    # measured cost yet), and the run ends there, on its budget.
+    first_measured = 1 + loop.FIRST_PACE_STEPS
+    assert plans == [(0, 100_000), (first_measured, first_measured + 890)]
+    assert reason is StopReason.TIME_BUDGET and script.step == first_measured + 890 and script.now == 1000.0

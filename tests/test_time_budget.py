@@ -32,7 +32,7 @@ SECONDS_PER_STEP = 10.0
 
 
 def make_trainer(output_dir, train_steps, log=lambda line: None, span=0.5, average_last=3, more_overrides="",
-                 **run_options):
+                 clock=None, **run_options):
     # The smallest set-up (small_training.py): what these tests check depends on the injected clock and the
     # trainer's bookkeeping, not on the model's size. Adam still moves each weight by ~8e-5 a step, far beyond
     # allclose's tolerance, so the averaged sources differ.
@@ -46,8 +46,9 @@ def make_trainer(output_dir, train_steps, log=lambda line: None, span=0.5, avera
     options.update(run_options)
     run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, **options)
     box = {}
-    # Time advances only with steps: evaluation and saving take no time on this clock.
-    trainer = Trainer(problem, hparams, run, log=log, clock=lambda: box["trainer"].step * SECONDS_PER_STEP)
+    # By default time advances only with steps: evaluation and saving take no time on this clock.
+    trainer = Trainer(problem, hparams, run, log=log,
+                      clock=clock or (lambda: box["trainer"].step * SECONDS_PER_STEP))
     box["trainer"] = trainer
     return trainer
 
@@ -218,3 +219,70 @@ def test_the_papers_schedule_still_stops_on_the_clock(tmp_path):
     trainer = make_trainer(tmp_path, train_steps=1000, average_last=0, train_minutes=12.5 * SECONDS_PER_STEP / 60,
                            save_checkpoints_steps=5)
     assert trainer.train() is StopReason.TIME_BUDGET and trainer.step == 13
+
+
+class ScriptedClock:
+    """The time a Trainer's budget is counted with, moved by its real updates and evaluations.
+
+    Update s takes step_seconds(s); each save with its evaluation takes eval_seconds; a signal (as Ctrl-C
+    would send) arrives after update stop_at. The learning rate each update used is recorded.
+    """
+
+    def __init__(self, step_seconds, eval_seconds, stop_at=None):
+        self.now, self.step_seconds, self.eval_seconds, self.stop_at = 0.0, step_seconds, eval_seconds, stop_at
+        self.rates = {}
+
+    def __call__(self):
+        return self.now
+
+    def drive(self, trainer):
+        take_step, evaluate = trainer.train_step, trainer.evaluator.evaluate_checkpoint
+
+        def timed_step(iterator, vote):
+            rate = float(trainer.optimizer.learning_rate)  # what this update applies
+            result = take_step(iterator, vote)
+            if not result.skipped:  # an update that carries a stop vote is applied too
+                self.rates[trainer.step] = rate
+                self.now += self.step_seconds(trainer.step)
+                if trainer.step == self.stop_at:
+                    os.kill(os.getpid(), signal.SIGINT)
+            return result
+
+        def timed_evaluation(step, checkpoint):
+            self.now += self.eval_seconds
+            return evaluate(step, checkpoint)
+
+        trainer.train_step, trainer.evaluator.evaluate_checkpoint = timed_step, timed_evaluation
+        return trainer
+
+
+def test_a_budgeted_run_stopped_and_resumed_uses_the_learning_rate_of_an_uninterrupted_one(tmp_path):
+    # The pace the plan of the last step was made from, and the evaluations' cost, come back with the
+    # checkpoint: replanned at the resumed step they give the plan the uninterrupted run had there. Steps
+    # slow from 1 s to 2 s at step 40, evaluations take 6 s: the run's average pace (what a resumed run
+    # would otherwise plan from) is neither, and a new process has measured no evaluation yet.
+    def step_seconds(step):
+        return 1.0 if step <= 40 else 2.0
+
+    options = dict(train_steps=1000, average_last=0, more_overrides=",schedule=linear_decay,warmup_fraction=0.1",
+                   train_minutes=2.5, save_checkpoints_steps=10, log_every_steps=5)
+
+    def budgeted(directory, clock):
+        trainer = make_trainer(directory, **options, clock=clock)
+        return clock.drive(trainer)
+
+    whole_clock = ScriptedClock(step_seconds, eval_seconds=6.0)
+    whole = budgeted(tmp_path / "whole", whole_clock)
+    assert whole.train() is StopReason.TIME_BUDGET
+    # Signalled after update 53, the run stops after the next one, between the saves at 50 and 60.
+    first_clock = ScriptedClock(step_seconds, eval_seconds=6.0, stop_at=53)
+    first = budgeted(tmp_path / "resumed", first_clock)
+    assert first.train() is StopReason.SIGNAL and first.step == 54
+    second_clock = ScriptedClock(step_seconds, eval_seconds=6.0)
+    second_clock.now = 1000.0  # a new process's monotonic clock starts anywhere
+    second = budgeted(tmp_path / "resumed", second_clock)
+    assert second.train() is StopReason.TIME_BUDGET
+    assert min(second_clock.rates) == 55 and whole.step > 60
+    assert {**first_clock.rates, **second_clock.rates} == whole_clock.rates
+    assert second.step == whole.step and second.clock.seconds() == whole.clock.seconds()
+    assert whole_clock.rates[whole.step] == 0.0 and whole_clock.rates[whole.step - 1] > 0.0

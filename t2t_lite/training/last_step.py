@@ -22,11 +22,11 @@ the estimate's error over the steps since the last revision (at most one log int
 Across a resume the seconds trained come back from the checkpoint's clock, so what is left of the budget
 continues from there. Given the same measurements, a plan re-derived at the restored step equals the one
 in force when the run stopped (with steady step times: no evaluation falls between the two, as each one
-revises the plan), so a loop that checkpoints seconds_per_step and eval_seconds with the clock resumes on
-the same schedule; its first pace after the resume is measured over the steps since then, a shorter
-interval whose error the next log line corrects. Without those measurements (a checkpoint written before
-they were kept) it plans from the run's average pace, seconds trained / steps, which counts past
-evaluations, until it has measured its own. Time the clock lost (a process killed after its last save,
+revises the plan). The trainer checkpoints those measurements beside the clock (time_budget.PaceRecord),
+so a resumed run goes on with the schedule it had; its first pace after the resume is measured over the
+steps since then, a shorter interval whose error the next log line corrects. Without them (a checkpoint
+written before they were kept) it plans from the run's average pace, seconds trained / steps, which counts
+past evaluations, until it has measured its own. Time the clock lost (a process killed after its last save,
 the evaluation that followed it included) is not counted, so such a run plans lost_seconds /
 seconds_per_step steps later and still ends within the budget as its clock counts it.
 """

@@ -11,7 +11,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.training.last_step import LastStepPlan, plan_last_step, should_stop
 from t2t_lite.training.signals import StopRequest
 from t2t_lite.training.steps import StepResult
-from t2t_lite.training.time_budget import TrainingClock
+from t2t_lite.training.time_budget import PaceRecord, TrainingClock
 
 
 class StopReason(enum.Enum):
@@ -33,9 +33,10 @@ class StopRules:
     that knows the end (`on_plan` given: it moves the schedule's last step), at the planned last step
     (last_step.py), where the rate reaches its floor: the plan is made at the start, revised at every
     progress line and after every evaluation while the run goes on, from the pace the budget's clock
-    measured since the last revision with evaluations left out. A run starts from its average pace
-    (seconds trained / steps; none in a new run) and measures its own over its first FIRST_PACE_STEPS
-    updates after the first.
+    measured since the last revision with evaluations left out. The measurements live in `pace`, which
+    checkpoints hold, so a resumed run starts from the pace and evaluation cost its checkpoint recorded (from
+    the run's average pace, seconds trained / steps, when it recorded none); every process measures its own
+    pace over its first FIRST_PACE_STEPS updates after the first, whose tracing is left out.
 
     Args:
       train_steps: the step limit.
@@ -43,17 +44,18 @@ class StopRules:
       clock: the run's TrainingClock.
       save_every: save_checkpoints_steps (each save has an evaluation the plan makes room for).
       on_plan: called with each plan's last step; None with the paper's schedule.
+      pace: the run's PaceRecord (restored from its checkpoint); a new one by default.
     """
 
     def __init__(self, train_steps: int, budget_seconds: float, clock: TrainingClock, save_every: int = 0,
-                 on_plan: Callable[[int], None] | None = None):
+                 on_plan: Callable[[int], None] | None = None, pace: PaceRecord | None = None):
         self.train_steps, self.budget_seconds, self.clock = train_steps, budget_seconds, clock
         self.save_every, self.on_plan = save_every, on_plan
+        self.pace = pace or PaceRecord()
         self.plan = LastStepPlan(last_step=train_steps)
-        self._pace: float | None = None  # seconds per step measured by this process
         self._window = (0.0, 0)  # (seconds trained, step) where the current pace window began
-        self._eval_seconds, self._evaluations = 0.0, 0
         self._traced = False  # whether this process has taken its first update
+        self._measured = False  # whether this process has measured its pace
 
     @property
     def last_step(self) -> int:
@@ -81,7 +83,7 @@ class StopRules:
 
     def updated(self, step: int) -> None:
         """After every applied update: this process's first pace, early (FIRST_PACE_STEPS)."""
-        if self.on_plan is None or self._pace is not None:
+        if self.on_plan is None or self._measured:
             return
         if not self._traced:
             self._traced = True
@@ -93,14 +95,14 @@ class StopRules:
         """At a progress line: the pace of the steps since the last revision, and a new plan."""
         seconds, first = self._window
         if step > first:
-            self._pace = (self.clock.seconds() - seconds) / (step - first)
+            self.pace.seconds_per_step = (self.clock.seconds() - seconds) / (step - first)
+            self._measured = True
         self._window = (self.clock.seconds(), step)
         self._revise(step)
 
     def evaluated(self, step: int, seconds: float) -> None:
         """After a save and evaluation that took `seconds`: counted apart from the pace, and a new plan."""
-        self._eval_seconds += seconds
-        self._evaluations += 1
+        self.pace.add_evaluation(seconds)
         window_seconds, first = self._window
         self._window = (window_seconds + seconds, first)  # the evaluation is not part of the steps' pace
         self._revise(step)
@@ -109,9 +111,8 @@ class StopRules:
         # Never once the last step is reached: a later end would raise the rate again after the floor.
         if self.on_plan is None or should_stop(step, self.plan):
             return
-        mean_eval = self._eval_seconds / self._evaluations if self._evaluations else 0.0
-        self.plan = plan_last_step(self.train_steps, step, self.budget_seconds, self.clock.seconds(), self._pace,
-                                   mean_eval, self.save_every)
+        self.plan = plan_last_step(self.train_steps, step, self.budget_seconds, self.clock.seconds(),
+                                   self.pace.seconds_per_step, self.pace.mean_eval_seconds(), self.save_every)
         self.on_plan(self.plan.last_step)
 
 

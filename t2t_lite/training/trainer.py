@@ -32,7 +32,7 @@ from t2t_lite.training.progress import clock as hms
 from t2t_lite.training.signals import stop_on_signals
 from t2t_lite.training.schedules import EndAwareSchedule, set_last_step
 from t2t_lite.training.steps import TrainStep, learning_rate_schedule, make_eval_step, make_optimizer
-from t2t_lite.training.time_budget import TrainingClock
+from t2t_lite.training.time_budget import PaceRecord, TrainingClock
 from t2t_lite.training.warm_start import warm_start
 
 
@@ -63,6 +63,7 @@ class Trainer:
         self.strategy = strategy or tf.distribute.get_strategy()
         self.is_chief = distribution.is_chief(self.strategy)
         self.clock = TrainingClock(clock)
+        self.pace = PaceRecord()  # checkpointed with the clock: a resumed run plans its last step as before
         keras.utils.set_random_seed(self.run.random_seed)
         t = hparams.train
         with self.strategy.scope(), precision.layers_compute_in(self.run.mixed_precision):
@@ -131,7 +132,7 @@ class Trainer:
 
     def _checkpointed_state(self) -> dict:
         """What a checkpoint holds, but the data position (checkpoints.py)."""
-        state = {"model": self.model, "optimizer": self.optimizer, "clock": self.clock.variable}
+        state = {"model": self.model, "optimizer": self.optimizer, "clock": self.clock.variable, "pace": self.pace}
         if self._update_optimizer is not self.optimizer:
             state["loss_scale"] = self._update_optimizer
         return state
@@ -153,7 +154,8 @@ class Trainer:
         end_aware = isinstance(self.schedule, EndAwareSchedule)
         rules = loop.StopRules(self.run.train_steps, self.run.train_minutes * 60, self.clock,
                                self.run.save_checkpoints_steps,
-                               on_plan=(lambda last: set_last_step(self.schedule, last)) if end_aware else None)
+                               on_plan=(lambda last: set_last_step(self.schedule, last)) if end_aware else None,
+                               pace=self.pace)
         if self.evaluator.should_stop:
             self.log(self.evaluator.early_stopping_line() + " (in an earlier run); raise "
                      "--early_stopping_patience to go on")
