@@ -58,25 +58,36 @@ def test_the_data_seed_moves_on_only_when_the_restored_checkpoint_lacks_the_data
     assert ckpt.data_seed(7, with_data, False) == 47  # a distributed iterator cannot be restored
 
 
+def saved_weight(path):
+    return float(tf.train.load_checkpoint(path).get_tensor("model/w/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
 def test_a_step_is_saved_once_and_a_restored_step_counts_as_saved(tmp_path):
-    saver = saved_run(tmp_path, (3,))
-    assert saver.save(3).endswith("ckpt-3") and len(tf.train.get_checkpoint_state(str(tmp_path))
-                                                    .all_model_checkpoint_paths) == 1
-    s = state()
-    resumed = ckpt.Checkpoints(str(tmp_path), s, s["optimizer"].iterations, 10, chief=True, saved_step=3)
-    recorded = []
-    resumed._before_save = lambda: recorded.append(True)
-    resumed.save(3)
-    assert recorded == []
+    calls, s = [], state()
+    saver = ckpt.Checkpoints(str(tmp_path), s, s["optimizer"].iterations, 10, chief=True,
+                             before_save=lambda: calls.append("saved"))
+    s["model"].w.assign(3.0)
+    first = saver.save(3)
+    s["model"].w.assign(99.0)  # a second save of step 3 would write this
+    assert saver.save(3) == first and calls == ["saved"]
+    assert saved_weight(first) == 3.0
+    # A run resumed from step 3 does not write it again (nor call before_save), but writes the next step.
+    resumed_state = state(77.0)
+    resumed = ckpt.Checkpoints(str(tmp_path), resumed_state, resumed_state["optimizer"].iterations, 10, chief=True,
+                               before_save=lambda: calls.append("resumed"), saved_step=3)
+    assert resumed.save(3) == first and calls == ["saved"] and saved_weight(first) == 3.0
+    assert saved_weight(resumed.save(4)) == 77.0 and calls == ["saved", "resumed"]
 
 
-def test_a_non_chief_saves_into_scratch_and_removes_it_only_at_close(tmp_path):
+def test_a_non_chief_saves_into_scratch_and_close_removes_it(tmp_path):
+    # That the trainer closes only after its last save: test_trainer.py's non-chief test.
     s = state()
     worker = ckpt.Checkpoints(str(tmp_path / "run"), s, s["optimizer"].iterations, 10, chief=False)
     assert not worker.directory.startswith(str(tmp_path))
     sources = worker.averaging_sources([4.0], 0.0, s["model"], count=1, step=0)
     worker.save(4)
-    sources.save(4)  # the end of the run's source save comes before close
+    sources.save(4)
+    assert tf.train.latest_checkpoint(worker.directory).endswith("ckpt-4")
     assert tf.train.latest_checkpoint(sources.directory).endswith("ckpt-4")
     worker.close()
     assert not os.path.exists(worker.directory) and not (tmp_path / "run").exists()
