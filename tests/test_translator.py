@@ -4,13 +4,16 @@ import shutil
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from t2t_lite import Translator
 from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.decoding.sampling import SamplingSettings
 from t2t_lite.errors import UserError
-from t2t_lite.run import RunRequest, open_run
+from t2t_lite.run import RunRequest, open_run, restore_model
+from t2t_lite.run_dir import AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, checkpoint_step, load_spec, spec_json
+from t2t_lite.training.checkpoint_dir import write_model_dir
 
 from cli_helpers import run_forked
 
@@ -51,17 +54,48 @@ def test_nbest_lists_are_best_first_and_start_with_the_single_best(translator):
 
 
 
-def test_checkpoint_choices_and_paths_open_those_checkpoints(reverse_run, tmp_path):
-    latest = Translator.from_run(reverse_run, checkpoint="latest")
-    assert latest.run.checkpoints == open_run(RunRequest(output_dir=reverse_run, checkpoint="latest")).checkpoints
-    by_path = Translator.from_run(checkpoint=latest.run.checkpoint)
-    assert by_path.translate(LINES) == latest.translate(LINES)
+def _weights(translator) -> list[np.ndarray]:
+    return [weight.numpy() for weight in translator.run.model.weights]
+
+
+def test_checkpoint_choices_and_paths_open_those_checkpoints(reverse_run, translator, tmp_path):
     copy = tmp_path / "run"
-    shutil.copytree(reverse_run, copy, ignore=shutil.ignore_patterns("best"))
+    shutil.copytree(reverse_run, copy, ignore=shutil.ignore_patterns(AVERAGED_SUBDIR, BEST_SUBDIR))
+    latest = tf.train.latest_checkpoint(str(copy))
+    spec = load_spec(str(copy))
+    # averaged/ and best/ as training writes them, each with weights of its own: the trained ones, moved by noise.
+    paths, weights = {"latest": latest}, {}
+    for subdir, seed in ((AVERAGED_SUBDIR, 1), (BEST_SUBDIR, 2)):
+        model = restore_model(spec, latest)
+        rng = np.random.default_rng(seed)
+        for weight in model.weights:
+            weight.assign(weight.numpy() + rng.normal(0, 0.3, weight.shape).astype(np.float32))
+        weights[subdir] = [weight.numpy() for weight in model.weights]
+        paths[subdir] = write_model_dir(model, str(copy / subdir), checkpoint_step(latest), {
+            HPARAMS_FILE: spec_json(spec)})
+    weights["latest"] = _weights(translator)  # reverse_run's newest checkpoint, which the copy holds too
+    for choice, name in ((None, "averaged"), ("averaged", "averaged"), ("best", "best"), ("latest", "latest")):
+        opened = Translator.from_run(str(copy), checkpoint=choice)
+        assert opened.run.checkpoint == paths[name], choice
+        for got, expected in zip(_weights(opened), weights[name], strict=True):
+            np.testing.assert_array_equal(got, expected)
+        if choice is None:  # what a user who names no checkpoint gets: the averaged model's outputs
+            by_default = opened.translate(LINES)
+    assert by_default != translator.translate(LINES)  # the newest checkpoint's outputs differ
+    by_path = Translator.from_run(checkpoint=paths[BEST_SUBDIR])
+    assert by_path.run.checkpoint == paths[BEST_SUBDIR]
+    for got, expected in zip(_weights(by_path), weights[BEST_SUBDIR], strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+    bare = tmp_path / "bare"
+    shutil.copytree(reverse_run, bare, ignore=shutil.ignore_patterns(AVERAGED_SUBDIR, BEST_SUBDIR))
+    assert Translator.from_run(str(bare)).run.checkpoint == tf.train.latest_checkpoint(str(bare))
     with pytest.raises(UserError, match="^no best checkpoint in --output_dir"):
-        Translator.from_run(str(copy), checkpoint="best")
+        Translator.from_run(str(bare), checkpoint="best")
+    with pytest.raises(UserError, match="^no averaged checkpoint in --output_dir"):
+        Translator.from_run(str(bare), checkpoint="averaged")
     with pytest.raises(UserError, match="^no checkpoint at --checkpoint_path"):
-        Translator.from_run(checkpoint=str(copy / "ckpt-7"))
+        Translator.from_run(checkpoint=str(bare / "ckpt-7"))
 
 
 def test_mistakes_are_user_errors(translator):
