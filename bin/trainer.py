@@ -131,7 +131,8 @@ def main(argv) -> None:
         # Without datagen's count of over-long examples: a full extra read of the data at every start.
         prepare.generate_data(open_problem(FLAGS.problem, FLAGS.data_dir))
     trained = t2t_lite.train(problem=FLAGS.problem, hparams_set=FLAGS.hparams_set, output_dir=FLAGS.output_dir,
-                             data_dir=FLAGS.data_dir, hparams=FLAGS.hparams, strategy=strategy, **settings)
+                             data_dir=FLAGS.data_dir, hparams=FLAGS.hparams, usr_dir=FLAGS.usr_dir, strategy=strategy,
+                             **settings)
     if FLAGS.show_samples and distribution.is_chief(strategy):
         show_samples(trained.problem, trained.model, trained.spec.hparams, FLAGS.show_samples)
 

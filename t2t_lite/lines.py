@@ -157,7 +157,7 @@ def open_export(request: DecodeFileRequest):
     engine = f"CTranslate2 ({request.compute_type})" if ctranslate2 else "a SavedModel"
     problem = None
     if request.decode_reference:  # the problem's own scores; its data is not needed for them
-        usr_dir.import_recorded(spec.usr_dir)
+        usr_dir.import_for_run(request.run.usr_dir, spec.usr_dir)
         problem = registry.problems.get(spec.problem)(None)
     return translator, hp, problem, f"{request.export_dir}, {engine}"
 

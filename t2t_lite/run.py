@@ -36,7 +36,8 @@ class RunRequest:
     checkpoint: str | None = None
     # The problem's prepared data (its vocabulary); None: the data_dir the run recorded.
     data_dir: str | None = None
-    # Your own problems, sets and models (t2t_lite.usr_dir); None: the usr dir the run recorded.
+    # Your own problems, sets and models (t2t_lite.usr_dir), e.g. where a run's moved to; None: the usr dir the
+    # run recorded, imported even if the process imported others before.
     usr_dir: str | None = None
     problem: str | None = None
     # If given, must match the run's set: a guard against opening the wrong run.
@@ -94,9 +95,8 @@ def open_run(request: RunRequest, ensemble: bool = False) -> OpenedRun:
             raise UserError(f"checkpoint {checkpoint!r} has a vocabulary of {other.hparams.model.vocab_size} ids "
                             f"but {checkpoints[0]!r} has {spec.hparams.model.vocab_size}; an ensemble's models "
                             f"must share one vocabulary")
-    if request.usr_dir:
-        usr_dir.import_usr_dir(request.usr_dir)
-    usr_dir.import_recorded(spec.usr_dir)
+    for each in specs:  # an ensemble's runs may come from different usr dirs
+        usr_dir.import_for_run(request.usr_dir, each.usr_dir)
     problem_name = request.problem or spec.problem
     data_dir = request.data_dir or recorded_data_dir(spec, checkpoints[0])
     problem = registry.problems.get(problem_name)(data_dir)

@@ -83,15 +83,17 @@ def absolute(path: str | None) -> str | None:
 def create_or_resume(output_dir: str, requested: RunSpec, chief: bool = True) -> RunSpec:
     """The spec of output_dir: a new run's is written, a resumed run's is checked against `requested`.
 
-    A resumed run given another data_dir (its data moved) records the new one. Only the chief writes.
+    A resumed run given another data_dir or usr_dir (moved) records the new one. Only the chief writes.
     Raises:
       UserError: output_dir is not writable, or holds a run of another problem, set or hparams.
     """
     saved = load_spec(output_dir)
     if saved is not None:
         check_matches(saved, requested, output_dir)
-        if requested.data_dir and requested.data_dir != saved.data_dir:
-            saved = dataclasses.replace(saved, data_dir=requested.data_dir)
+        moved = {name: getattr(requested, name) for name in ("data_dir", "usr_dir")
+                 if getattr(requested, name) and getattr(requested, name) != getattr(saved, name)}
+        if moved:
+            saved = dataclasses.replace(saved, **moved)
             if chief:
                 save_spec(output_dir, saved)
         return saved

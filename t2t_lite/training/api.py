@@ -47,7 +47,8 @@ def train(problem: str | None = None, hparams_set: str | None = None, output_dir
       output_dir: the run directory.
       data_dir: the problem's prepared data (t2t-lite-datagen); a resumed run's own when None.
       hparams: overrides, e.g. "d_model=256,train.batch_size=2048"; a resumed run's own when empty.
-      usr_dir: a package or module registering your own problems, sets or models (docs/extending.md).
+      usr_dir: a package or module registering your own problems, sets or models (docs/extending.md); the run
+        records it. None: a resumed run's own, else the usr dir its problem, set or model came from.
       strategy: a tf.distribute strategy (training.distribution.make_strategy); default one device.
       log: where progress lines go.
       settings: t2t-lite-trainer's run flags by name (training.run_config.RunConfig): train_steps,
@@ -57,7 +58,7 @@ def train(problem: str | None = None, hparams_set: str | None = None, output_dir
     """
     import tensorflow as tf
 
-    from t2t_lite import precision
+    from t2t_lite import precision, registry
     from t2t_lite import usr_dir as usr_dirs
     from t2t_lite.run import recorded_data_dir
     from t2t_lite.run_dir import RunSpec, absolute, create_or_resume, load_spec
@@ -66,11 +67,9 @@ def train(problem: str | None = None, hparams_set: str | None = None, output_dir
 
     run = run_config.from_settings(output_dir, settings)
     run_config.check(run)
-    if usr_dir:
-        usr_dirs.import_usr_dir(usr_dir)
     saved = load_spec(output_dir)
-    if saved is not None:
-        usr_dirs.import_recorded(saved.usr_dir)
+    # The usr dir given (a moved one's new place, which the run then records), else a resumed run's own.
+    usr_dir = usr_dirs.import_for_run(usr_dir, saved and saved.usr_dir)
     problem_name = problem or (saved and saved.problem)
     set_name = hparams_set or (saved and saved.hparams_set)
     if not problem_name or not set_name:
@@ -79,8 +78,11 @@ def train(problem: str | None = None, hparams_set: str | None = None, output_dir
         data_dir = recorded_data_dir(saved, output_dir)
     opened = open_problem(problem_name, data_dir)
     overrides = hparams if (hparams or saved is None) else saved.hparams_overrides
-    requested = RunSpec(problem_name, set_name, overrides, resolve_hparams(set_name, overrides, opened.vocab_size),
-                        absolute(data_dir), usr_dirs.current())
+    resolved = resolve_hparams(set_name, overrides, opened.vocab_size)
+    # Given none, the usr dir of this run's own registrations, not whichever the process imported first.
+    usr_dir = usr_dir or usr_dirs.defining(registry.problems.get(problem_name), registry.hparams_sets.get(set_name),
+                                           registry.models.get(resolved.model_name))
+    requested = RunSpec(problem_name, set_name, overrides, resolved, absolute(data_dir), usr_dir)
     strategy = strategy or tf.distribute.get_strategy()
     auto = precision.resolve(precision.AUTO) if run.mixed_precision == precision.AUTO else "none"
     run, notes = run_config.resolve(run, opened.dev_metric_sentences, requested.hparams.train.train_steps, auto,
