@@ -23,8 +23,8 @@ flags.adopt_module_key_flags(run_flags)
 flags.DEFINE_string("export_dir", None, "TF Serving's model base directory; the export goes to "
                     "<export_dir>/<model_name>/<version>/.")
 flags.DEFINE_string("model_name", None, "The model's name in TF Serving; default the problem's name.")
-flags.DEFINE_integer("max_input_length", 256, "Longer inputs are truncated to this many tokens, EOS included, "
-                     "so a request's memory and time are bounded (saved_model).")
+flags.DEFINE_integer("max_input_length", 256, "saved_model only: longer inputs are truncated to this many tokens, "
+                     "EOS included, so a request's memory and time are bounded.")
 flags.DEFINE_enum("export_format", "saved_model", ["saved_model", "ctranslate2"],
                   "saved_model: for TensorFlow Serving. ctranslate2: a CTranslate2 model directory "
                   '(pip install ".[ctranslate2]"; docs/serving.md).')
@@ -50,9 +50,17 @@ def main(argv) -> None:
 
 def export_ctranslate2() -> str:
     """The CTranslate2 export of the flags' run; returns its version directory."""
+    from t2t_lite.errors import UserError
     from t2t_lite.export import ctranslate2_export
     from t2t_lite.run import open_run
 
+    # A CTranslate2 model reads sources up to its position table and holds float32 (or --quantization) weights.
+    if FLAGS["max_input_length"].present:
+        raise UserError("--max_input_length is for --export_format=saved_model; a CTranslate2 export takes "
+                        f"sources of up to {ctranslate2_export.MAX_POSITIONS - 1} tokens (its position table)")
+    if FLAGS.mixed_precision != "none":
+        raise UserError("--mixed_precision is for --export_format=saved_model; a CTranslate2 export's weights "
+                        "are --quantization's (e.g. bfloat16), its computation the caller's compute_type")
     ctranslate2_export.require_ctranslate2()  # before the run is opened, its model restored
     quantization = FLAGS.quantization or "none"
     ctranslate2_export.check_quantization(quantization)

@@ -108,6 +108,19 @@ def check_generate_data_flags() -> None:
                         "then start every worker with its --data_dir")
 
 
+# datagen's flags, which the trainer reads only to prepare data (--generate_data).
+DATA_SOURCE_FLAGS = ("tmp_dir", "train_files", "dev_files", "test_files", "vocab_size", "num_shards",
+                     "max_vocab_sentences")
+
+
+def refuse_data_source_flags() -> None:
+    """Without --generate_data, a data source flag would be ignored: refused, before anything is written."""
+    for name in DATA_SOURCE_FLAGS:
+        if FLAGS[name].present:
+            raise UserError(f"--{name} is for preparing data, which the trainer does only with --generate_data: "
+                            f"add --generate_data, or prepare --data_dir with t2t-lite-datagen first")
+
+
 def main(argv) -> None:
     if FLAGS.registry_help:
         print(registry_help())
@@ -123,6 +136,8 @@ def main(argv) -> None:
     run_config.check(run_config.from_settings(FLAGS.output_dir, settings))
     if FLAGS.generate_data:
         check_generate_data_flags()
+    else:
+        refuse_data_source_flags()
     # Devices and strategy come first: TensorFlow fixes both when it runs its first op.
     if FLAGS.cpu_devices:
         distribution.split_cpu(FLAGS.cpu_devices)

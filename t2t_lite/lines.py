@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import BinaryIO, Callable, TextIO
 
 from t2t_lite import registry, usr_dir
+from t2t_lite.config import DecodeHParams
 from t2t_lite.data.problem import Problem
 from t2t_lite.decoding.batching import Hypothesis
 from t2t_lite.decoding.sampling import SamplingSettings
@@ -57,7 +58,9 @@ class DecodeFileRequest:
     paper_bleu_language: str | None = None
     # How a decoding step multiplies on a CPU (the command reads it from the environment: t2t_lite/environment.py).
     step_matmul: StepMatmulSettings = dataclasses.field(default_factory=StepMatmulSettings)
-    # Decode an export (SavedModel or CTranslate2) instead of a run; run's beam_size still applies to CTranslate2.
+    # Decode an export (SavedModel or CTranslate2) instead of a run. Of `run`, only the decode settings apply
+    # (beam_size, alpha, extra_length: any for CTranslate2, the exported ones for a SavedModel; batch_size) and
+    # usr_dir; the run-picking fields are refused (check_export_request).
     export_dir: str | None = None
     # A CTranslate2 export's compute type ("default": what its weights were saved in; "int8", "float32", ...).
     compute_type: str = "default"
@@ -102,7 +105,7 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
               else f"beam {hp.beam_size}, alpha {hp.alpha}")
     what = "standard input" if streaming else f"{len(lines)} lines"
     log(f"decoding {what} with {source} ({search})")
-    beam_size = request.run.beam_size if request.export_dir else None  # a run's decoder already has it
+    beam_size = hp.beam_size if request.export_dir else None  # a run's decoder already has it
 
     def format_batch(sources, first_index=0):
         results = translator.hypotheses(sources, beam_size=beam_size, nbest=request.nbest, sampling=sampling,
@@ -137,7 +140,7 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
 
 def open_export(request: DecodeFileRequest):
     """The Translator of request.export_dir, its decode settings, its problem (with decode_reference, for the
-    scores) and a description."""
+    scores) and a description. What the export cannot honour is refused (check_export_request) before it loads."""
     from t2t_lite.translator import export_spec
 
     spec = export_spec(request.export_dir)
@@ -145,21 +148,62 @@ def open_export(request: DecodeFileRequest):
         raise UserError(f"--export_dir {request.export_dir!r} is not a t2t-lite export: give the numbered version "
                         f"directory t2t-lite-exporter printed")
     ctranslate2 = os.path.exists(os.path.join(request.export_dir, "model.bin"))
-    settings = {"compute_type": request.compute_type} if ctranslate2 else {}
-    if request.compute_type != "default" and not ctranslate2:
-        raise UserError("--compute_type is for CTranslate2 exports; a SavedModel computes as it was exported")
-    translator = Translator.from_export(request.export_dir, **settings)
-    hp = spec.hparams.decode
-    if request.run.beam_size is not None:
-        hp = dataclasses.replace(hp, beam_size=request.run.beam_size)
-    if request.run.batch_size is not None:
-        hp = dataclasses.replace(hp, batch_size=request.run.batch_size)
+    hp = check_export_request(request, spec.hparams.decode, ctranslate2)
+    run = request.run
+    settings = {"alpha": run.alpha, "extra_length": run.extra_length, "compute_type": request.compute_type} \
+        if ctranslate2 else {}
+    translator = Translator.from_export(request.export_dir, batch_size=run.batch_size, **settings)
     engine = f"CTranslate2 ({request.compute_type})" if ctranslate2 else "a SavedModel"
     problem = None
     if request.decode_reference:  # the problem's own scores; its data is not needed for them
         usr_dir.import_for_run(request.run.usr_dir, spec.usr_dir)
         problem = registry.problems.get(spec.problem)(None)
     return translator, hp, problem, f"{request.export_dir}, {engine}"
+
+
+# The flags that pick and open a run, which --export_dir replaces.
+RUN_FLAGS = ("output_dir", "checkpoint_path", "checkpoint", "data_dir", "problem", "hparams_set")
+DECODE_SETTINGS = ("beam_size", "alpha", "extra_length", "batch_size")
+
+
+def check_export_request(request: DecodeFileRequest, exported: DecodeHParams, ctranslate2: bool) -> DecodeHParams:
+    """Refuses, in one line and before the export loads, every flag the export would not honour; returns the
+    decode settings it will decode with (the exported ones with those asked for).
+
+    Args:
+      exported: the export's decode hparams (what it was exported with).
+      ctranslate2: whether the export is a CTranslate2 model (else a SavedModel).
+    """
+    run = request.run
+    for name in RUN_FLAGS:
+        if getattr(run, name) is not None:
+            raise UserError(f"--{name} picks a run, but --export_dir decodes an export: drop --{name}, or drop "
+                            f"--export_dir to decode the run")
+    if run.mixed_precision != "none":
+        raise UserError("--mixed_precision is for runs; " + (
+            "a CTranslate2 export takes --compute_type" if ctranslate2 else
+            "a SavedModel computes as it was exported (t2t-lite-exporter --mixed_precision)"))
+    if request.sampling_temperature > 0:
+        raise UserError("an export decodes with beam search; sample from the run (--output_dir instead of "
+                        "--export_dir)")
+    if not ctranslate2:
+        if request.compute_type != "default":
+            raise UserError("--compute_type is for CTranslate2 exports; a SavedModel computes as it was exported")
+        for name in ("beam_size", "alpha", "extra_length"):
+            value, fixed = getattr(run, name), getattr(exported, name)
+            if value is not None and value != fixed:
+                raise UserError(f"a SavedModel decodes with the {name} it was exported with ({fixed}); export "
+                                f"again with --{name}={value}, or decode a CTranslate2 export or the run")
+    hp = dataclasses.replace(exported, **{name: getattr(run, name) for name in DECODE_SETTINGS
+                                          if getattr(run, name) is not None})
+    if hp.beam_size < 1 or hp.batch_size < 1 or hp.extra_length < 0 or hp.alpha < 0:
+        raise UserError(f"need --beam_size >= 1, --batch_size >= 1, --extra_length >= 0 and --alpha >= 0; got "
+                        f"beam_size={hp.beam_size}, batch_size={hp.batch_size}, extra_length={hp.extra_length}, "
+                        f"alpha={hp.alpha}")
+    if request.nbest > hp.beam_size:
+        raise UserError(f"--nbest={request.nbest} is more than the beam size {hp.beam_size}; "
+                        f"raise --beam_size or lower --nbest")
+    return hp
 
 
 def reference_report(problem: Problem, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
@@ -195,6 +239,13 @@ def check_request(request: DecodeFileRequest) -> None:
     if request.sampling_temperature > 0 and request.nbest != 1:
         raise UserError(f"sampling gives one output per line; drop --nbest={request.nbest} or "
                         f"--sampling_temperature")
+    if request.sampling_temperature > 0:
+        for name in ("beam_size", "alpha"):
+            if getattr(request.run, name) is not None:
+                raise UserError(f"sampling draws one token at a time, without a beam or length penalty; drop "
+                                f"--{name} or --sampling_temperature")
+    if request.compute_type != "default" and not request.export_dir:
+        raise UserError("--compute_type is for a CTranslate2 --export_dir; a run computes in --mixed_precision")
     if request.decode_from_file == STDIN and (request.decode_to_file or request.decode_reference):
         raise UserError("--decode_from_file=- writes each output to standard output as it is decoded; "
                         "--decode_to_file and --decode_reference need a file to decode")
@@ -317,6 +368,10 @@ def score_file(request: ScoreFileRequest, log: Callable[[str], None] = lambda li
     """
     if not request.source_file or not request.target_file:
         raise UserError("--source_file and --target_file are both required")
+    for name in ("beam_size", "extra_length"):
+        if getattr(request.run, name) is not None:
+            raise UserError(f"--{name} is a search setting, and scoring searches nothing (it scores the given "
+                            f"targets); drop --{name}")
     if request.output_file:
         check_output_file(request.output_file, flag="--output_file")
     sources, targets = read_lines(request.source_file), read_lines(request.target_file)

@@ -7,17 +7,21 @@
     translator.score(["A dog runs."], ["Ein Hund rennt."])         # [PairScore(...)]
 
 `from_run` opens the checkpoint t2t-lite-decoder would (or the one named) and
-decodes exactly as the decoder does; `from_export` loads a SavedModel that
-t2t-lite-exporter wrote, with only TensorFlow and tensorflow-text at work.
+decodes exactly as the decoder does; `from_export` loads what t2t-lite-exporter
+wrote: a SavedModel (with only TensorFlow and tensorflow-text at work) or a
+CTranslate2 model (with CTranslate2).
 
 A Translator is a thin front over a backend, an object with
   hypotheses(sentences, beam_size, nbest, sampling, first_line=1, **decoding) -> list[list[Hypothesis]]
       (decoding: decode_id_batches' progress and parallel_batches; refuse what the engine cannot do)
   score(sources, targets, progress) -> list[PairScore | None]   (or raise UserError)
-Both backends here decode through t2t_lite.decoding.batching.decode_id_batches,
-the one batching path. An engine that decodes padded id batches, a
-t2t_lite.decoding.batching.DecodeBatch, needs only `IdBatchBackend` around it
-(an exported SavedModel is one): `Translator(IdBatchBackend(...))`.
+There are three here: `_RunBackend` (a run's Decoder: beam search, sampling,
+ensembles and scoring), `IdBatchBackend` over a SavedModel's decode_ids
+signature (its exported search, fixed), and `CTranslate2Backend` (beam search
+with any beam size, length penalty and extra length). All three decode through
+t2t_lite.decoding.batching.decode_id_batches, the one batching path. Another
+engine that decodes padded id batches, a t2t_lite.decoding.batching.DecodeBatch,
+needs only `IdBatchBackend` around it: `Translator(IdBatchBackend(...))`.
 """
 import dataclasses
 import os
@@ -73,23 +77,38 @@ class Translator:
         return cls(_RunBackend(open_run(request, ensemble=True), step_matmul or StepMatmulSettings()))
 
     @classmethod
-    def from_export(cls, path: str, **settings) -> "Translator":
+    def from_export(cls, path: str, batch_size: int | None = None, alpha: float | None = None,
+                    extra_length: int | None = None, **settings) -> "Translator":
         """An export t2t-lite-exporter wrote (the numbered version directory, e.g. exports/m/1).
 
-        A SavedModel decodes with the beam size and settings it was exported with. A CTranslate2 export
-        decodes with the same tokenizer and search settings as the run (beam size, n-best, length penalty;
-        export/ctranslate2_backend.py says how its length penalty is matched); `settings` go to its
-        ctranslate2.Translator: device ("cpu", "cuda"), compute_type (e.g. "int8"), threads. Neither scores.
+        A SavedModel decodes with the beam size, alpha and extra_length it was exported with (another is
+        refused). A CTranslate2 export decodes with the same tokenizer and search settings as the run (any
+        beam size, n-best, alpha and extra_length; export/ctranslate2_backend.py says how its length penalty
+        is matched); `settings` go to its ctranslate2.Translator: device ("cpu", "cuda"), compute_type (e.g.
+        "int8"), threads. Neither samples nor scores.
+
+        Args:
+          batch_size: sentences per batch; None keeps the exported decode.batch_size.
+          alpha, extra_length: None keeps the export's.
         """
         from t2t_lite.export.ctranslate2_export import export_info
 
+        if batch_size is not None and batch_size < 1:
+            raise UserError(f"batch_size must be at least 1, got {batch_size}")
         if export_info(path) is not None:
             from t2t_lite.export.ctranslate2_backend import CTranslate2Export
 
-            return cls(CTranslate2Backend(CTranslate2Export(path, **settings)))
+            search = {"alpha": alpha, "extra_length": extra_length, "batch_size": batch_size}
+            return cls(CTranslate2Backend(CTranslate2Export(path, **settings), **search))
         if settings:
             raise UserError(f"{', '.join(sorted(settings))} apply to CTranslate2 exports; {path!r} is not one")
-        return cls(saved_model_backend(path))
+        spec = export_spec(path)
+        exported = spec.hparams.decode if spec is not None else None
+        for name, value in (("alpha", alpha), ("extra_length", extra_length)):
+            if exported is not None and value is not None and value != getattr(exported, name):
+                raise UserError(f"a SavedModel decodes with the {name} it was exported with "
+                                f"({getattr(exported, name)}); export again with --{name}={value}")
+        return cls(saved_model_backend(path, batch_size))
 
     @property
     def run(self):
@@ -214,15 +233,22 @@ class IdBatchBackend:
 
 
 class CTranslate2Backend:
-    """A backend over a CTranslate2 export: beam search with any beam size, n-best; no sampling or scoring."""
+    """A backend over a CTranslate2 export: beam search with any beam size, n-best; no sampling or scoring.
 
-    def __init__(self, export):
+    Args:
+      export: a t2t_lite.export.ctranslate2_backend.CTranslate2Export.
+      alpha, extra_length, batch_size: None keeps the export's.
+    """
+
+    def __init__(self, export, alpha: float | None = None, extra_length: int | None = None,
+                 batch_size: int | None = None):
         self.export = export
+        self.search = {"alpha": alpha, "extra_length": extra_length, "batch_size": batch_size}
 
     def hypotheses(self, sentences, beam_size, nbest, sampling, first_line=1, **decoding):
         if sampling is not None:
             raise UserError("a CTranslate2 export decodes with beam search; sample with Translator.from_run")
-        return self.export.hypotheses(sentences, beam_size=beam_size, nbest=nbest, **decoding)
+        return self.export.hypotheses(sentences, beam_size=beam_size, nbest=nbest, **self.search, **decoding)
 
     def score(self, sources, targets, progress):
         raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
@@ -236,8 +262,12 @@ def export_spec(path: str):
     return load_spec(path) or load_spec(os.path.join(path, "assets"))
 
 
-def saved_model_backend(path: str) -> IdBatchBackend:
-    """An IdBatchBackend over the decode_ids signature of a SavedModel t2t-lite-exporter wrote."""
+def saved_model_backend(path: str, batch_size: int | None = None) -> IdBatchBackend:
+    """An IdBatchBackend over the decode_ids signature of a SavedModel t2t-lite-exporter wrote.
+
+    Args:
+      batch_size: sentences per call; None keeps the exported decode.batch_size.
+    """
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the SentencepieceOp the export's text signatures hold
 
@@ -257,4 +287,4 @@ def saved_model_backend(path: str) -> IdBatchBackend:
         return found["outputs"].numpy(), found["scores"].numpy()  # [B, K, T], [B, K]
 
     return IdBatchBackend(decode_batch, vocabulary.encode, vocabulary.decode, spec.hparams.decode.beam_size,
-                          spec.hparams.decode.batch_size)
+                          batch_size or spec.hparams.decode.batch_size)

@@ -83,18 +83,21 @@ class CTranslate2Export:
         self.piece_ids = {piece: i for i, piece in enumerate(self.pieces)}
 
     def hypotheses(self, sentences: list[str], beam_size: int | None = None, nbest: int = 1,
-                   alpha: float | None = None, extra_length: int | None = None, **decoding) -> list[list[Hypothesis]]:
+                   alpha: float | None = None, extra_length: int | None = None, batch_size: int | None = None,
+                   **decoding) -> list[list[Hypothesis]]:
         """Each sentence's nbest outputs, best first; an empty sentence gives one empty Hypothesis.
 
         Args:
-          beam_size, alpha, extra_length: None keeps the export's.
+          beam_size, alpha, extra_length, batch_size: None keeps the export's.
           decoding: decode_id_batches' progress and parallel_batches.
         """
-        given = {"beam_size": beam_size, "alpha": alpha, "extra_length": extra_length}
+        given = {"beam_size": beam_size, "alpha": alpha, "extra_length": extra_length, "batch_size": batch_size}
         hp = dataclasses.replace(self.decode_hparams, **{k: v for k, v in given.items() if v is not None})
-        if hp.beam_size < 1 or not 1 <= nbest <= hp.beam_size or hp.alpha < 0 or hp.extra_length < 0:
-            raise UserError(f"need beam_size >= 1, 1 <= nbest <= beam_size, alpha >= 0 and extra_length >= 0; got "
-                            f"beam_size={hp.beam_size}, nbest={nbest}, alpha={hp.alpha}, extra_length={hp.extra_length}")
+        if (hp.beam_size < 1 or not 1 <= nbest <= hp.beam_size or hp.alpha < 0 or hp.extra_length < 0
+                or hp.batch_size < 1):
+            raise UserError(f"need beam_size >= 1, 1 <= nbest <= beam_size, alpha >= 0, extra_length >= 0 and "
+                            f"batch_size >= 1; got beam_size={hp.beam_size}, nbest={nbest}, alpha={hp.alpha}, "
+                            f"extra_length={hp.extra_length}, batch_size={hp.batch_size}")
         # A source with its EOS must fit the position table (the SavedModel truncates to max_input_length too).
         encoded = [self.vocabulary.encode(s)[:self.max_positions - 1] + [EOS_ID] if s.strip() else []
                    for s in sentences]
