@@ -169,7 +169,8 @@ def test_sample_keeps_everything_below_its_size():
 
 
 def test_encode_and_decode_survive_a_random_seed_set_after_the_vocabulary_was_made(vocab):
-    # tf.random.set_seed clears TensorFlow's eager caches, where the tokenizer's parsed model lives.
+    # tf.random.set_seed clears TensorFlow's eager caches, and with them the parsed model of a plain
+    # tf-text tokenizer made before: the vocabulary's must outlive them (vocabulary._SharedModel).
     text = "A dog runs in the park."
     ids = vocab.encode(text)
     tf.random.set_seed(7)

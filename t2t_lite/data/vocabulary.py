@@ -22,6 +22,8 @@ they break exact ties between equally likely unigram segmentations
 differently (1 line in 45,000 of our test text). Nothing here uses Python
 sentencepiece to tokenize, so training and serving still agree.
 """
+import functools
+import hashlib
 import io
 import os
 import random
@@ -128,12 +130,10 @@ class Vocabulary:
     """
 
     def __init__(self, model: bytes, source: str = "the vocabulary"):
-        import tensorflow_text as tf_text
-
         self.model = model
         try:
             # The op parses the model here, eagerly: a bad one fails now, not in the middle of tf.data.
-            self._tokenizer = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
+            self._tokenizer = _tokenizer(model)
             self.vocab_size = int(self._tokenizer.vocab_size())
         except tf.errors.OpError:
             raise UserError(f"{source} is not a SentencePiece model ({len(model):,} bytes that do not parse as "
@@ -186,24 +186,64 @@ class Vocabulary:
 
     def encode(self, text: str) -> list[int]:
         """One string -> its ids, without EOS."""
-        return self._eagerly(lambda: self.tf_encode(tf.constant([text]))[0].numpy().tolist())
+        return self.tf_encode(tf.constant([text]))[0].numpy().tolist()
 
     def decode(self, ids) -> str:
         """Ids -> one string, stopping at the first EOS and skipping PAD."""
         ids = tf.constant([list(map(int, ids))], tf.int32)
-        return self._eagerly(lambda: self.tf_decode(ids)[0].numpy().decode("utf-8"))
+        return self.tf_decode(ids)[0].numpy().decode("utf-8")
 
-    def _eagerly(self, run):
-        """run() now; if the tokenizer's resource is gone, again with a new tokenizer.
 
-        tf.random.set_seed (and so keras.utils.set_random_seed, which the
-        trainer calls) clears TensorFlow's eager caches, and with them the
-        resource a tokenizer made before it holds its parsed model in.
-        """
-        try:
-            return run()
-        except tf.errors.NotFoundError:
-            import tensorflow_text as tf_text
+def _tokenizer(model: bytes):
+    """A tensorflow_text.SentencepieceTokenizer over `model` whose parsed model lives as long as the process.
 
-            self._tokenizer = tf_text.SentencepieceTokenizer(model=self.model, out_type=tf.int32)
-            return run()
+    tf-text's tokenizer holds its parsed model in a resource private to the
+    eager kernel that made it, and TensorFlow drops that kernel, and so the
+    resource, whenever it clears its eager caches: tf.random.set_seed,
+    keras.utils.set_random_seed (which the trainer calls after the problem
+    has opened its vocabulary) and keras.utils.clear_session all do. The
+    next tokenization then failed, and TensorFlow logged "OP_REQUIRES failed
+    at sentencepiece_kernels.cc ... NOT_FOUND: Resource
+    localhost/_0_SentencepieceOp/... does not exist" and a "Local rendezvous
+    is aborting" line, even where the caller caught the error and made a new
+    tokenizer. The tokenizer made here holds a _SharedModel instead.
+    """
+    return _tokenizer_class()(model)
+
+
+@functools.cache
+def _tokenizer_class():
+    """SentencepieceTokenizer with a _SharedModel in place of its private resource (tf-text imported when needed)."""
+    import tensorflow_text as tf_text
+
+    class Tokenizer(tf_text.SentencepieceTokenizer):
+        def __init__(self, model: bytes):
+            # SentencepieceTokenizer.__init__ with int32 ids and its other defaults, but the model in a
+            # _SharedModel: its own __init__ would parse the model once more, into a private resource.
+            super(tf_text.SentencepieceTokenizer, self).__init__()
+            self.out_type, self.nbest_size, self.alpha = tf.int32, 0, 1.0
+            self.reverse = self.add_bos = self.add_eos = self.return_nbest = False
+            self._model_resource = _SharedModel(model)  # the name its methods read; a SavedModel tracks it
+
+    return Tokenizer
+
+
+class _SharedModel(tf.saved_model.experimental.TrackableResource):
+    """A parsed SentencePiece model under a shared name, the model's SHA-256, made at construction.
+
+    No kernel owns a resource with a shared name, so clearing TensorFlow's
+    caches leaves it in place, and every tokenizer of one model in the
+    process uses the same one (SentencePiece parses, and logs its
+    "precompiled_charsmap is empty" line, once per model).
+    """
+
+    def __init__(self, model: bytes):
+        super().__init__()
+        self._model = model
+        self._shared_name = "t2t_lite_sentencepiece_" + hashlib.sha256(model).hexdigest()
+        _ = self.resource_handle  # made now: a bad model fails here
+
+    def _create_resource(self):
+        from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
+
+        return gen_sentencepiece_tokenizer.sentencepiece_op(model=self._model, shared_name=self._shared_name)

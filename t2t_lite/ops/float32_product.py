@@ -33,7 +33,10 @@ def float32_product(a, b):
         raise ValueError(f"float32_product needs operands of one dtype; got {a.dtype.name} and {b.dtype.name}")
     if a.dtype == tf.float32:
         return tf.matmul(a, b)
-    return _narrow_operands_product(a, b)
+    # Grappler's shape inference does not see into the compiled call: without EnsureShape its result
+    # has unknown rank there, and Grappler's cost model logs "Error in PredictCost() for the op: ...
+    # Softmax" for the loss's softmax of each slice, in every graph it optimises.
+    return tf.ensure_shape(_narrow_operands_product(a, b), [None, None])
 
 
 @tf.custom_gradient
