@@ -37,7 +37,7 @@ setup(
         "sentencepiece",
     ],
     extras_require={
-        "test": ["pytest", "pytest-xdist", "matplotlib", "ctranslate2>=4.5"],
+        "test": ["pytest", "pytest-xdist", "matplotlib", "ctranslate2>=4.5", "tensorflow-serving-api~=2.21.0"],
         "visualize": ["matplotlib"],
         # The CTranslate2 export and decoding it (t2t-lite-exporter --export_format=ctranslate2).
         "ctranslate2": ["ctranslate2>=4.5"],

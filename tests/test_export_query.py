@@ -1,7 +1,8 @@
 """t2t-lite-query against local stand-ins for TF Serving (there is no model server here).
 
 The REST stub answers like TF Serving's predict API in row format; the gRPC stub
-implements PredictionService.Predict and runs only where tensorflow-serving-api is installed.
+implements PredictionService.Predict (tensorflow-serving-api, in the test extra; its tests skip without it).
+Both keep what the client sent.
 """
 import http.server
 import json
@@ -18,6 +19,7 @@ import pytest
 
 from t2t_lite.errors import UserError
 from t2t_lite.export import client
+from cli_helpers import run_tool
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 ERROR_PREFIX = "t2t-lite-query: error: "
@@ -142,26 +144,53 @@ def test_grpc_without_tensorflow_serving_api_says_what_to_install(monkeypatch):
         client.make_predict("grpc", None, "translate")(["A dog runs."])
 
 
+class GrpcStub:
+    """PredictionService.Predict as TF Serving answers it, keeping every request it gets.
+
+    Scores come back as float_val, or packed in tensor_content when packed_scores is set (TF Serving sends either).
+    """
+
+    def __init__(self):
+        self.requests, self.packed_scores, self.drop_one = [], False, False
+
+    def predict(self, request, context):
+        import grpc
+        import numpy as np
+        from tensorflow.core.framework import tensor_pb2, types_pb2
+        from tensorflow_serving.apis import predict_pb2
+
+        self.requests.append(request)
+        if request.model_spec.name != "translate":
+            context.abort(grpc.StatusCode.NOT_FOUND, f"Servable not found for request: "
+                                                     f"Latest({request.model_spec.name})")
+        if request.model_spec.signature_name != "serving_default":
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "Serving signature name not found")
+        pairs = [fake_translation(s.decode("utf-8")) for s in request.inputs["inputs"].string_val]
+        if self.drop_one:
+            pairs = pairs[1:]
+        scores = [score for _, score in pairs]
+        response = predict_pb2.PredictResponse()
+        response.outputs["outputs"].CopyFrom(tensor_pb2.TensorProto(
+            dtype=types_pb2.DT_STRING, string_val=[text.encode("utf-8") for text, _ in pairs]))
+        if self.packed_scores:
+            scores_tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT,
+                                                   tensor_content=np.asarray(scores, "<f4").tobytes())
+        else:
+            scores_tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, float_val=scores)
+        response.outputs["scores"].CopyFrom(scores_tensor)
+        return response
+
+
 @pytest.fixture
 def grpc_server():
-    """PredictionService.Predict, answering like TF Serving: outputs string_val, scores float_val."""
+    """(host:port, the GrpcStub behind it)."""
     grpc = pytest.importorskip("grpc")
     apis = pytest.importorskip("tensorflow_serving.apis.prediction_service_pb2_grpc")
-    from tensorflow.core.framework import tensor_pb2, types_pb2
-    from tensorflow_serving.apis import predict_pb2
+    stub = GrpcStub()
 
     class Servicer(apis.PredictionServiceServicer):
         def Predict(self, request, context):
-            if request.model_spec.name != "translate":
-                context.abort(grpc.StatusCode.NOT_FOUND, f"Servable not found for request: "
-                                                         f"Latest({request.model_spec.name})")
-            pairs = [fake_translation(s.decode("utf-8")) for s in request.inputs["inputs"].string_val]
-            response = predict_pb2.PredictResponse()
-            response.outputs["outputs"].CopyFrom(tensor_pb2.TensorProto(
-                dtype=types_pb2.DT_STRING, string_val=[text.encode("utf-8") for text, _ in pairs]))
-            response.outputs["scores"].CopyFrom(tensor_pb2.TensorProto(
-                dtype=types_pb2.DT_FLOAT, float_val=[score for _, score in pairs]))
-            return response
+            return stub.predict(request, context)
 
     from concurrent import futures
 
@@ -169,15 +198,51 @@ def grpc_server():
     apis.add_PredictionServiceServicer_to_server(Servicer(), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    yield f"127.0.0.1:{port}"
+    yield f"127.0.0.1:{port}", stub
     server.stop(None)
 
 
-def test_grpc_query_prints_one_output_per_line(grpc_server):
-    predict = client.make_predict("grpc", grpc_server, "translate")
-    assert client.predict_in_batches(predict, LINES, 2) == [client.Translation(*fake_translation(line))
-                                                            for line in LINES]
+def sent_lines(request) -> list[str]:
+    """The lines of a PredictRequest, checked to be the export's input: a DT_STRING vector of shape [B]."""
+    from tensorflow.core.framework import types_pb2
+
+    assert list(request.inputs) == ["inputs"]
+    tensor = request.inputs["inputs"]
+    assert tensor.dtype == types_pb2.DT_STRING
+    assert [dim.size for dim in tensor.tensor_shape.dim] == [len(tensor.string_val)]
+    return [value.decode("utf-8") for value in tensor.string_val]
+
+
+def test_grpc_query_sends_the_signatures_inputs_and_prints_one_output_per_line(grpc_server):
+    server, stub = grpc_server
+    predict = client.make_predict("grpc", server, "translate")
+    expected = [client.Translation(*fake_translation(line)) for line in LINES]
+    assert client.predict_in_batches(predict, LINES, 2) == expected
+    assert [sent_lines(request) for request in stub.requests] == [LINES[0:2], LINES[2:4], LINES[4:]]
+    for request in stub.requests:
+        assert request.model_spec.name == "translate" and request.model_spec.signature_name == "serving_default"
+        assert not request.model_spec.HasField("version")  # TF Serving's default: the highest version
+    stub.packed_scores = True
+    assert client.predict_in_batches(client.make_predict("grpc", server, "translate", version=3), LINES, 5) == \
+        expected
+    assert stub.requests[-1].model_spec.version.value == 3 and sent_lines(stub.requests[-1]) == LINES
+    stub.packed_scores, stub.drop_one = False, True
+    with pytest.raises(UserError, match=r"TF Serving \(gRPC\) at .* returned 1 outputs for 2 inputs"):
+        predict(LINES[:2])
     with pytest.raises(UserError, match=r"TF Serving \(gRPC\) at .*: NOT_FOUND: Servable not found"):
-        client.make_predict("grpc", grpc_server, "other")(["A dog runs."])
+        client.make_predict("grpc", server, "other")(["A dog runs."])
     with pytest.raises(UserError, match=r"TF Serving \(gRPC\) at .*: UNAVAILABLE"):
         client.make_predict("grpc", f"127.0.0.1:{free_port()}", "translate", timeout=5)(["A dog runs."])
+
+
+def test_query_cli_over_grpc_as_serving_md_shows(grpc_server, tmp_path):
+    server, stub = grpc_server
+    source = tmp_path / "in.txt"
+    source.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
+    result = run_tool("query", "--model_name=translate", "--protocol=grpc", f"--server={server}",
+                      f"--input_file={source}", "--model_version=2", "--batch_size=3", "--scores")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "".join("%s\t%.4f\n" % fake_translation(line) for line in LINES)
+    assert [sent_lines(request) for request in stub.requests] == [LINES[0:3], LINES[3:]]
+    assert {(r.model_spec.name, r.model_spec.signature_name, r.model_spec.version.value) for r in stub.requests} \
+        == {("translate", "serving_default", 2)}
