@@ -26,10 +26,13 @@ def generate_data(problem, max_length: int = 0) -> None:
       max_length: also report how many examples are longer than this; 0 skips the count.
     """
     from t2t_lite.data.text_problem import Text2TextProblem
+    from t2t_lite.files import check_dir_can_be_written
 
     if not isinstance(problem, Text2TextProblem):
         print(f"{FLAGS.problem} generates its examples in memory; there is nothing to prepare")
         return
+    # Before the vocabulary is trained (minutes on a large corpus) rather than when it is saved.
+    check_dir_can_be_written(problem.data_dir, "--data_dir")
     config = problem.generate_data(FLAGS.tmp_dir, **{name: FLAGS[name].value for name in _OPTION_FLAGS})
     for split, counts in config["splits"].items():
         line = (f"{split}: {counts['examples']:,} examples in {counts['num_shards']} shards; "

@@ -1,6 +1,9 @@
-"""Reading user text strictly, and writing files that are never half-written under their final name."""
+"""Reading user text strictly, writing files that are never half-written under their final name, and
+telling a full or read-only disk from other failures."""
+import errno
 import gzip
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 
@@ -22,6 +25,66 @@ def atomic_write_text(path: str, text: str) -> None:
     except BaseException:
         os.unlink(tmp_path)
         raise
+
+
+# Writes a user can make succeed again: the disk is full, the quota is spent, the file system is (re)mounted
+# read-only. What to do about each, for the one-line errors of the commands.
+STORAGE_FAULTS = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space or raise the quota",
+                  errno.EROFS: "make it writable"}
+
+
+def storage_fault(error: BaseException) -> int | None:
+    """The errno of STORAGE_FAULTS that `error` is, else None.
+
+    An OSError carries its errno; TensorFlow's errors (a checkpoint's or a SavedModel's write) carry only
+    the operating system's text, at the end of their message.
+    """
+    if isinstance(error, OSError):
+        return error.errno if error.errno in STORAGE_FAULTS else None
+    tf = sys.modules.get("tensorflow")  # no TensorFlow error can exist before it is imported
+    if tf is not None and isinstance(error, tf.errors.OpError):
+        return next((code for code in STORAGE_FAULTS if os.strerror(code) in error.message), None)
+    return None
+
+
+def storage_fault_text(code: int) -> str:
+    """E.g. "No space left on device; free some space"."""
+    return f"{os.strerror(code)}; {STORAGE_FAULTS[code]}"
+
+
+def ensure_writable_dir(path: str, flag: str) -> None:
+    """Creates directory `path` if needed and checks a file can be written in it, or raises UserError.
+
+    Args:
+      path: the directory.
+      flag: how the message names it, e.g. "--output_dir".
+    """
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-")  # removed when closed
+        probe.close()
+    except OSError as error:
+        raise UserError(f"cannot write to {flag} {path!r}: {error.strerror or error}") from None
+
+
+def check_dir_can_be_written(path: str, flag: str) -> None:
+    """Raises UserError unless `path` is a directory this process can write in, or can be created as one.
+
+    Creates nothing: for a command that must refuse bad input before it writes anything. The nearest
+    existing ancestor decides: a file (not a directory), a read-only file system, or no write permission.
+    """
+    existing = os.path.abspath(path)
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        reason = os.strerror(errno.ENOTDIR)
+    elif os.statvfs(existing).f_flag & os.ST_RDONLY:
+        reason = os.strerror(errno.EROFS)
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        reason = os.strerror(errno.EACCES)
+    else:
+        return
+    raise UserError(f"cannot write to {flag} {path!r}: {reason}")
 
 
 def _umask() -> int:

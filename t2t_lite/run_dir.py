@@ -24,7 +24,7 @@ import os
 from t2t_lite import config
 from t2t_lite.config import HParams
 from t2t_lite.errors import UserError
-from t2t_lite.files import atomic_write_text
+from t2t_lite.files import atomic_write_text, ensure_writable_dir
 
 HPARAMS_FILE = "hparams.json"
 CHECKPOINT_NAME = "ckpt"  # checkpoints are <dir>/ckpt-<step>
@@ -90,27 +90,31 @@ def create_or_resume(output_dir: str, requested: RunSpec, chief: bool = True) ->
     saved = load_spec(output_dir)
     if saved is not None:
         check_matches(saved, requested, output_dir)
+    if chief:
+        # A resumed run's too: a read-only output_dir would otherwise fail only at the first save.
+        ensure_writable(output_dir)
+    if saved is not None:
         moved = {name: getattr(requested, name) for name in ("data_dir", "usr_dir")
                  if getattr(requested, name) and getattr(requested, name) != getattr(saved, name)}
         if moved:
             saved = dataclasses.replace(saved, **moved)
             if chief:
-                save_spec(output_dir, saved)
+                _write_spec(output_dir, saved)
         return saved
     if chief:
-        ensure_writable(output_dir)
-        save_spec(output_dir, requested)
+        _write_spec(output_dir, requested)
     return requested
 
 
 def ensure_writable(output_dir: str) -> None:
     """Creates output_dir if needed and checks a file can be written there, or raises UserError."""
+    ensure_writable_dir(output_dir, "--output_dir")
+
+
+def _write_spec(output_dir: str, spec: RunSpec) -> None:
+    """save_spec, with a failure (a full disk: an empty file still fits) as one UserError; nothing half-written."""
     try:
-        os.makedirs(output_dir, exist_ok=True)
-        probe = os.path.join(output_dir, ".write-test")
-        with open(probe, "w") as f:
-            f.write("")
-        os.remove(probe)
+        save_spec(output_dir, spec)
     except OSError as error:
         raise UserError(f"cannot write to --output_dir {output_dir!r}: {error.strerror or error}") from None
 

@@ -30,7 +30,7 @@ from t2t_lite.data.problem import EOS_ID, PAD_ID
 from t2t_lite.data.vocabulary import UNK_ID, Vocabulary
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
-from t2t_lite.export.exporter import VOCAB_ASSET, text_vocabulary
+from t2t_lite.export.exporter import VOCAB_ASSET, publish, text_vocabulary
 from t2t_lite.layers.embedding import timing_signal
 from t2t_lite.run import OpenedRun
 from t2t_lite.run_dir import HPARAMS_FILE, spec_json
@@ -227,7 +227,8 @@ def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None =
     Raises:
       UserError: ctranslate2 missing, a bad quantization, a model CTranslate2 cannot
         represent, a problem without a SentencePiece vocabulary, an unwritable
-        export_dir; all found before anything is written.
+        export_dir; all found before anything is written. Or a disk that cannot take
+        the export (exporter.publish): nothing is published then.
     """
     require_ctranslate2()
     if not export_dir:
@@ -238,7 +239,7 @@ def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None =
     name = model_name or run.problem_name
     layout.check_model_name(name)
     model_dir = layout.make_model_dir(export_dir, name)
-    return layout.publish(model_dir, lambda path: write_ctranslate2(run, path, quantization, max_positions))
+    return publish(model_dir, export_dir, lambda path: write_ctranslate2(run, path, quantization, max_positions))
 
 
 def export_info(path: str) -> dict | None:

@@ -3,7 +3,9 @@
 Everything that can be refused (no checkpoint, wrong hparams set, a problem
 without a SentencePiece vocabulary, bad decode settings, an unwritable
 export_dir) is checked before anything is created under export_dir; the
-export itself is published atomically (layout.publish).
+export itself is published atomically (layout.publish), so a disk that fills
+up (or turns read-only) while it is written leaves no version behind, and the
+versions already there as they were (`publish`).
 """
 import dataclasses
 import os
@@ -18,6 +20,7 @@ from t2t_lite.data.problem import Problem
 from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
+from t2t_lite.files import storage_fault, storage_fault_text
 from t2t_lite.export.serving import ServingModule
 from t2t_lite.run import RunRequest, open_run
 from t2t_lite.run_dir import HPARAMS_FILE, RunSpec, spec_json
@@ -44,8 +47,8 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
     """Exports a trained run; returns the published version directory.
 
     Raises:
-      UserError: for anything the user can fix, found before anything is written.
-        A failure while saving removes the partial export (layout.publish).
+      UserError: for anything the user can fix, found before anything is written; or a disk that
+        cannot take the export. A failure while saving removes the partial export (layout.publish).
     """
     if not request.export_dir:
         raise UserError("--export_dir is required (TF Serving's model base directory)")
@@ -64,7 +67,25 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
                    "max_input_length": request.max_input_length, "mixed_precision": mixed_precision}
     log(f"tracing beam search of {run.checkpoint} (beam {decode.beam_size}, alpha {decode.alpha}, extra length "
         f"{decode.extra_length}) in {precision.compute_dtype(mixed_precision)} and saving into {model_dir}")
-    return layout.publish(model_dir, lambda path: save_module(module, path, exported, vocabulary, export_info))
+    return publish(model_dir, request.export_dir,
+                   lambda path: save_module(module, path, exported, vocabulary, export_info))
+
+
+def publish(model_dir: str, export_dir: str, write: Callable[[str], None]) -> str:
+    """layout.publish, with a write the disk cannot take (full, over quota, read-only) as one UserError.
+
+    Raises:
+      UserError: the disk failed the write; the partial version was removed and nothing was published.
+    """
+    try:
+        return layout.publish(model_dir, write)
+    except Exception as error:  # noqa: BLE001 (anything but a storage fault is re-raised as it is)
+        code = storage_fault(error)
+        if code is None:
+            raise
+        raise UserError(f"cannot write the export into --export_dir {export_dir!r}: {storage_fault_text(code)}, "
+                        f"then export again (nothing was published; the versions in {model_dir!r} are as they "
+                        f"were)") from None
 
 
 def check_lengths(model: ModelHParams, decode: DecodeHParams, max_input_length: int) -> None:

@@ -11,24 +11,40 @@ The result is a run directory of its own (default `<output_dir>/averaged/`):
 hparams.json so a decoder can rebuild the model from it, and `averaged.json`
 recording the sources. It is built in a temporary directory and renamed into
 place, so no half-written checkpoint ever carries the final name.
+
+The trainer averages once training ends. A SIGINT or SIGTERM while it averages
+stops it between two checkpoints read, leaving averaged/ as it was; so does a
+full disk. A later run of the same command, with nothing left to train, finds
+averaged/ missing or older than the checkpoints and averages then
+(`finish_averaging`).
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 from collections.abc import Callable
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from t2t_lite.config import TrainHParams
 from t2t_lite.errors import UserError
+from t2t_lite.files import storage_fault, storage_fault_text
 from t2t_lite.models import build_model
-from t2t_lite.run_dir import AVERAGED_SUBDIR, HPARAMS_FILE, RunSpec, checkpoint_step, load_spec, spec_json
+from t2t_lite.run_dir import (AVERAGED_SUBDIR, HPARAMS_FILE, SOURCES_SUBDIR, RunSpec, checkpoint_step, load_spec,
+                              spec_json)
 from t2t_lite.training.checkpoint_dir import write_model_dir
+from t2t_lite.training.signals import StopRequest, stop_on_signals
 
 # Written into every averaged directory; only a directory holding it is ever replaced.
 PROVENANCE_FILE = "averaged.json"
+
+
+class _Interrupted(Exception):
+    """A signal asked the trainer's averaging to stop (average_after_training catches it)."""
 
 
 def checkpoints_to_average(output_dir: str, last_n: int) -> list[str]:
@@ -56,7 +72,8 @@ def checkpoints_to_average(output_dir: str, last_n: int) -> list[str]:
 
 
 def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | None = None,
-                        log: Callable[[str], None] = print, checkpoint_dir: str | None = None) -> str:
+                        log: Callable[[str], None] = print, checkpoint_dir: str | None = None,
+                        stop: StopRequest | None = None) -> str:
     """Averages the model weights of the newest last_n checkpoints of output_dir into a new checkpoint.
 
     Args:
@@ -68,12 +85,15 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
       log: receives one line naming the averaged checkpoints and one naming the result.
       checkpoint_dir: where the checkpoints to average are listed, if not output_dir itself
         (the trainer's <output_dir>/average_sources, averaging_schedule.py).
+      stop: looked at after each checkpoint read and before writing; once requested, nothing is written
+        (average_after_training).
     Returns:
       The new checkpoint's prefix, <destination_dir>/ckpt-<step of the newest averaged>,
       loadable with tf.train.Checkpoint(model=model).restore(prefix).
     Raises:
       UserError: no hparams.json, no checkpoints, a checkpoint that does not fit
-        the model of hparams.json, or an unusable destination_dir.
+        the model of hparams.json, an unusable destination_dir, or a disk that cannot
+        take the result (full, over quota, read-only); destination_dir is left as it was.
       RuntimeError: the model holds weights that tf.train.Checkpoint cannot
         reach, so no checkpoint has them (a bug in the model, not the run).
     """
@@ -88,9 +108,19 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
     log(f"averaging {len(paths)} checkpoints{where}{shortfall}: {', '.join(os.path.basename(p) for p in paths)}")
     model = build_model(spec.hparams)
     _check_all_weights_checkpointed(model)
-    for weight, mean in zip(_float_weights(model), _mean_weights(model, paths)):
+    for weight, mean in zip(_float_weights(model), _mean_weights(model, paths, stop)):
         weight.assign(mean)
-    result = _save_atomically(model, spec, output_dir, paths, destination)
+    if stop is not None and stop.requested:
+        raise _Interrupted
+    _remove_leftovers(destination)
+    try:
+        result = _save_atomically(model, spec, output_dir, paths, destination)
+    except Exception as error:  # noqa: BLE001 (anything but a storage fault is re-raised as it is)
+        code = storage_fault(error)
+        if code is None:
+            raise
+        raise UserError(f"cannot write the averaged checkpoint into {destination!r}: {storage_fault_text(code)}, "
+                        f"then run the same command again (nothing in {destination!r} was changed)") from None
     log(f"wrote {result}")
     return result
 
@@ -105,9 +135,73 @@ def average_after_training(output_dir: str, last_n: int, log: Callable[[str], No
       log: as for average_checkpoints.
       checkpoint_dir: as for average_checkpoints.
     Returns:
-      The averaged checkpoint's prefix, or None when last_n is 0.
+      The averaged checkpoint's prefix; None when last_n is 0, or when a SIGINT or SIGTERM came while
+      averaging: then <output_dir>/averaged is left as it was (finish_averaging, in a later run of the same
+      command, writes it), or, if the signal came while it was being written, is written.
     """
-    return average_checkpoints(output_dir, last_n, log=log, checkpoint_dir=checkpoint_dir) if last_n > 0 else None
+    if last_n <= 0:
+        return None
+    destination = os.path.join(output_dir, AVERAGED_SUBDIR)
+    with stop_on_signals() as stop:
+        try:
+            result = average_checkpoints(output_dir, last_n, log=log, checkpoint_dir=checkpoint_dir, stop=stop)
+        except _Interrupted:
+            log(f"{stop.signal_name} received while averaging: {destination} was left as it was; run the same "
+                f"command again to average")
+            return None
+    if stop.requested:
+        log(f"{stop.signal_name} received while writing {destination}: it was written whole, stopping")
+        return None
+    return result
+
+
+def finish_averaging(output_dir: str, train: TrainHParams, log: Callable[[str], None] = print) -> str | None:
+    """The end-of-run average an earlier run of output_dir did not write (a signal, a full disk or a kill
+    stopped it while it averaged): what the trainer runs when training had already ended.
+
+    Args:
+      output_dir: the run directory.
+      train: the run's hparams.train (average_last_checkpoints, average_span).
+      log: as for average_checkpoints; says why it averages.
+    Returns:
+      The averaged checkpoint's prefix; None when averaging is off, there is nothing to average, or
+      <output_dir>/averaged already holds the average of the checkpoints it would take.
+    """
+    if train.average_last_checkpoints <= 0:
+        return None
+    sources = os.path.join(output_dir, SOURCES_SUBDIR) if train.average_span > 0 else None
+    try:
+        paths = checkpoints_to_average(sources or output_dir, train.average_last_checkpoints)
+    except UserError:
+        return None  # no checkpoint: nothing was trained
+    if _averaged_sources(os.path.join(output_dir, AVERAGED_SUBDIR)) == _relative(paths, output_dir):
+        return None
+    log(f"training ended in an earlier run, which did not write {os.path.join(output_dir, AVERAGED_SUBDIR)}: "
+        f"averaging now")
+    return average_after_training(output_dir, train.average_last_checkpoints, log, sources)
+
+
+def _averaged_sources(destination: str) -> list[str] | None:
+    """The checkpoints (relative to the run directory) an averaged directory was made from; None without one."""
+    try:
+        with open(os.path.join(destination, PROVENANCE_FILE), encoding="utf-8") as f:
+            return json.load(f)["checkpoints"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _relative(paths: list[str], output_dir: str) -> list[str]:
+    """Checkpoint prefixes relative to output_dir, as averaged.json names them: "ckpt-900",
+    "average_sources/ckpt-980"."""
+    return [os.path.relpath(os.path.abspath(p), os.path.abspath(output_dir)) for p in paths]
+
+
+def _remove_leftovers(destination: str) -> None:
+    """Removes the staging directories of an averaging into destination that was killed before its rename
+    (write_model_dir names them .tmp-<name>-*)."""
+    parent, name = os.path.split(os.path.abspath(destination))
+    for leftover in glob.glob(os.path.join(glob.escape(parent), f".tmp-{glob.escape(name)}-*")):
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _float_weights(model: keras.Model) -> list:
@@ -128,8 +222,10 @@ def _check_all_weights_checkpointed(model: keras.Model) -> None:
                            "the model must also assign list-held layers to attributes")
 
 
-def _mean_weights(model: keras.Model, paths: list[str]) -> list[np.ndarray]:
-    """Restores each checkpoint into model in turn; the mean of each float weight, in its own dtype."""
+def _mean_weights(model: keras.Model, paths: list[str], stop: StopRequest | None = None) -> list[np.ndarray]:
+    """Restores each checkpoint into model in turn; the mean of each float weight, in its own dtype.
+
+    Raises _Interrupted after the checkpoint being read when `stop` is requested."""
     checkpoint = tf.train.Checkpoint(model=model)
     weights = _float_weights(model)
     # float64 sums: twenty float32 checkpoints add up without losing the low bits.
@@ -141,6 +237,8 @@ def _mean_weights(model: keras.Model, paths: list[str]) -> list[np.ndarray]:
             raise UserError(f"{path} does not fit the model of hparams.json: {str(error).splitlines()[0]}") from None
         for total, weight in zip(sums, weights):
             total += np.asarray(weight.numpy(), np.float64)
+        if stop is not None and stop.requested:
+            raise _Interrupted
     return [(total / len(paths)).astype(weight.dtype) for total, weight in zip(sums, weights)]
 
 
@@ -160,8 +258,6 @@ def _save_atomically(model: keras.Model, spec: RunSpec, output_dir: str, sources
                      destination: str) -> str:
     """Writes model, hparams.json and provenance into a temporary directory, then renames it to destination."""
     step = checkpoint_step(sources[-1])
-    # Relative to output_dir: "ckpt-900", or "average_sources/ckpt-980" for the end-of-run sources.
-    names = [os.path.relpath(os.path.abspath(p), os.path.abspath(output_dir)) for p in sources]
-    provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": names}
+    provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": _relative(sources, output_dir)}
     return write_model_dir(model, destination, step, {HPARAMS_FILE: spec_json(spec),
                                                       PROVENANCE_FILE: json.dumps(provenance, indent=2) + "\n"})

@@ -5,7 +5,13 @@ iterator's position) and "loss_scale" (float16) when the run that wrote it had t
 in two parts because the data iterator is made from a seed that depends on the checkpoint: first every
 entry but the data decides which checkpoint is readable (`restore_latest`), then the iterator is made
 (`data_seed`) and its position restored from that same checkpoint (`restore_data`).
+
+A save the disk cannot take (full, over quota, read-only) leaves the checkpoints before it as they were:
+TensorFlow writes a checkpoint under a temporary name and lists it in the `checkpoint` state file only once
+whole; `Checkpoints.save` also removes what a failed save left behind, and `Checkpoints.stop_on_storage_faults`
+turns the failure into one line naming the newest checkpoint, from which a rerun resumes.
 """
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -15,6 +21,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from t2t_lite.errors import UserError
+from t2t_lite.files import storage_fault, storage_fault_text
 from t2t_lite.run_dir import CHECKPOINT_NAME, SOURCES_SUBDIR, checkpoint_step
 from t2t_lite.training.averaging_schedule import AveragingSources
 
@@ -110,9 +117,52 @@ class Checkpoints:
         """Writes a checkpoint for `step` unless one was already saved or restored for it."""
         if self._saved_step == step:
             return self.latest
-        self._saved_step = step
         self._before_save()
-        return self.manager.save(checkpoint_number=step)
+        try:
+            path = self.manager.save(checkpoint_number=step)
+        except BaseException:
+            self._remove_unlisted(step)
+            raise
+        self._saved_step = step
+        return path
+
+    def _remove_unlisted(self, step: int) -> None:
+        """Removes what a failed save of `step` left: its temporary files, and its files unless the state
+        file already lists it as the newest (the failure came after it was recorded)."""
+        prefix = os.path.join(self.directory, f"{CHECKPOINT_NAME}-{step}")
+        listed = tf.train.get_checkpoint_state(self.directory)
+        recorded = (listed is not None and os.path.basename(listed.model_checkpoint_path) == os.path.basename(prefix)
+                    and tf.io.gfile.exists(prefix + ".index"))
+        # <prefix>_temp/ holds the shards being written; checkpoint.tmp<hex> a state file being written.
+        leftovers = tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(os.path.join(self.directory,
+                                                                                          "checkpoint.tmp*"))
+        if not recorded:
+            leftovers += tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
+        for path in leftovers:
+            try:
+                if tf.io.gfile.isdir(path):
+                    tf.io.gfile.rmtree(path)
+                else:
+                    tf.io.gfile.remove(path)
+            except tf.errors.OpError:
+                pass  # already gone; nothing else can be done about the rest
+
+    @contextlib.contextmanager
+    def stop_on_storage_faults(self):
+        """Within the block, a write the disk cannot take (full, over quota, read-only: files.STORAGE_FAULTS)
+        raises a UserError naming the newest checkpoint, which is intact, instead of a traceback."""
+        try:
+            yield
+        except Exception as error:  # noqa: BLE001 (anything else is re-raised as it is)
+            code = storage_fault(error)
+            if code is None:
+                raise
+            where = f"{'the scratch directory' if self._scratch else '--output_dir'} {self.directory!r}"
+            newest = tf.train.latest_checkpoint(self.directory)
+            then = (f"it resumes from {newest}, the newest checkpoint, which is intact" if newest
+                    else "no checkpoint was saved yet")
+            raise UserError(f"cannot write into {where}: {storage_fault_text(code)}, then rerun the same command: "
+                            f"{then}") from None
 
     def averaging_sources(self, points: list[float], position: float, model, count: int,
                           step: int) -> AveragingSources:

@@ -1,6 +1,8 @@
-"""Turns SIGINT / SIGTERM into a request to stop at the next step boundary."""
+"""Turns SIGINT / SIGTERM into a request to stop at the next safe point: the next step boundary of the
+training loop (after an evaluation under way), or the next checkpoint read while averaging."""
 import contextlib
 import signal
+import threading
 
 
 class StopRequest:
@@ -19,10 +21,15 @@ def stop_on_signals():
     """Within the block, SIGINT and SIGTERM set the yielded StopRequest instead of killing the process.
 
     A second signal restores the default behaviour, so an impatient Ctrl-C
-    still ends a run that is stuck.
+    still ends a run that is stuck. Outside the main thread, where Python
+    cannot install handlers, signals keep their behaviour and the request is
+    never set.
     """
     request = StopRequest()
     previous = {}
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
 
     def handler(signum, frame):
         request.signal_name = signal.Signals(signum).name

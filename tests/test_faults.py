@@ -1,0 +1,374 @@
+"""Faults a user meets while training and exporting: a full disk, a read-only directory, a signal at a bad time.
+
+Each ends with one line saying what happened and what to do, nothing half-written, and a run that the same
+command resumes. A full disk is simulated by making the write raise what TensorFlow or the OS raise (and,
+where this process may mount a tmpfs, made real: a filesystem of a few MB, filled up).
+"""
+import contextlib
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import t2t_lite.hparams  # noqa: F401
+import t2t_lite.problems  # noqa: F401
+from t2t_lite import config, files, run_dir
+from t2t_lite.errors import UserError
+from t2t_lite.export import exporter, layout
+from t2t_lite.export.exporter import ExportRequest, export_run
+from t2t_lite.models import build_model
+from t2t_lite.registry import hparams_sets
+from t2t_lite.run import RunRequest
+from t2t_lite.run_dir import RunSpec, save_spec
+from t2t_lite.training import averaging
+from t2t_lite.training.loop import StopReason
+from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.trainer import Trainer
+from cli_helpers import run_tool
+from small_training import TINY, small_problem
+
+DISK_FULL = "No space left on device"
+
+
+def tiny_hparams(average_last=2):
+    return config.apply_overrides(hparams_sets.get("transformer_tiny")(),
+                                  f"{TINY},average_last_checkpoints={average_last}")
+
+
+def make_trainer(output_dir, train_steps, log=lambda line: None, average_last=2, save_every=4, **run_options):
+    """A TINY trainer on a small algorithmic_reverse, saving and evaluating every `save_every` steps."""
+    overrides = f"{TINY},average_last_checkpoints={average_last}"
+    hparams = tiny_hparams(average_last)
+    if run_dir.load_spec(str(output_dir)) is None:  # what the trainer command writes first
+        run_dir.ensure_writable(str(output_dir))
+        save_spec(str(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", overrides, hparams))
+    options = dict(eval_steps=1, save_checkpoints_steps=save_every, log_every_steps=save_every, random_seed=7,
+                   memory_probe=False, eval_bleu_sentences=0)
+    options.update(run_options)
+    run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, **options)
+    return Trainer(small_problem(), hparams, run, log=log)
+
+
+def model_weights(hparams, path):
+    model = build_model(hparams)
+    tf.train.Checkpoint(model=model).restore(str(path)).expect_partial().assert_existing_objects_matched()
+    return [w.numpy() for w in model.weights if keras.backend.is_float_dtype(w.dtype)]
+
+
+def leftovers(directory) -> list[str]:
+    """Temporary files and directories anywhere under directory: what a write cut short leaves."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            if name.startswith(".tmp") or "_temp" in name or ".tmp" in name or name.endswith("-retired"):
+                found.append(os.path.relpath(os.path.join(root, name), directory))
+    return found
+
+
+def full_disk_error(path: str) -> tf.errors.ResourceExhaustedError:
+    """What TensorFlow's SaveV2 raises when the disk fills up (TensorFlow 2.21, seen on a full tmpfs)."""
+    return tf.errors.ResourceExhaustedError(
+        None, None, f"{{{{function_node __wrapped__SaveV2}}}} {path}; {DISK_FULL} [Op:SaveV2]")
+
+
+@contextlib.contextmanager
+def tmpfs(path, options: str):
+    """A tmpfs mounted at path, or a skip where this process may not mount one (not root, no CAP_SYS_ADMIN)."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("a real full or read-only filesystem needs a tmpfs mount (root); the simulated faults "
+                    "test the same paths")
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); the simulated faults test the "
+                    f"same paths")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)  # lazily: summary writers may hold files
+
+
+def fill(directory) -> None:
+    """Fills the filesystem of directory up to the last byte (directory/filler)."""
+    fd = os.open(os.path.join(directory, "filler"), os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (1 << 16, 1 << 12, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+
+
+# --- A full disk while training ---------------------------------------------------------------------------
+
+
+def test_a_full_disk_at_a_save_stops_with_one_line_keeps_the_previous_checkpoint_and_a_rerun_resumes(
+        tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    make_trainer(run, train_steps=4).train()
+    before = model_weights(tiny_hparams(), run / "ckpt-4")
+    save = tf.train.CheckpointManager.save
+
+    def fills_up_at_step_8(manager, checkpoint_number=None, **kwargs):
+        if checkpoint_number != 8:
+            return save(manager, checkpoint_number=checkpoint_number, **kwargs)
+        # What a save cut short leaves: the shards' temporary directory, a partial data file, a state file
+        # being written.
+        (run / "ckpt-8_temp").mkdir()
+        (run / "ckpt-8_temp" / "part-00000-of-00001.data-00000-of-00001.tempstate1").write_bytes(b"\0" * 10)
+        (run / "ckpt-8.data-00000-of-00001").write_bytes(b"\0" * 10)
+        (run / "checkpoint.tmp0123abcd").write_text("model_checkpoint_")
+        raise full_disk_error(str(run / "ckpt-8_temp" / "part-00000-of-00001.data-00000-of-00001.tempstate1"))
+
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", fills_up_at_step_8)
+    with pytest.raises(UserError) as raised:
+        make_trainer(run, train_steps=8).train()
+    assert str(raised.value) == (
+        f"cannot write into --output_dir '{run}': {DISK_FULL}; free some space, then rerun the same command: "
+        f"it resumes from {run}/ckpt-4, the newest checkpoint, which is intact")
+    assert leftovers(run) == [] and not list(run.glob("ckpt-8*"))
+    assert tf.train.latest_checkpoint(str(run)) == str(run / "ckpt-4")
+    for a, b in zip(before, model_weights(tiny_hparams(), run / "ckpt-4")):
+        np.testing.assert_array_equal(a, b)
+
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", save)  # space again
+    lines = []
+    rerun = make_trainer(run, train_steps=8, log=lines.append)
+    assert rerun.train() is StopReason.STEPS
+    assert f"resumed from {run}/ckpt-4 at step 4" in lines and rerun.step == 8
+    assert (run / "averaged" / "ckpt-8.index").exists()
+
+
+def test_a_full_disk_while_writing_the_average_leaves_averaged_as_it_was_and_a_rerun_averages(
+        tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    make_trainer(run, train_steps=4).train()  # averages ckpt-4 into averaged/
+    before = sorted(os.listdir(run / "averaged"))
+    write = averaging.write_model_dir
+
+    def full(model, destination, step, files):
+        raise OSError(errno.ENOSPC, DISK_FULL)
+
+    monkeypatch.setattr(averaging, "write_model_dir", full)
+    with pytest.raises(UserError) as raised:
+        make_trainer(run, train_steps=8).train()
+    assert str(raised.value) == (f"cannot write the averaged checkpoint into '{run}/averaged': {DISK_FULL}; free "
+                                 f"some space, then run the same command again (nothing in '{run}/averaged' was "
+                                 f"changed)")
+    assert sorted(os.listdir(run / "averaged")) == before and tf.train.latest_checkpoint(str(run)).endswith("ckpt-8")
+
+    monkeypatch.setattr(averaging, "write_model_dir", write)
+    lines = []
+    assert make_trainer(run, train_steps=8, log=lines.append).train() is StopReason.STEPS
+    assert any("averaging now" in line for line in lines)
+    assert json.loads((run / "averaged" / "averaged.json").read_text())["checkpoints"] == ["ckpt-4", "ckpt-8"]
+
+
+@pytest.mark.slow  # a real filesystem (root only), filled up; three trainers
+def test_a_really_full_disk_stops_the_trainer_with_one_line_and_a_rerun_resumes_once_there_is_space(tmp_path):
+    with tmpfs(tmp_path / "disk", "size=8m") as disk:
+        run = disk / "run"
+        make_trainer(run, train_steps=4).train()
+        trainer = make_trainer(run, train_steps=8)
+        fill(disk)
+        with pytest.raises(UserError, match=f"^cannot write into --output_dir '{run}': {DISK_FULL}; free some "
+                                            f"space, then rerun the same command: it resumes from {run}/ckpt-4,"):
+            trainer.train()
+        assert leftovers(run) == [] and not list(run.glob("ckpt-8*"))
+        os.remove(disk / "filler")
+        lines = []
+        assert make_trainer(run, train_steps=8, log=lines.append).train() is StopReason.STEPS
+        assert f"resumed from {run}/ckpt-4 at step 4" in lines
+        assert (run / "averaged" / "ckpt-8.index").exists() and leftovers(run) == []
+
+
+# --- A full disk while exporting ----------------------------------------------------------------------------
+
+
+def test_a_full_disk_during_an_export_publishes_nothing_and_keeps_earlier_versions(multi30k_run, tmp_path,
+                                                                                   monkeypatch):
+    model_dir = tmp_path / "exports" / "m30k"
+    (model_dir / "1").mkdir(parents=True)
+    (model_dir / "1" / "saved_model.pb").write_bytes(b"an earlier export")
+
+    def full(module, path, signatures=None):
+        with open(os.path.join(path, "saved_model.pb"), "wb") as f:
+            f.write(b"half")
+        raise full_disk_error(os.path.join(path, "variables", "variables_temp", "part-00000-of-00001"))
+
+    monkeypatch.setattr(exporter.tf.saved_model, "save", full)
+    request = ExportRequest(str(tmp_path / "exports"), RunRequest(output_dir=multi30k_run["output_dir"],
+                                                                  data_dir=multi30k_run["data_dir"]), "m30k")
+    with pytest.raises(UserError) as raised:
+        export_run(request)
+    assert str(raised.value) == (
+        f"cannot write the export into --export_dir '{tmp_path / 'exports'}': {DISK_FULL}; free some space, then "
+        f"export again (nothing was published; the versions in '{model_dir}' are as they were)")
+    assert sorted(os.listdir(model_dir)) == ["1"] and layout.versions(str(model_dir)) == [1]
+    assert (model_dir / "1" / "saved_model.pb").read_bytes() == b"an earlier export"
+
+
+def test_a_full_disk_during_a_ctranslate2_export_publishes_nothing(multi30k_run, tmp_path, monkeypatch):
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from t2t_lite.export.ctranslate2_export import export_ctranslate2
+    from t2t_lite.run import open_run
+
+    model_dir = tmp_path / "exports" / "m30k"
+    (model_dir / "3").mkdir(parents=True)
+
+    def full(converter, output_dir, **kwargs):
+        os.makedirs(output_dir)
+        with open(os.path.join(output_dir, "model.bin"), "wb") as f:
+            f.write(b"half")
+        raise OSError(errno.ENOSPC, DISK_FULL, os.path.join(output_dir, "model.bin"))
+
+    monkeypatch.setattr(ctranslate2.converters.Converter, "convert", full)
+    run = open_run(RunRequest(output_dir=multi30k_run["output_dir"], data_dir=multi30k_run["data_dir"]))
+    with pytest.raises(UserError, match=f"^cannot write the export into --export_dir '{tmp_path / 'exports'}': "
+                                        f"{DISK_FULL}; free some space, then export again"):
+        export_ctranslate2(run, str(tmp_path / "exports"), "m30k")
+    assert sorted(os.listdir(model_dir)) == ["3"]
+
+
+# --- Read-only directories ----------------------------------------------------------------------------------
+
+
+def test_a_read_only_output_dir_is_refused_before_training_when_resuming_too(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    spec = RunSpec("algorithmic_reverse", "transformer_tiny", TINY, tiny_hparams())
+    run.mkdir()
+    save_spec(str(run), spec)
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(files.tempfile, "NamedTemporaryFile", read_only)  # the probe ensure_writable writes
+    for output_dir in (run, tmp_path / "new"):
+        with pytest.raises(UserError, match=f"^cannot write to --output_dir '{output_dir}': Read-only file system$"):
+            run_dir.create_or_resume(str(output_dir), spec)
+
+
+def test_a_data_dir_datagen_cannot_write_is_refused_before_anything_is_read(tmp_path, monkeypatch):
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(UserError, match="^cannot write to --data_dir '.*/a_file/data': Not a directory$"):
+        files.check_dir_can_be_written(str(tmp_path / "a_file" / "data"), "--data_dir")
+    files.check_dir_can_be_written(str(tmp_path / "new" / "data"), "--data_dir")
+    assert sorted(os.listdir(tmp_path)) == ["a_file"]  # nothing created
+    monkeypatch.setattr(files.os, "statvfs", lambda path: os.statvfs_result((0,) * 8 + (os.ST_RDONLY, 255)))
+    with pytest.raises(UserError, match=f"^cannot write to --data_dir '{tmp_path}/new': Read-only file system$"):
+        files.check_dir_can_be_written(str(tmp_path / "new"), "--data_dir")
+    result = run_tool("datagen", "--problem=translate_files", f"--data_dir={tmp_path / 'a_file' / 'data'}",
+                      f"--train_files={tmp_path / 'nope.en'},{tmp_path / 'nope.de'}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.error == f"cannot write to --data_dir '{tmp_path / 'a_file' / 'data'}': Not a directory"
+
+
+@pytest.mark.slow  # a real read-only filesystem (root only)
+def test_a_read_only_output_dir_is_one_line_before_any_training_new_or_resumed(tmp_path):
+    with tmpfs(tmp_path / "disk", "size=8m") as disk:
+        flags = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", f"--hparams={TINY}",
+                 "--train_steps=2", "--save_checkpoints_steps=2", "--eval_steps=1", "--nomemory_probe"]
+        make_trainer(tmp_path / "run", train_steps=2).train()  # its summary writers keep their files open
+        resumed = disk / "resumed"
+        shutil.copytree(tmp_path / "run", resumed)
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        listing = sorted(os.listdir(resumed))
+        new = run_tool("trainer", *flags, f"--output_dir={disk / 'new'}")
+        again = run_tool("trainer", *flags[3:], "--train_steps=4", f"--output_dir={resumed}")
+        unchanged = listing == sorted(os.listdir(resumed))
+    for result, where in ((new, disk / "new"), (again, resumed)):
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert result.error == f"cannot write to --output_dir '{where}': Read-only file system"
+    assert "step 3" not in again.stdout and unchanged
+
+
+@pytest.mark.slow  # a real read-only filesystem (root only)
+def test_a_read_only_data_dir_is_read_by_the_trainer_and_refused_by_datagen(multi30k_run, tmp_path):
+    with tmpfs(tmp_path / "disk", "size=16m") as disk:
+        data_dir = disk / "data"
+        shutil.copytree(multi30k_run["data_dir"], data_dir)
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        raw = multi30k_run["raw"]
+        datagen = run_tool("datagen", "--problem=translate_files", f"--data_dir={data_dir / 'more'}",
+                           f"--train_files={raw}/train.en,{raw}/train.de", "--vocab_size=300")
+        trained = run_tool("trainer", f"--output_dir={tmp_path / 'run'}", f"--data_dir={data_dir}",
+                           "--problem=translate_files", "--hparams_set=transformer_tiny",
+                           "--hparams=num_encoder_layers=1,num_decoder_layers=1,d_model=16,d_ff=32,num_heads=2",
+                           "--train_steps=1", "--save_checkpoints_steps=1", "--eval_steps=1", "--nomemory_probe",
+                           "--eval_bleu_sentences=0")
+    assert datagen.returncode == 2 and "Traceback" not in datagen.stderr, datagen.stderr
+    assert datagen.error == f"cannot write to --data_dir '{data_dir / 'more'}': Read-only file system"
+    assert trained.returncode == 0, trained.stderr
+    assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith("ckpt-1")
+
+
+# --- Signals at a bad time ----------------------------------------------------------------------------------
+
+
+def test_sigterm_during_an_evaluation_lets_it_finish_then_saves_and_stops_and_a_rerun_goes_on(tmp_path):
+    run = tmp_path / "run"
+    lines = []
+    trainer = make_trainer(run, train_steps=12, log=lines.append)
+    evaluate = trainer.evaluator.dev_loss
+
+    def signalled_midway():
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler runs at once, in this (the main) thread
+        return evaluate()
+
+    trainer.evaluator.dev_loss = signalled_midway
+    assert trainer.train() is StopReason.SIGNAL
+    assert [line for line in lines if line.startswith("step 4: dev loss")]  # the evaluation finished
+    scores = json.loads((run / "dev_scores.json").read_text())
+    assert [e["step"] for e in scores["evaluations"]] == [4] and scores["best_step"] == 4
+    assert json.loads((run / "best" / "best.json").read_text())["step"] == 4
+    # The vote to stop rides on the next update, which is saved: nothing trained is lost.
+    assert lines[-1] == f"SIGTERM received: saved step {trainer.step}, stopping" and trainer.step == 5
+    assert tf.train.latest_checkpoint(str(run)) == str(run / "ckpt-5")
+    assert leftovers(run) == [] and not (run / "averaged").exists()
+    lines.clear()
+    rerun = make_trainer(run, train_steps=12, log=lines.append)
+    assert rerun.train() is StopReason.STEPS and rerun.step == 12
+    assert f"resumed from {run}/ckpt-5 at step 5" in lines
+    assert [e["step"] for e in json.loads((run / "dev_scores.json").read_text())["evaluations"]] == [4, 8, 12]
+
+
+def test_sigterm_while_averaging_leaves_averaged_as_it_was_and_a_rerun_averages(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    lines = []
+    trainer = make_trainer(run, train_steps=8, log=lines.append)
+    build = averaging.build_model
+
+    def signalled(hparams):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return build(hparams)
+
+    monkeypatch.setattr(averaging, "build_model", signalled)
+    assert trainer.train() is StopReason.STEPS
+    assert lines[-1] == (f"SIGTERM received while averaging: {run}/averaged was left as it was; run the same "
+                         f"command again to average")
+    assert not (run / "averaged").exists() and leftovers(run) == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are put back
+
+    monkeypatch.setattr(averaging, "build_model", build)
+    (run / ".tmp-averaged-killed").mkdir()  # what an averaging killed before its rename leaves
+    lines.clear()
+    rerun = make_trainer(run, train_steps=8, log=lines.append)
+    assert rerun.train() is StopReason.STEPS
+    assert f"training ended in an earlier run, which did not write {run}/averaged: averaging now" in lines
+    assert leftovers(run) == []
+    hparams = rerun.hparams
+    step4, step8 = model_weights(hparams, run / "ckpt-4"), model_weights(hparams, run / "ckpt-8")
+    for averaged, a, b in zip(model_weights(hparams, run / "averaged" / "ckpt-8"), step4, step8):
+        np.testing.assert_allclose(averaged, (a + b) / 2, rtol=1e-6)
+    lines.clear()
+    assert averaging.finish_averaging(str(run), hparams.train, lines.append) is None  # averaged/ is current
+    assert lines == []
