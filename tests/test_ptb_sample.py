@@ -1,0 +1,120 @@
+"""parsing_ptb_sample: NLTK's WSJ sample split by file number, read from --tmp_dir or downloaded (a local server)."""
+import functools
+import http.server
+import io
+import os
+import threading
+import zipfile
+
+import pytest
+
+from t2t_lite.data.trees import linearize, read_mrg, strip_tree
+from t2t_lite.errors import UserError
+from t2t_lite.problems import ptb_sample
+from t2t_lite.registry import problems
+from shared_data import require_shared
+
+MRG = require_shared("ptb_wsj_sample/mrg")  # wsj_0001 ... wsj_0179: the shared copy has no test files
+# Two made-up test files (the sample's 0180-0199 are not in the shared copy).
+SYNTHETIC = {"wsj_0180.mrg": "( (S (NP-SBJ (DT The) (NN cat)) (VP (VBD sat)) (. .)) )\n",
+             "wsj_0199.mrg": "( (S (NP-SBJ (PRP It)) (VP (VBD rained)) (. .)) )\n"
+                             "( (S (NP-SBJ (NNS Dogs)) (VP (VBP bark)) (. .)) )\n"}
+
+
+def trees_in(numbers) -> int:
+    """Trees with at least one word in the shared files wsj_<n>.mrg."""
+    return sum(1 for n in numbers for tree in read_mrg(MRG / f"wsj_{n:04d}.mrg") if linearize(strip_tree(tree))[0])
+
+
+def nltk_layout(root) -> str:
+    """An NLTK data directory: corpora/treebank/combined/ with the shared files and the synthetic test files."""
+    combined = root / "corpora" / "treebank" / "combined"
+    combined.mkdir(parents=True)
+    for path in MRG.glob("wsj_*.mrg"):
+        (combined / path.name).symlink_to(path)
+    for name, text in SYNTHETIC.items():
+        (combined / name).write_text(text, encoding="utf-8")
+    return str(combined)
+
+
+def test_the_split_is_by_file_number_in_any_of_the_layouts(tmp_path):
+    combined = nltk_layout(tmp_path)
+    assert ptb_sample.sample_directory(str(tmp_path)) == combined
+    assert ptb_sample.sample_directory(combined) == combined  # the bare files
+    assert ptb_sample.sample_directory(str(tmp_path / "corpora")) == combined  # NLTK's corpora/ itself
+    (tmp_path / "elsewhere").mkdir()
+    assert ptb_sample.sample_directory(str(tmp_path / "elsewhere")) is None
+    names = {split: [os.path.basename(p) for p in ptb_sample.split_files(combined, split)]
+             for split in ("train", "dev", "test")}
+    assert names == {"train": [f"wsj_{n:04d}.mrg" for n in range(1, 160)],
+                     "dev": [f"wsj_{n:04d}.mrg" for n in range(160, 180)],
+                     "test": ["wsj_0180.mrg", "wsj_0199.mrg"]}
+    assert ptb_sample.train_dev_digest(combined) == ptb_sample.TRAIN_DEV_SHA256
+
+
+def treebank_zip(modify: str | None = None) -> bytes:
+    """NLTK's treebank.zip as its repository lays it out, from the shared files and the synthetic ones."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("treebank/README", "PENN TREEBANK SAMPLE\n")
+        for path in sorted(MRG.glob("wsj_*.mrg")):
+            text = path.read_bytes()
+            archive.writestr(f"treebank/combined/{path.name}", text + b" " if path.name == modify else text)
+        for name, text in SYNTHETIC.items():
+            archive.writestr(f"treebank/combined/{name}", text)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def nltk_server(tmp_path):
+    """A local HTTP server standing for NLTK's data repository; returns the directory it serves and its URL."""
+    served = tmp_path / "served"
+    served.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield served, f"http://127.0.0.1:{server.server_address[1]}/treebank.zip"
+    server.shutdown()
+
+
+def test_datagen_downloads_the_sample_and_prepares_its_three_splits(tmp_path, nltk_server, monkeypatch):
+    served, url = nltk_server
+    (served / "treebank.zip").write_bytes(treebank_zip())
+    monkeypatch.setattr(ptb_sample, "TREEBANK_URL", url)
+    tmp_dir = tmp_path / "tmp"
+    problem = problems.get("parsing_ptb_sample")(str(tmp_path / "data"))
+    config = problem.generate_data(str(tmp_dir), vocab_size=1000, num_shards=1, log=lambda line: None)
+    assert len(list((tmp_dir / "treebank" / "combined").glob("*.mrg"))) == 179 + len(SYNTHETIC)
+    assert {split: counts["examples"] for split, counts in config["splits"].items()} == {
+        "train": trees_in(range(1, 160)), "dev": trees_in(range(160, 180)), "test": 3}
+    assert problem.vocab_size == 1000
+    first_test = next(iter(problem.dataset("test")))
+    assert problem.decode(first_test["inputs"].numpy()) == "The cat sat ."
+    assert problem.decode(first_test["targets"].numpy()) == "S NP DT NN /NP VP VBD /VP . /S"
+
+
+def test_a_download_that_is_not_the_sample_is_refused_and_not_kept(tmp_path, nltk_server, monkeypatch):
+    served, url = nltk_server
+    (served / "treebank.zip").write_bytes(treebank_zip(modify="wsj_0042.mrg"))
+    monkeypatch.setattr(ptb_sample, "TREEBANK_URL", url)
+    tmp_dir = tmp_path / "tmp"
+    tmp_dir.mkdir()
+    problem = problems.get("parsing_ptb_sample")(str(tmp_path / "data"))
+    with pytest.raises(UserError, match=r"does not hold NLTK's treebank sample: the SHA-256 of its wsj_0001-wsj_0179"):
+        problem.generate_data(str(tmp_dir), log=lambda line: None)
+    assert [p.name for p in tmp_dir.rglob("*") if p.is_file()] == []
+
+
+def test_offline_without_the_files_one_line_says_what_to_put_where(tmp_path, monkeypatch):
+    def offline(url):
+        raise ptb_sample.urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(ptb_sample, "fetch", offline)
+    problem = problems.get("parsing_ptb_sample")(str(tmp_path / "data"))
+    with pytest.raises(UserError) as error:
+        problem.generate_data(str(tmp_path / "tmp"), log=lambda line: None)
+    message = str(error.value)
+    assert "\n" not in message and f"wsj_0001.mrg ... wsj_0199.mrg (NLTK's treebank/combined/) in --tmp_dir=" in message
+    with pytest.raises(UserError, match="needs --tmp_dir"):
+        problem.generate_data(None, log=lambda line: None)
