@@ -216,9 +216,16 @@ class WsjParsing(Text2TextProblem):
           references: gold target strings.
           sources: the decoded input sentences, whose words the trees are over.
         Returns:
-          EVALB's summary lines and the number of malformed outputs repaired.
+          EVALB's summary lines, the number of malformed outputs repaired, the share of outputs that were
+          well-formed trees before any repair, and the share identical to their reference tree.
         """
-        return evalb_summary(*score_linearized(outputs, references, sources))
+        counts, repaired = score_linearized(outputs, references, sources)
+        exact = sum(output.split() == reference.split() for output, reference in zip(outputs, references))
+        total = max(len(outputs), 1)
+        return evalb_summary(counts, repaired) + [
+            f"Well-formed before repair  = {100 * (len(outputs) - repaired) / total:6.2f} %",
+            f"Exact tree match           = {100 * exact / total:6.2f} %",
+        ]
 
     def dev_metric(self, outputs: list[str], references: list[str], sources: list[str]) -> tuple[str, float]:
         """EVALB's bracketing F1 (0 to 100) of the decoded trees, malformed ones repaired as `score` does."""

@@ -104,6 +104,7 @@ def test_score_of_gold_against_gold_is_100(sample):
     assert "Number of Error sentence  =      0" in report
     assert "Number of Skip  sentence  =      0" in report
     assert "Malformed outputs repaired = 0" in report
+    assert "Well-formed before repair  = 100.00 %" in report and "Exact tree match           = 100.00 %" in report
 
 
 def _corrupt(tokens: list[str], rng: random.Random) -> list[str]:
@@ -248,3 +249,12 @@ def test_paper_set_builds_4_layers_of_width_1024():
     assert len(model.encoder_layers) == len(model.decoder_layers) == 4
     assert model.target_embedding.embeddings.shape == (64, 1024)
 
+
+
+def test_the_report_gives_the_well_formed_and_exact_shares():
+    # One exact, one well-formed with a wrong tag (not exact), two malformed (an unclosed NP, a cut tail).
+    outputs = [CAT_TARGETS, "S NP DT JJ /NP VP VBD /VP . /S", "S NP DT NN VP VBD /VP . /S", "S NP DT"]
+    report = WsjParsing().score(outputs, [CAT_TARGETS] * 4, [CAT_WORDS] * 4)
+    assert "Malformed outputs repaired = 2" in report
+    assert "Well-formed before repair  =  50.00 %" in report
+    assert "Exact tree match           =  25.00 %" in report
