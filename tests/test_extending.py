@@ -97,6 +97,20 @@ def test_a_moved_usr_dir_is_named_and_a_new_usr_dir_wins(usr_run, tmp_path):
     assert given.returncode == 0, given.stderr[-3000:]
 
 
+def test_a_resumed_run_given_a_moved_usr_dir_records_the_new_place(usr_run, tmp_path):
+    run, moved = tmp_path / "run", tmp_path / "moved" / "my_t2t"
+    shutil.copytree(usr_run["run"], run)
+    shutil.copytree(usr_run["usr_dir"], moved)
+    spec = json.loads((run / "hparams.json").read_text())
+    spec["usr_dir"] = str(tmp_path / "gone")
+    (run / "hparams.json").write_text(json.dumps(spec))
+    # The run has its steps already, so the trainer only resumes and records.
+    trainer = run_tool("trainer", f"--output_dir={run}", f"--usr_dir={moved}", f"--train_steps={STEPS}",
+                       "--eval_steps=1", "--eval_bleu_sentences=0", "--memory_probe=false", "--mixed_precision=none")
+    assert trainer.returncode == 0, trainer.stderr[-3000:]
+    assert json.loads((run / "hparams.json").read_text())["usr_dir"] == str(moved)
+
+
 def test_a_usr_dir_that_is_not_a_package_is_one_clear_line(tmp_path):
     (tmp_path / "plain").mkdir()
     result = run_tool("trainer", f"--usr_dir={tmp_path / 'plain'}", "--registry_help")
