@@ -16,7 +16,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=${1:-/tmp/multi30k_side_by_side}
 BUDGET=${2:-2100}
 RAW=$(cd "${MULTI30K_RAW:-$HERE/../../shared/data/multi30k/raw}" && pwd)
-export MULTI30K_RAW=$RAW
+export MULTI30K_RAW=$RAW MULTI30K_DIR=$RAW  # the peer's plain files, and ours (translate_multi30k reads them)
 mkdir -p "$WORK"
 
 bash "$HERE/multi30k_quality.sh" "$WORK/t2t_lite" "$BUDGET" 2>&1 | tee "$WORK/t2t_lite.log"
