@@ -27,7 +27,10 @@ class Registry(Generic[T]):
 
         def decorate(entry: T) -> T:
             if name in self._entries:
-                raise ValueError(f"{self.kind} {name!r} is already registered")
+                # Two usr dirs in one process, or a usr dir and t2t-lite, can ask for one name.
+                first = getattr(self._entries[name], "__module__", None) or "another module"
+                raise UserError(f"{self.kind} {name!r} is already registered, by {first}; register yours under "
+                                f"another name")
             self._entries[name] = entry
             return entry
 

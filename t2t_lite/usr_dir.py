@@ -57,7 +57,10 @@ def import_usr_dir(path: str) -> str:
                         f"{_where(existing)}; rename your package")
     if parent not in sys.path:
         sys.path.insert(0, parent)
-    module = importlib.import_module(name)
+    try:
+        module = importlib.import_module(name)
+    except UserError as error:  # e.g. a name registered twice: say which usr dir
+        raise UserError(f"--usr_dir {path!r}: {error}") from None
     # With parent already on sys.path behind another entry, the import can find another module of this name.
     if not _is_at(module, location):
         raise UserError(f"--usr_dir {path!r}: importing {name!r} finds {_where(module)} first on sys.path; rename "

@@ -122,6 +122,19 @@ def test_two_usr_dirs_of_one_module_name_in_one_process_are_one_clear_line(tmp_p
                                 f"module per name; rename one of the two packages"]
 
 
+def test_two_usr_dirs_registering_one_name_are_one_clear_line(tmp_path):
+    # A copy of a usr dir under another package name, imported beside the original: same registrations.
+    for name in ("copy_one", "copy_two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(
+            "from t2t_lite.problems.algorithmic import AlgorithmicReverse\nfrom t2t_lite.registry import problems\n"
+            "problems.register('my_reverse')(type('Reverse', (AlgorithmicReverse,), {}))\n", encoding="utf-8")
+    code, out, err = run_forked(_import_both, str(tmp_path / "copy_one"), str(tmp_path / "copy_two"))
+    assert code == 0, err[-3000:]
+    assert out.splitlines() == [f"--usr_dir {str(tmp_path / 'copy_two')!r}: problem 'my_reverse' is already "
+                                f"registered, by copy_one; register yours under another name"]
+
+
 def _import_shadowed(shadow_dir: str, usr_dir_path: str) -> None:
     import sys
 
