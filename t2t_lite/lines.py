@@ -249,6 +249,9 @@ def check_request(request: DecodeFileRequest) -> None:
     if request.decode_from_file == STDIN and (request.decode_to_file or request.decode_reference):
         raise UserError("--decode_from_file=- writes each output to standard output as it is decoded; "
                         "--decode_to_file and --decode_reference need a file to decode")
+    if request.decode_from_file == STDIN and request.parallel_batches > 1:
+        raise UserError("--decode_from_file=- decodes each batch as its lines come, one at a time; "
+                        "--parallel_batches needs a file to decode")
     if request.paper_bleu_language and not request.decode_reference:
         raise UserError("--paper_bleu_language scores against --decode_reference; give one")
 

@@ -22,7 +22,7 @@ from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.export import ctranslate2_export
 from t2t_lite.export.exporter import ExportRequest, export_run
 from t2t_lite.run import RunRequest, open_run
-from cli_helpers import run_forked, run_tools, snapshot
+from cli_helpers import run_forked, run_tool, run_tools, snapshot
 
 BIN = Path(__file__).resolve().parents[1] / "bin"
 EFFECT = "takes effect"
@@ -208,6 +208,24 @@ def test_refused_flag_gets_one_line_exit_2_and_nothing_written(refusals, tool, e
     # one line, and nothing before it: no progress line of a model loading or decoding
     assert result.stderr.strip().splitlines() == result.error_lines, result.stderr[-3000:]
     assert result.stdout == "" and changed == []
+
+
+# Flags that take effect on an engine but would do nothing in one of its modes: refused there.
+MODE_REFUSALS = {
+    "sampling with a beam": (["--sampling_temperature=1", "--beam_size=2"], "without a beam or length penalty"),
+    "sampling with alpha": (["--sampling_temperature=1", "--alpha=1"], "without a beam or length penalty"),
+    "standard input in parallel": (["--decode_from_file=-", "--parallel_batches=2"], "needs a file to decode"),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(MODE_REFUSALS))
+def test_a_flag_that_does_nothing_in_a_mode_is_refused_there(engines, mode):
+    flags, message = MODE_REFUSALS[mode]
+    # the decoder's outputs would go to standard output: nothing there, one line on stderr
+    result = run_tool("decoder", f"--output_dir={engines['output_dir']}", f"--data_dir={engines['data_dir']}",
+                      f"--decode_from_file={engines['source']}", *flags)  # the last --decode_from_file counts
+    assert result.returncode == 2 and message in result.error
+    assert result.stderr.strip().splitlines() == result.error_lines and result.stdout == ""
 
 
 # CTranslate2's default of 4 threads spins for cores the other test workers hold: 20x slower on 2 busy cores.
