@@ -37,6 +37,6 @@ def run_request(**settings):
     """A t2t_lite.run.RunRequest from the flags `define` made, plus `settings` (e.g. batch_size)."""
     from t2t_lite.run import RunRequest
 
-    names = ("output_dir", "checkpoint_path", "checkpoint", "data_dir", "usr_dir", "problem", "hparams_set", "beam_size",
-             "alpha", "extra_length", "mixed_precision")
+    names = ("output_dir", "checkpoint_path", "checkpoint", "data_dir", "usr_dir", "problem", "hparams_set",
+             "beam_size", "alpha", "extra_length", "mixed_precision")
     return RunRequest(**{name: FLAGS[name].value for name in names if name in FLAGS}, **settings)
