@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A parser in a CPU time budget: parsing_ptb_sample (NLTK's WSJ sample, split by file number:
+# docs/problems.md#parsing_ptb_sample) prepared, trained for SECONDS of training time, its dev split
+# (wsj_0160-0179) decoded with the set's beam and scored: EVALB bracket F1, the share of outputs that are
+# well-formed trees before repair, and exact-tree match. The test split is never decoded here.
+#
+#   bash benchmarks/parsing_quality.sh WORK_DIR [SECONDS]
+#
+# Environment: PTB_DIR (the sample's .mrg files or an NLTK data directory; default WORK_DIR/tmp, where
+# datagen downloads what is missing), HPARAMS_SET (transformer_wsj_parsing_tiny), HPARAMS (overrides),
+# VOCAB_SIZE (the problem's default), TRAIN_FLAGS (extra trainer flags), DECODE_FLAGS (extra decoder flags:
+# a model that has not learned to end its trees runs every sentence to the set's extra_length of 300 with
+# beam 21, so a smoke run wants e.g. DECODE_FLAGS='--beam_size=1 --extra_length=5').
+set -euo pipefail
+WORK=${1:?usage: parsing_quality.sh WORK_DIR [SECONDS]}
+SECONDS_BUDGET=${2:-600}
+PTB=${PTB_DIR:-$WORK/tmp}
+SET=${HPARAMS_SET:-transformer_wsj_parsing_tiny}
+mkdir -p "$WORK"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+
+t2t-lite-datagen --problem=parsing_ptb_sample --data_dir="$WORK/data" --tmp_dir="$PTB" \
+  ${VOCAB_SIZE:+--vocab_size="$VOCAB_SIZE"}
+
+# The dev split as text: the words to parse and the gold linearised trees, one per line.
+python3 - "$PTB" "$WORK" <<'EOF'
+import sys
+from t2t_lite.problems.ptb_sample import sample_directory, split_files
+from t2t_lite.problems.wsj_parsing import read_mrg_pairs
+
+ptb, work = sys.argv[1:]
+pairs = [pair for pair in read_mrg_pairs(split_files(sample_directory(ptb), "dev")) if pair[0]]
+with open(f"{work}/dev.words", "w", encoding="utf-8") as words, open(f"{work}/dev.trees", "w", encoding="utf-8") as trees:
+    for source, target in pairs:
+        words.write(source + "\n")
+        trees.write(target + "\n")
+print(f"dev split: {len(pairs)} sentences")
+EOF
+
+MINUTES=$(python3 -c "print($SECONDS_BUDGET / 60)")
+t2t-lite-trainer --problem=parsing_ptb_sample --data_dir="$WORK/data" --hparams_set="$SET" \
+  --hparams="${HPARAMS:-}" --output_dir="$WORK/run" --train_minutes="$MINUTES" --train_steps=1000000 \
+  --eval_bleu_sentences=0 ${TRAIN_FLAGS:-} 2>&1 | tee "$WORK/train.log"
+
+start=$(date +%s)
+t2t-lite-decoder --output_dir="$WORK/run" --decode_from_file="$WORK/dev.words" \
+  --decode_to_file="$WORK/dev.hyp" --decode_reference="$WORK/dev.trees" ${DECODE_FLAGS:-} 2>&1 | tee "$WORK/decode.log"
+echo "decode wall time: $(( $(date +%s) - start )) s"
