@@ -1,4 +1,4 @@
-"""`t2t_lite.train`: train or resume a run from Python, exactly as t2t-lite-trainer does.
+"""`t2t_lite.train`: train or resume a run from Python as t2t-lite-trainer does, on one device unless given a strategy.
 
     import t2t_lite
     t2t_lite.train(problem="algorithmic_reverse", hparams_set="transformer_tiny",
