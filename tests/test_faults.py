@@ -267,7 +267,8 @@ def test_a_data_dir_datagen_cannot_write_is_refused_before_anything_is_read(tmp_
     with pytest.raises(UserError, match=f"^cannot write to --data_dir '{tmp_path}/new': Read-only file system$"):
         files.check_dir_can_be_written(str(tmp_path / "new"), "--data_dir")
     result = run_tool("datagen", "--problem=translate_files", f"--data_dir={tmp_path / 'a_file' / 'data'}",
-                      f"--train_files={tmp_path / 'nope.en'},{tmp_path / 'nope.de'}")
+                      f"--train_files={tmp_path / 'nope.en'},{tmp_path / 'nope.de'}",
+                      f"--dev_files={tmp_path / 'nope.en'},{tmp_path / 'nope.de'}")
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert result.error == f"cannot write to --data_dir '{tmp_path / 'a_file' / 'data'}': Not a directory"
 
@@ -321,8 +322,12 @@ def test_sigterm_during_an_evaluation_lets_it_finish_then_saves_and_stops_and_a_
     evaluate = trainer.evaluator.dev_loss
 
     def signalled_midway():
-        os.kill(os.getpid(), signal.SIGTERM)  # the handler runs at once, in this (the main) thread
+        if not lines_before_signal:
+            lines_before_signal.append(len(lines))
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs at once, in this (the main) thread
         return evaluate()
+
+    lines_before_signal = []
 
     trainer.evaluator.dev_loss = signalled_midway
     assert trainer.train() is StopReason.SIGNAL
