@@ -58,7 +58,9 @@ def test_patience_survives_a_new_evaluator_on_the_same_run(tmp_path):
     assert not resumed.should_stop and evaluate(resumed, (3,)) == [True] and resumed.should_stop
 
 
-def test_the_averaged_checkpoint_is_compared_on_the_bests_metric(tmp_path):
+def test_the_averaged_checkpoints_line_names_the_better_one_and_nothing_is_said_without_a_score(tmp_path):
+    # Which metric the averaged checkpoint is scored on (the best's) is the trainer's choice:
+    # test_trainer.py's tests of the averaged checkpoint's score.
     evaluator, _, lines = scripted(tmp_path, losses=[2.0], metric="loss")
     evaluate(evaluator, (10,))
     evaluator.compare_with_best("run/averaged/ckpt-10", 1.5)

@@ -33,27 +33,72 @@ def test_resolving_is_pure_and_idempotent():
 
 
 @pytest.mark.parametrize("settings, message", [
+    (dict(output_dir=""), "--output_dir is required"),
     (dict(train_steps=0), "--train_steps must be at least 1, got 0"),
+    (dict(save_checkpoints_steps=0), "--save_checkpoints_steps must be at least 1, got 0"),
+    (dict(keep_checkpoint_max=0), "--keep_checkpoint_max must be at least 1, got 0"),
+    (dict(log_every_steps=0), "--log_every_steps must be at least 1, got 0"),
+    (dict(max_nonfinite_steps=0), "--max_nonfinite_steps must be at least 1, got 0"),
+    (dict(train_minutes=-0.5), "--train_minutes must be 0 (no time budget) or more, got -0.5"),
     (dict(eval_steps=-1), "--eval_steps must be 0 (the whole dev split) or more, got -1"),
-    (dict(best_checkpoint_metric="bleu", eval_bleu_sentences=0), "--best_checkpoint_metric=bleu needs the dev metric"),
-    (dict(mixed_precision="fp8"), "--mixed_precision must be one of auto, none, mixed_float16, mixed_bfloat16"),
-    (dict(float32_output_projection=True, mixed_precision="none"), "--float32_output_projection changes nothing"),
+    (dict(eval_bleu_sentences=-1), "--eval_bleu_sentences must be 0 (off) or more, got -1"),
+    (dict(early_stopping_patience=-2), "--early_stopping_patience must be 0 (never stop early) or more, got -2"),
+    (dict(best_checkpoint_metric="chrf"), "--best_checkpoint_metric must be one of bleu, loss; got 'chrf'"),
+    (dict(best_checkpoint_metric="bleu", eval_bleu_sentences=0),
+     "--best_checkpoint_metric=bleu needs the dev metric: set --eval_bleu_sentences=N (N > 0), "
+     "or use --best_checkpoint_metric=loss"),
+    (dict(mixed_precision="fp8"),
+     "--mixed_precision must be one of auto, none, mixed_float16, mixed_bfloat16; got 'fp8'"),
+    (dict(float32_output_projection=True, mixed_precision="none"),
+     "--float32_output_projection changes nothing with --mixed_precision=none: "
+     "use --mixed_precision=mixed_bfloat16 (or mixed_float16, or auto), or drop the flag"),
     (dict(warm_start_optimizer=True), "--warm_start_optimizer needs --warm_start_from"),
 ])
 def test_settings_that_cannot_work_are_one_line(settings, message):
-    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        run_config.check(RunConfig(output_dir="run", **settings))
+    with pytest.raises(UserError) as error:
+        run_config.check(dataclasses.replace(RunConfig(output_dir="run"), **settings))
+    assert str(error.value) == message
+
+
+def test_the_least_settings_that_work_are_accepted():
+    run_config.check(RunConfig(output_dir="run", train_steps=1, save_checkpoints_steps=1, keep_checkpoint_max=1,
+                               log_every_steps=1, max_nonfinite_steps=1, train_minutes=0, eval_steps=0,
+                               eval_bleu_sentences=0, early_stopping_patience=0, best_checkpoint_metric="loss",
+                               float32_output_projection=True, mixed_precision="mixed_float16",
+                               warm_start_optimizer=True, warm_start_from="other_run"))
+    # One dev sentence is enough to choose the best on the dev metric; a budget alone, or a cluster alone, is fine.
+    one_sentence = RunConfig(output_dir="run", best_checkpoint_metric="bleu", eval_bleu_sentences=1)
+    assert resolve(one_sentence)[0].tracked_metric == "bleu"
+    assert resolve(RunConfig(output_dir="run", train_minutes=5.0), tasks=1)[0].train_minutes == 5.0
+    assert run_config.resolve(RunConfig(output_dir="run", train_minutes=5.0), 0, 10, "none")[0].train_minutes == 5.0
+    assert resolve(RunConfig(output_dir="run"), tasks=2)[0].train_minutes == 0
+
+
+def test_auto_precision_keeps_the_float32_projection_where_it_means_something():
+    run, notes = resolve(RunConfig(output_dir="run"), auto="none")
+    assert run.mixed_precision == "none" and notes == [
+        "mixed precision: none, float32 (--mixed_precision=auto: no native bfloat16 here)"]
+    kept, notes = resolve(RunConfig(output_dir="run", float32_output_projection=True), auto="mixed_bfloat16")
+    assert kept.float32_output_projection is True and kept.mixed_precision == "mixed_bfloat16" and len(notes) == 1
 
 
 def test_what_needs_the_problem_or_the_cluster_is_refused_when_resolving():
-    with pytest.raises(UserError, match="the best checkpoint can be chosen on the dev metric only when it is"):
+    with pytest.raises(UserError) as error:
         resolve(RunConfig(output_dir="run", best_checkpoint_metric="bleu"), dev_sentences=0)
-    with pytest.raises(UserError, match="--train_minutes works in one process"):
+    assert str(error.value) == ("the best checkpoint can be chosen on the dev metric only when it is computed: "
+                                "set --eval_bleu_sentences=N (N > 0), or --best_checkpoint_metric=loss")
+    with pytest.raises(UserError) as error:
         resolve(RunConfig(output_dir="run", train_minutes=5.0), tasks=2)
+    assert str(error.value) == "--train_minutes works in one process; give a multi-worker run --train_steps instead"
 
 
 def test_settings_by_name_are_every_field_but_output_dir():
     assert set(run_config.SETTINGS) == {f.name for f in dataclasses.fields(RunConfig)} - {"output_dir"}
-    assert run_config.from_settings("run", {"train_steps": 3}).train_steps == 3
-    with pytest.raises(UserError, match="unknown training settings bogus, train_step; known: train_steps"):
+    given = run_config.from_settings("run", {"train_steps": 3})
+    assert (given.output_dir, given.train_steps) == ("run", 3)
+    with pytest.raises(UserError) as error:
         run_config.from_settings("run", {"train_step": 3, "bogus": 1})
+    assert str(error.value) == f"unknown training settings bogus, train_step; known: {', '.join(run_config.SETTINGS)}"
+    with pytest.raises(UserError) as error:
+        run_config.from_settings("run", {"train_step": 3})
+    assert str(error.value).startswith("unknown training setting train_step; known: train_steps, ")

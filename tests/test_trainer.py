@@ -18,9 +18,14 @@ from t2t_lite.registry import hparams_sets
 from t2t_lite.errors import UserError
 from t2t_lite.run_dir import RunSpec, save_spec
 from t2t_lite import run_dir
-from t2t_lite.training import steps
+from t2t_lite.training import checkpoints as ckpt
+from t2t_lite.training import distribution, steps
+from t2t_lite.training.averaging_schedule import AveragingSources
+from t2t_lite.training.evaluator import Evaluator
+from t2t_lite.training.steps import make_eval_step
 from t2t_lite.training.losses import projected_smoothed_cross_entropy
 from t2t_lite.training.loop import NonFiniteTrainingError
+from t2t_lite.training.dev_score import DevScorer
 from t2t_lite.training.run_config import RunConfig
 from t2t_lite.training.trainer import Trainer
 from small_training import TINY, small_problem
@@ -128,8 +133,98 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, stra
     assert any("ckpt-8 is unreadable" in line for line in lines)
     assert any(line.startswith("resumed from") and "ckpt-4 at step 4" in line for line in lines)
     assert resumed.step == 12
-    # ckpt-8 was written again by the resumed run and now loads.
-    assert tf.train.load_checkpoint(str(run / "ckpt-8")).get_variable_to_shape_map()
+    # ckpt-8 was written again by the resumed run and now loads: every tensor, not only the .index's list.
+    assert_every_tensor_reads(str(run / "ckpt-8"))
+
+
+def assert_every_tensor_reads(path):
+    """Reads every tensor of checkpoint `path`, the data iterator's state too; raises if a file is truncated.
+
+    get_variable_to_shape_map() alone reads only the .index file, which a truncated .data leaves intact.
+    """
+    dtypes = tf.train.load_checkpoint(path).get_variable_to_dtype_map()
+    names = sorted(dtypes)
+    assert names
+    tf.raw_ops.RestoreV2(prefix=path, tensor_names=names, shape_and_slices=[""] * len(names),
+                         dtypes=[dtypes[name] for name in names])
+
+
+def test_a_non_chief_removes_its_scratch_directory_only_after_its_last_save(tmp_path, monkeypatch):
+    # A worker that is not the chief saves into a scratch directory (tf.distribute may need every worker in a
+    # save) and removes it when the run ends: after the end of the run's save of the averaging sources.
+    monkeypatch.setattr(distribution, "is_chief", lambda strategy: False)
+    events = []
+
+    def spy(cls, name):
+        real = getattr(cls, name)
+
+        def recorded(self, *args):
+            directory = self.directory if isinstance(self, ckpt.Checkpoints) else os.path.dirname(self.directory)
+            events.append((name, directory, os.path.isdir(directory)))
+            return real(self, *args)
+
+        monkeypatch.setattr(cls, name, recorded)
+
+    spy(ckpt.Checkpoints, "save")
+    spy(AveragingSources, "save")
+    spy(ckpt.Checkpoints, "close")
+    trainer = make_trainer(tmp_path, train_steps=4, save_every=2, average_last=2, overrides=",average_span=0.5")
+    trainer.train()
+    assert trainer.step == 4
+    scratch = events[0][1]
+    assert not scratch.startswith(str(tmp_path)) and tf.train.latest_checkpoint(str(tmp_path)) is None
+    assert [name for name, _, _ in events].count("close") == 1 and events[-1][0] == "close"
+    # Every save, the end of the run's included, found its directory in place; close then removed it.
+    assert {directory for _, directory, _ in events} == {scratch} and all(present for _, _, present in events)
+    assert any(name == "save" for name, _, _ in events) and not os.path.exists(scratch)
+
+
+def averaged_scores(monkeypatch):
+    """Records the (checkpoint, score) pairs the trainer hands Evaluator.compare_with_best, then lets it run."""
+    calls = []
+    real = Evaluator.compare_with_best
+
+    def recorded(self, name, score):
+        calls.append((name, score))
+        return real(self, name, score)
+
+    monkeypatch.setattr(Evaluator, "compare_with_best", recorded)
+    return calls
+
+
+def restored_model(trainer, path):
+    model = build_model(trainer.hparams)
+    tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+    return model
+
+
+def test_the_averaged_checkpoint_is_scored_on_the_dev_loss_when_the_best_was_chosen_on_it(tmp_path, monkeypatch):
+    calls = averaged_scores(monkeypatch)
+    lines = []
+    trainer = make_trainer(tmp_path, train_steps=6, save_every=3, average_last=2, log=lines.append)
+    trainer.train()
+    assert trainer.evaluator.best.state.metric == "loss"
+    averaged = str(tmp_path / "averaged" / "ckpt-6")
+    assert [name for name, _ in calls] == [averaged]
+    # The dev loss of the averaged weights, computed here: not the live model's (step 6), which differs.
+    expected = trainer.dev_loss(make_eval_step(restored_model(trainer, averaged),
+                                               trainer.hparams.train.label_smoothing)).loss
+    assert calls[0][1] == pytest.approx(expected, rel=1e-6)
+    assert abs(trainer.evaluate().loss - expected) > 1e-4
+    assert any(line.startswith(f"averaged checkpoint {averaged}: dev loss {expected:.4g}; best checkpoint: dev loss")
+               for line in lines)
+
+
+def test_the_averaged_checkpoint_is_scored_on_the_dev_metric_when_the_best_was_chosen_on_it(tmp_path, monkeypatch):
+    calls = averaged_scores(monkeypatch)
+    trainer = make_trainer(tmp_path, train_steps=4, save_every=2, average_last=2, eval_bleu_sentences=4,
+                           overrides=",beam_size=1,extra_length=2")
+    trainer.train()
+    assert trainer.evaluator.best.state.metric == "exact match"
+    averaged = str(tmp_path / "averaged" / "ckpt-4")
+    # The exact match of the averaged weights' own decoding of the dev sentences, not their dev loss.
+    scorer = DevScorer(trainer.problem, restored_model(trainer, averaged), trainer.hparams.decode, 4)
+    assert calls == [(averaged, scorer.score().value)]
 
 
 def poison_loss(monkeypatch, is_bad):
