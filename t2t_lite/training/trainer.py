@@ -19,7 +19,7 @@ from t2t_lite.models import build_model
 from t2t_lite.run_dir import EVAL_LOGS, TRAIN_LOGS
 from t2t_lite.training import checkpoints as ckpt
 from t2t_lite.training import distribution, loop, run_config
-from t2t_lite.training.averaging import average_after_training
+from t2t_lite.training.averaging import average_after_training, finish_averaging
 from t2t_lite.training.averaging_schedule import AveragingSources, end_of_run_points
 from t2t_lite.training.batches import eval_batches, train_batches
 from t2t_lite.training.best_checkpoint import BestCheckpoint, save_model_weights_as_best
@@ -126,7 +126,8 @@ class Trainer:
                                        self.run.keep_checkpoint_max, self.is_chief, self.clock.record,
                                        restored and restored.step)
         try:
-            return self._train(iterator, checkpoints)
+            with checkpoints.stop_on_storage_faults():  # a full disk: one line, the checkpoints intact
+                return self._train(iterator, checkpoints)
         finally:
             checkpoints.close()
 
@@ -159,10 +160,12 @@ class Trainer:
         if self.evaluator.should_stop:
             self.log(self.evaluator.early_stopping_line() + " (in an earlier run); raise "
                      "--early_stopping_patience to go on")
+            self._finish_averaging()
             return StopReason.EARLY_STOPPING
         if rules.budget_spent():
             self.log(f"the time budget of {self.run.train_minutes:g} minutes was spent by an earlier run "
                      f"(step {self.step}); raise --train_minutes to go on")
+            self._finish_averaging()
             return StopReason.TIME_BUDGET
         averaging = self._averaging_sources(checkpoints)
         if self.run.memory_probe and self.step < self.run.train_steps:
@@ -216,6 +219,7 @@ class Trainer:
         elif reason is StopReason.TIME_BUDGET:
             self.log(f"time budget of {self.run.train_minutes:g} minutes spent at step {self.step}")
         if self.step == start_step:
+            self._finish_averaging()
             return
         self.log(f"trained steps {start_step + 1}-{self.step}: {self.tokens_trained:,.0f} target tokens; "
                  f"{hms(self.clock.seconds())} of training in this run directory")
@@ -231,6 +235,12 @@ class Trainer:
                                               self.log, checkpoint_dir=averaging and averaging.directory)
             if averaged:
                 self.evaluator.compare_with_best(averaged, self._score_as_best_was(averaged))
+
+    def _finish_averaging(self) -> None:
+        """Training ended in an earlier run: the averaged checkpoint, if a signal, a full disk or a kill kept
+        that run from writing it (averaging.finish_averaging)."""
+        if self.is_chief:
+            finish_averaging(self.run.output_dir, self.hparams.train, self.log)
 
     def evaluate(self) -> EvalResult:
         """Dev loss, accuracy and (when the run decodes) the dev metric of the model now; logged and summarised."""
