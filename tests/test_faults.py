@@ -42,8 +42,10 @@ def tiny_hparams(average_last=2):
                                   f"{TINY},average_last_checkpoints={average_last}")
 
 
-def make_trainer(output_dir, train_steps, log=lambda line: None, average_last=2, save_every=4, **run_options):
-    """A TINY trainer on a small algorithmic_reverse, saving and evaluating every `save_every` steps."""
+def make_trainer(output_dir, train_steps, log=lambda line: None, average_last=2, save_every=4, seconds_per_step=None,
+                 **run_options):
+    """A TINY trainer on a small algorithmic_reverse, saving and evaluating every `save_every` steps; with
+    seconds_per_step, its clock counts that many seconds a step (for a time budget, train_minutes)."""
     overrides = f"{TINY},average_last_checkpoints={average_last}"
     hparams = tiny_hparams(average_last)
     if run_dir.load_spec(str(output_dir)) is None:  # what the trainer command writes first
@@ -53,7 +55,12 @@ def make_trainer(output_dir, train_steps, log=lambda line: None, average_last=2,
                    memory_probe=False, eval_bleu_sentences=0)
     options.update(run_options)
     run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, **options)
-    return Trainer(small_problem(), hparams, run, log=log)
+    if seconds_per_step is None:
+        return Trainer(small_problem(), hparams, run, log=log)
+    box = {}
+    box["trainer"] = Trainer(small_problem(), hparams, run, log=log,
+                             clock=lambda: box["trainer"].step * seconds_per_step)
+    return box["trainer"]
 
 
 def model_weights(hparams, path):
@@ -151,8 +158,6 @@ def test_a_full_disk_at_a_save_stops_with_one_line_keeps_the_previous_checkpoint
 def test_a_full_disk_while_writing_the_average_leaves_averaged_as_it_was_and_a_rerun_averages(
         tmp_path, monkeypatch):
     run = tmp_path / "run"
-    make_trainer(run, train_steps=4).train()  # averages ckpt-4 into averaged/
-    before = sorted(os.listdir(run / "averaged"))
     write = averaging.write_model_dir
 
     def full(model, destination, step, files):
@@ -164,12 +169,12 @@ def test_a_full_disk_while_writing_the_average_leaves_averaged_as_it_was_and_a_r
     assert str(raised.value) == (f"cannot write the averaged checkpoint into '{run}/averaged': {DISK_FULL}; free "
                                  f"some space, then run the same command again (nothing in '{run}/averaged' was "
                                  f"changed)")
-    assert sorted(os.listdir(run / "averaged")) == before and tf.train.latest_checkpoint(str(run)).endswith("ckpt-8")
+    assert not (run / "averaged").exists() and tf.train.latest_checkpoint(str(run)).endswith("ckpt-8")
 
     monkeypatch.setattr(averaging, "write_model_dir", write)
     lines = []
     assert make_trainer(run, train_steps=8, log=lines.append).train() is StopReason.STEPS
-    assert any("averaging now" in line for line in lines)
+    assert f"training ended in an earlier run, which did not write {run}/averaged: averaging now" in lines
     assert json.loads((run / "averaged" / "averaged.json").read_text())["checkpoints"] == ["ckpt-4", "ckpt-8"]
 
 
@@ -349,7 +354,9 @@ def test_sigterm_during_an_evaluation_lets_it_finish_then_saves_and_stops_and_a_
 def test_sigterm_while_averaging_leaves_averaged_as_it_was_and_a_rerun_averages(tmp_path, monkeypatch):
     run = tmp_path / "run"
     lines = []
-    trainer = make_trainer(run, train_steps=8, log=lines.append)
+    # 10 s a step on its clock and a budget of 1 minute: the run ends at step 6 (checkpoints 4 and 6).
+    budgeted = dict(train_steps=1000, seconds_per_step=10.0, train_minutes=1.0)
+    trainer = make_trainer(run, log=lines.append, **budgeted)
     build = averaging.build_model
 
     def signalled(hparams):
@@ -357,7 +364,7 @@ def test_sigterm_while_averaging_leaves_averaged_as_it_was_and_a_rerun_averages(
         return build(hparams)
 
     monkeypatch.setattr(averaging, "build_model", signalled)
-    assert trainer.train() is StopReason.STEPS
+    assert trainer.train() is StopReason.TIME_BUDGET and trainer.step == 6
     assert lines[-1] == (f"SIGTERM received while averaging: {run}/averaged was left as it was; run the same "
                          f"command again to average")
     assert not (run / "averaged").exists() and leftovers(run) == []
@@ -366,13 +373,14 @@ def test_sigterm_while_averaging_leaves_averaged_as_it_was_and_a_rerun_averages(
     monkeypatch.setattr(averaging, "build_model", build)
     (run / ".tmp-averaged-killed").mkdir()  # what an averaging killed before its rename leaves
     lines.clear()
-    rerun = make_trainer(run, train_steps=8, log=lines.append)
-    assert rerun.train() is StopReason.STEPS
+    rerun = make_trainer(run, log=lines.append, **budgeted)
+    assert rerun.train() is StopReason.TIME_BUDGET
+    assert any("was spent by an earlier run" in line for line in lines)
     assert f"training ended in an earlier run, which did not write {run}/averaged: averaging now" in lines
     assert leftovers(run) == []
     hparams = rerun.hparams
-    step4, step8 = model_weights(hparams, run / "ckpt-4"), model_weights(hparams, run / "ckpt-8")
-    for averaged, a, b in zip(model_weights(hparams, run / "averaged" / "ckpt-8"), step4, step8):
+    step4, step6 = model_weights(hparams, run / "ckpt-4"), model_weights(hparams, run / "ckpt-6")
+    for averaged, a, b in zip(model_weights(hparams, run / "averaged" / "ckpt-6"), step4, step6):
         np.testing.assert_allclose(averaged, (a + b) / 2, rtol=1e-6)
     lines.clear()
     assert averaging.finish_averaging(str(run), hparams.train, lines.append) is None  # averaged/ is current
