@@ -9,7 +9,8 @@ import tensorflow as tf
 import t2t_lite.hparams  # noqa: F401  (registers the sets)
 from t2t_lite.config import apply_overrides
 from t2t_lite.registry import hparams_sets
-from t2t_lite.training.schedules import EndAwareSchedule, NoamSchedule, set_last_step
+from t2t_lite.training.schedules import (EndAwareSchedule, LinearDecaySchedule, NoamSchedule, WarmupStableDecaySchedule,
+                                         set_last_step)
 from t2t_lite.training.steps import learning_rate_schedule, make_optimizer
 
 
@@ -169,7 +170,30 @@ def test_set_last_step_leaves_the_papers_schedule_alone():
     assert isinstance(schedule, NoamSchedule) and rate_at(schedule, 5000) == before
 
 
-@pytest.mark.parametrize("name", ["linear_decay", "wsd"])
+def test_the_constructors_defaults_are_the_papers_constant_a_fixed_warmup_a_floor_of_zero_and_a_fifth_to_cool():
+    np.testing.assert_allclose(rate_at(NoamSchedule(512, 4000), 4000), PEAK, rtol=1e-6)
+    linear, wsd = LinearDecaySchedule(512, 4000, 20_000), WarmupStableDecaySchedule(512, 4000, 20_000)
+    for step in SAMPLED_STEPS:
+        np.testing.assert_allclose(rate_at(linear, step), linear_decay_lr(step, PEAK, 4000, 20_000, 0.0),
+                                   rtol=1e-5, atol=1e-12)
+        np.testing.assert_allclose(rate_at(wsd, step), wsd_lr(step, PEAK, 4000, 20_000, 0.2, 0.0),
+                                   rtol=1e-5, atol=1e-12)
+
+
+@pytest.mark.parametrize("name, last_step, overrides, warmup", [
+    ("linear_decay", 5, ",warmup_fraction=0.1", 1),  # a tenth of 5 steps: the warmup is still one step
+    ("linear_decay", 4001, "", 4000),  # one step left after the warmup: a cooldown of one step
+    ("wsd", 5, ",warmup_fraction=0.2,cooldown_fraction=0.1", 1),  # a tenth of 5 steps: one step of cooldown
+])
+def test_the_warmup_and_the_cooldown_are_at_least_one_step(name, last_step, overrides, warmup):
+    schedule, _ = end_aware(name, last_step, 0.0, overrides)
+    for step in range(max(1, last_step - 5), last_step + 2):
+        expected = (linear_decay_lr(step, PEAK, warmup, last_step, 0.0) if name == "linear_decay"
+                    else wsd_lr(step, PEAK, warmup, last_step, 1 / last_step, 0.0))  # a cooldown of 1 step
+        np.testing.assert_allclose(rate_at(schedule, step), expected, rtol=1e-5, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["rsqrt", "linear_decay", "wsd"])
 def test_get_config_round_trip(name):
     schedule, _ = end_aware(name, 12_345, 0.1, ",cooldown_fraction=0.3,warmup_fraction=0.05")
     copy = type(schedule).from_config(schedule.get_config())
