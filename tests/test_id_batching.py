@@ -1,10 +1,15 @@
 """The one id-batching path (decoding/batching.py) and the Translator over any engine that decodes id batches."""
+import threading
+import types
+
 import numpy as np
 import pytest
 
 from t2t_lite import Translator
 from t2t_lite.data.problem import EOS_ID, PAD_ID
-from t2t_lite.decoding.batching import Hypothesis, decode_id_batches, longest_first, pad_ids
+from t2t_lite.decoding import batching
+from t2t_lite.decoding.batching import (Hypothesis, decode_id_batches, decode_lines, encode_lines, longest_first,
+                                         pad_ids)
 from t2t_lite.errors import UserError
 from t2t_lite.translator import IdBatchBackend
 
@@ -44,6 +49,8 @@ SENTENCES = [[5, 6, EOS_ID], [], [3, EOS_ID], [4, 5, 6, 7, EOS_ID], [8, 9, EOS_I
 def test_padding_and_grouping_follow_their_worked_examples():
     np.testing.assert_array_equal(pad_ids([[5, 1], [7, 8, 1]]), [[5, 1, 0], [7, 8, 1]])
     assert pad_ids([[5, 1]]).dtype == np.int32
+    np.testing.assert_array_equal(pad_ids([[1]]), [[1]])
+    np.testing.assert_array_equal(pad_ids([[], []]), [[PAD_ID], [PAD_ID]])  # never a batch of width 0
     assert longest_first([2, 0, 5, 3], 2) == [[2, 3], [0]]
     assert longest_first([0, 0], 4) == []
 
@@ -61,10 +68,90 @@ def test_results_come_back_in_input_order_without_eos_pad_or_unfinished_beams(pa
     assert all((batch[:, -1] != PAD_ID).any() for batch in engine.batches)  # no all-PAD column
 
 
-def test_progress_counts_the_decoded_sentences():
+def test_progress_counts_the_decoded_sentences_and_their_rate(monkeypatch):
+    # A clock that moves 1.5 s between readings: the first batch of 3 ends 1.5 s after the start, the second
+    # (1 more) 1.5 s later.
+    readings = iter([100.0, 101.5, 103.0])
+    monkeypatch.setattr(batching, "time", types.SimpleNamespace(perf_counter=lambda: next(readings)))
     lines = []
     decode_id_batches(ReversingEngine(), SENTENCES, batch_size=3, to_text=as_text, progress=lines.append)
-    assert [line.split(" (")[0] for line in lines] == ["decoded 3/4 sentences", "decoded 4/4 sentences"]
+    assert lines == ["decoded 3/4 sentences (2.0 sentences/s)", "decoded 4/4 sentences (1.3 sentences/s)"]
+
+
+class MeetingEngine(ReversingEngine):
+    """Records, for each batch, whether another batch was being decoded at the same time."""
+
+    def __init__(self):
+        super().__init__()
+        self.barrier, self.met = threading.Barrier(2, timeout=1.0), []
+
+    def __call__(self, inputs):
+        try:
+            self.barrier.wait()
+            self.met.append(True)
+        except threading.BrokenBarrierError:
+            self.met.append(False)
+            self.barrier.reset()
+        return super().__call__(inputs)
+
+
+def test_batches_are_decoded_one_at_a_time_unless_more_are_asked_for():
+    alone = MeetingEngine()
+    decode_id_batches(alone, SENTENCES, batch_size=2, to_text=as_text)  # by default, one at a time
+    assert alone.met == [False, False]
+    together = MeetingEngine()
+    decode_id_batches(together, SENTENCES, batch_size=2, to_text=as_text, parallel_batches=2)
+    assert together.met == [True, True]
+
+
+def test_an_error_drops_the_batches_not_yet_started():
+    calls = []
+
+    def failing(inputs):
+        calls.append(len(inputs))
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError, match="interrupted"):
+        decode_id_batches(failing, [[5, EOS_ID]] * 8, batch_size=1, to_text=as_text)
+    assert len(calls) <= 2  # the failed batch, and at most the one its thread took up before the error was seen
+
+
+class WordProblem:
+    """A problem's text side: words a, b, c are ids 3, 4, 5; anything else cannot be encoded."""
+
+    ids = {"a": 3, "b": 4, "c": 5}
+
+    def encode(self, text):
+        try:
+            return [self.ids[word] for word in text.split()]
+        except KeyError as error:
+            raise ValueError(f"unknown word {error}") from None
+
+    def decode(self, ids):
+        words = {i: w for w, i in self.ids.items()}
+        return " ".join(words[i] for i in ids)
+
+
+def test_lines_are_encoded_with_eos_empty_ones_as_nothing_and_bad_ones_named_by_number():
+    assert encode_lines(WordProblem(), ["a b", "", "  ", "c"]) == [[3, 4, EOS_ID], [], [], [5, EOS_ID]]
+    with pytest.raises(UserError) as error:
+        encode_lines(WordProblem(), ["a", "a d"], first_line=10, what="target")
+    assert str(error.value) == "target line 11: unknown word 'd'"
+    with pytest.raises(UserError) as error:
+        encode_lines(WordProblem(), ["d"])
+    assert str(error.value) == "input line 1: unknown word 'd'"
+
+
+def test_decode_lines_decodes_text_through_the_decoder_in_input_order():
+    engine, lines = ReversingEngine(), []
+    decoder = types.SimpleNamespace(decode=engine)
+    results = decode_lines(WordProblem(), decoder, ["a b c", "", "b a"], batch_size=1, progress=lines.append)
+    assert results == [[Hypothesis("c b a", -3.0, (5, 4, 3))], [Hypothesis("", 0.0)], [Hypothesis("a b", -2.0, (3, 4))]]
+    assert len(engine.batches) == 2 and len(lines) == 2
+    assert decode_lines(WordProblem(), decoder, ["a", "b"], batch_size=1, parallel_batches=2) == [
+        [Hypothesis("a", -1.0, (3,))], [Hypothesis("b", -1.0, (4,))]]
+    with pytest.raises(UserError, match="^input line 7: unknown word 'x'$"):
+        decode_lines(WordProblem(), decoder, ["a", "x"], batch_size=1, first_line=6)
 
 
 def test_zero_parallel_batches_is_refused():
