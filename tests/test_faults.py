@@ -72,8 +72,8 @@ def model_weights(hparams, path):
 def leftovers(directory) -> list[str]:
     """Temporary files and directories anywhere under directory: what a write cut short leaves."""
     found = []
-    for root, dirs, files in os.walk(directory):
-        for name in dirs + files:
+    for root, dirs, names in os.walk(directory):
+        for name in dirs + names:
             if name.startswith(".tmp") or "_temp" in name or ".tmp" in name or name.endswith("-retired"):
                 found.append(os.path.relpath(os.path.join(root, name), directory))
     return found

@@ -1,9 +1,6 @@
 """translate_multi30k: the release files read offline from --tmp_dir, or downloaded from a local server."""
-import functools
 import gzip
 import hashlib
-import http.server
-import threading
 
 import pytest
 
@@ -13,6 +10,7 @@ from t2t_lite.problems import multi30k
 from t2t_lite.problems.translate import read_lines
 from t2t_lite.registry import problems
 from t2t_lite.translator import Translator
+from local_server import serving
 from shared_data import require_shared
 from trained_runs import MULTI30K_TINY
 
@@ -81,12 +79,8 @@ def release_server(tmp_path):
     served.mkdir()
     for name in FILES[2:]:
         (served / f"{name}.gz").write_bytes(gzip.compress((RAW / name).read_bytes()))
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield served, f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
+    with serving(served) as url:
+        yield served, url
 
 
 def test_a_missing_file_is_downloaded_checked_and_kept(tmp_path, release_server, monkeypatch):

@@ -1,9 +1,6 @@
 """parsing_ptb_sample: NLTK's WSJ sample split by file number, read from --tmp_dir or downloaded (a local server)."""
-import functools
-import http.server
 import io
 import os
-import threading
 import zipfile
 
 import pytest
@@ -12,6 +9,7 @@ from t2t_lite.data.trees import linearize, read_mrg, strip_tree
 from t2t_lite.errors import UserError
 from t2t_lite.problems import ptb_sample
 from t2t_lite.registry import problems
+from local_server import serving
 from shared_data import require_shared
 
 MRG = require_shared("ptb_wsj_sample/mrg")  # wsj_0001 ... wsj_0179: the shared copy has no test files
@@ -70,12 +68,8 @@ def nltk_server(tmp_path):
     """A local HTTP server standing for NLTK's data repository; returns the directory it serves and its URL."""
     served = tmp_path / "served"
     served.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield served, f"http://127.0.0.1:{server.server_address[1]}/treebank.zip"
-    server.shutdown()
+    with serving(served) as url:
+        yield served, url + "treebank.zip"
 
 
 def test_datagen_downloads_the_sample_and_prepares_its_three_splits(tmp_path, nltk_server, monkeypatch):
@@ -115,6 +109,6 @@ def test_offline_without_the_files_one_line_says_what_to_put_where(tmp_path, mon
     with pytest.raises(UserError) as error:
         problem.generate_data(str(tmp_path / "tmp"), log=lambda line: None)
     message = str(error.value)
-    assert "\n" not in message and f"wsj_0001.mrg ... wsj_0199.mrg (NLTK's treebank/combined/) in --tmp_dir=" in message
+    assert "\n" not in message and "wsj_0001.mrg ... wsj_0199.mrg (NLTK's treebank/combined/) in --tmp_dir=" in message
     with pytest.raises(UserError, match="needs --tmp_dir"):
         problem.generate_data(None, log=lambda line: None)
