@@ -39,6 +39,64 @@ def test_the_newest_readable_checkpoint_is_restored_and_an_unreadable_one_is_nam
     assert lines and lines[0].startswith(f"checkpoint {tmp_path}/ckpt-6 is unreadable (")
 
 
+def test_optional_entries_come_back_when_saved_and_the_data_position_is_left_for_later(tmp_path):
+    saved_run(tmp_path, (2,))  # model and optimizer only
+    clock, data = tf.Module(), tf.Module()
+    clock.seconds, data.position = tf.Variable(5.0), tf.Variable(9)
+    restored = ckpt.restore_latest(str(tmp_path), {**state(), "clock": clock, "data": data}, print)
+    assert (restored.path, restored.step) == (str(tmp_path / "ckpt-2"), 2)
+    assert {"model", "optimizer"} <= restored.entries and not {"clock", "data"} & restored.entries
+    assert float(clock.seconds.numpy()) == 5.0  # not in the checkpoint: left as it was, no error
+    # A checkpoint with a clock and a data position: the clock comes back, the data position does not (yet).
+    s = {**state(3.0), "clock": clock, "data": data}
+    ckpt.Checkpoints(str(tmp_path / "full"), s, s["optimizer"].iterations, 10, chief=True).save(3)
+    clock.seconds.assign(0.0)
+    data.position.assign(0)
+    lines, fresh = [], state()
+    restored = ckpt.restore_latest(str(tmp_path / "full"), {**fresh, "clock": clock, "data": data}, lines.append)
+    assert {"model", "optimizer", "clock", "data"} <= restored.entries and lines == []
+    assert (float(fresh["model"].w.numpy()), float(clock.seconds.numpy()), int(data.position.numpy())) == (3.0, 5.0, 0)
+
+
+def test_a_checkpoint_without_a_required_entry_is_unreadable(tmp_path):
+    model = tf.Module()
+    model.w = tf.Variable(1.0)
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(tmp_path), 3).save(checkpoint_number=1)
+    with pytest.raises(UserError, match="can be read"):
+        ckpt.restore_latest(str(tmp_path), state(), lambda line: None)
+
+
+def test_an_unreadable_checkpoints_line_gives_the_first_line_of_the_error_or_its_type(tmp_path, monkeypatch):
+    saved_run(tmp_path, (1, 2, 3))
+    errors = iter([ValueError("first line\nsecond line"), IndexError(), ValueError("x" * 300)])
+
+    def unreadable(path):
+        raise next(errors)
+
+    monkeypatch.setattr(ckpt, "saved_entries", unreadable)
+    lines = []
+    with pytest.raises(UserError):
+        ckpt.restore_latest(str(tmp_path), state(), lines.append)
+    assert lines == [f"checkpoint {tmp_path}/ckpt-{step} is unreadable ({reason}); trying the one before it"
+                     for step, reason in ((3, "first line"), (2, "IndexError"), (1, "x" * 200))]
+
+
+def test_the_data_position_is_restored_only_from_a_checkpoint_that_holds_it(tmp_path):
+    def iterator():
+        return iter(tf.data.Dataset.range(10))
+
+    saved = iterator()
+    next(saved), next(saved)
+    path = tf.train.Checkpoint(data=saved).write(str(tmp_path / "ckpt-2"))
+    resumed = iterator()
+    ckpt.restore_data(resumed, ckpt.Restored(path, 2, frozenset({"model", "data"})))
+    assert int(next(resumed)) == 2
+    for restored in (None, ckpt.Restored(path, 2, frozenset({"model", "optimizer"}))):
+        fresh = iterator()
+        ckpt.restore_data(fresh, restored)
+        assert int(next(fresh)) == 0
+
+
 def test_no_checkpoint_is_none_and_none_readable_is_one_line(tmp_path):
     assert ckpt.restore_latest(str(tmp_path), state(), print) is None
     saved_run(tmp_path, (1,))
@@ -84,6 +142,7 @@ def test_a_non_chief_saves_into_scratch_and_close_removes_it(tmp_path):
     s = state()
     worker = ckpt.Checkpoints(str(tmp_path / "run"), s, s["optimizer"].iterations, 10, chief=False)
     assert not worker.directory.startswith(str(tmp_path))
+    assert os.path.basename(worker.directory).startswith("t2t-lite-worker-")  # what a leftover is recognised by
     sources = worker.averaging_sources([4.0], 0.0, s["model"], count=1, step=0)
     worker.save(4)
     sources.save(4)
@@ -91,3 +150,22 @@ def test_a_non_chief_saves_into_scratch_and_close_removes_it(tmp_path):
     assert tf.train.latest_checkpoint(sources.directory).endswith("ckpt-4")
     worker.close()
     assert not os.path.exists(worker.directory) and not (tmp_path / "run").exists()
+    worker.close()  # a second close (or a directory removed by hand) is no error
+
+
+def test_max_to_keep_regular_checkpoints_and_count_averaging_sources_from_the_resumed_step(tmp_path):
+    saver = saved_run(tmp_path, (2, 4, 6))
+    s = state()
+    kept = ckpt.Checkpoints(str(tmp_path), s, s["optimizer"].iterations, max_to_keep=2, chief=True)
+    for step in (8, 10, 12):
+        kept.save(step)
+    assert [os.path.basename(p) for p in tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths] \
+        == ["ckpt-10", "ckpt-12"] and not (tmp_path / "ckpt-8.index").exists()
+    sources = saver.averaging_sources([1.0], 0.0, s["model"], count=2, step=6)
+    assert sources.directory == str(tmp_path / "average_sources")
+    for step in (5, 6, 7):
+        sources.save(step)
+    assert [os.path.basename(p) for p in sources.manager.checkpoints] == ["ckpt-6", "ckpt-7"]
+    # A run resumed at step 6 drops the sources a killed run saved after it (averaging_schedule.sources_manager).
+    resumed = saver.averaging_sources([1.0], 0.0, s["model"], count=2, step=6)
+    assert [os.path.basename(p) for p in resumed.manager.checkpoints] == ["ckpt-6"]
