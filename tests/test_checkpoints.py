@@ -169,3 +169,39 @@ def test_max_to_keep_regular_checkpoints_and_count_averaging_sources_from_the_re
     # A run resumed at step 6 drops the sources a killed run saved after it (averaging_schedule.sources_manager).
     resumed = saver.averaging_sources([1.0], 0.0, s["model"], count=2, step=6)
     assert [os.path.basename(p) for p in resumed.manager.checkpoints] == ["ckpt-6"]
+
+
+def test_a_failed_save_removes_what_it_left_unless_the_state_file_already_lists_it(tmp_path):
+    s = state(2.0)
+    saver = ckpt.Checkpoints(str(tmp_path), s, s["optimizer"].iterations, max_to_keep=10, chief=True)
+    saver.save(2)
+    real_save = saver.manager.save
+
+    def full_disk_midway(checkpoint_number):  # what a full disk leaves while writing ckpt-4
+        (tmp_path / "ckpt-4_temp").mkdir()
+        (tmp_path / "ckpt-4_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"half")
+        for name in ("ckpt-4.index", "ckpt-4.data-00000-of-00001", "checkpoint.tmp1a2b"):
+            (tmp_path / name).write_bytes(b"")
+        raise OSError(28, "No space left on device")
+
+    saver.manager.save = full_disk_midway
+    with pytest.raises(OSError):
+        saver.save(4)
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-2")
+
+    def full_disk_after_listing(checkpoint_number):  # ckpt-4 written whole and listed, then a failure
+        path = real_save(checkpoint_number=checkpoint_number)
+        (tmp_path / "checkpoint.tmp3c4d").write_bytes(b"")
+        raise OSError(28, f"No space left on device after {path}")
+
+    saver.manager.save = full_disk_after_listing
+    with pytest.raises(OSError):
+        saver.save(4)
+    assert not (tmp_path / "checkpoint.tmp3c4d").exists()
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
+    assert saved_weight(str(tmp_path / "ckpt-4")) == 2.0
+    # A failed save does not count as saved: the next save of step 4 writes it.
+    saver.manager.save = real_save
+    s["model"].w.assign(44.0)
+    assert saved_weight(saver.save(4)) == 44.0
