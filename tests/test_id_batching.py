@@ -114,6 +114,15 @@ def test_an_error_drops_the_batches_not_yet_started():
     with pytest.raises(RuntimeError, match="interrupted"):
         decode_id_batches(failing, [[5, EOS_ID]] * 8, batch_size=1, to_text=as_text)
     assert len(calls) <= 2  # the failed batch, and at most the one its thread took up before the error was seen
+    # An error while the results are turned into text (or Ctrl-C there), outside the search's own thread.
+    engine = ReversingEngine()
+
+    def failing_text(ids):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        decode_id_batches(engine, [[5, EOS_ID]] * 8, batch_size=1, to_text=failing_text)
+    assert len(engine.batches) <= 2
 
 
 class WordProblem:
@@ -148,10 +157,19 @@ def test_decode_lines_decodes_text_through_the_decoder_in_input_order():
     results = decode_lines(WordProblem(), decoder, ["a b c", "", "b a"], batch_size=1, progress=lines.append)
     assert results == [[Hypothesis("c b a", -3.0, (5, 4, 3))], [Hypothesis("", 0.0)], [Hypothesis("a b", -2.0, (3, 4))]]
     assert len(engine.batches) == 2 and len(lines) == 2
-    assert decode_lines(WordProblem(), decoder, ["a", "b"], batch_size=1, parallel_batches=2) == [
-        [Hypothesis("a", -1.0, (3,))], [Hypothesis("b", -1.0, (4,))]]
+    with pytest.raises(UserError, match="^input line 1: unknown word 'x'$"):
+        decode_lines(WordProblem(), decoder, ["x"], batch_size=1)
     with pytest.raises(UserError, match="^input line 7: unknown word 'x'$"):
         decode_lines(WordProblem(), decoder, ["a", "x"], batch_size=1, first_line=6)
+
+
+def test_decode_lines_decodes_one_batch_at_a_time_unless_more_are_asked_for():
+    alone, together = MeetingEngine(), MeetingEngine()
+    decode_lines(WordProblem(), types.SimpleNamespace(decode=alone), ["a", "b"], batch_size=1)
+    results = decode_lines(WordProblem(), types.SimpleNamespace(decode=together), ["a", "b"], batch_size=1,
+                           parallel_batches=2)
+    assert alone.met == [False, False] and together.met == [True, True]
+    assert results == [[Hypothesis("a", -1.0, (3,))], [Hypothesis("b", -1.0, (4,))]]
 
 
 def test_zero_parallel_batches_is_refused():
