@@ -10,7 +10,8 @@
 # first failure (mutmut adds -x). mutmut forks each mutant's run from a server that has already imported
 # TensorFlow and collected the tests (process_isolation = forkserver: TensorFlow's threads do not survive
 # a plain fork of a process that has run ops), so a mutant costs about 3-4 s, not a fresh interpreter.
-# A rerun re-copies the sources and keeps the results of mutants whose function did not change.
+# Each run starts afresh (mutmut's cache would keep a survivor's verdict after a new test kills it);
+# MUTATION_KEEP=1 keeps the previous results and reruns only what mutmut thinks changed.
 # Survivors: `cd $MUTATION_DIR/<module> && mutmut results` lists them, `mutmut show <name>` shows one.
 #
 # Needs mutmut (not in the "test" extra: CI does not run this): pip install "mutmut==3.8.1".
@@ -45,6 +46,7 @@ for name in "${selected[@]}"; do
   done
   [ -n "$module" ] || { echo "unknown module $name (one of: ${ORDER[*]})" >&2; exit 2; }
   dir=$WORK/$name
+  [ "${MUTATION_KEEP:-0}" = 1 ] || rm -rf "$dir"
   mkdir -p "$dir"
   (cd "$ROOT" && git ls-files -z | xargs -0 tar -cf - 2>/dev/null) | tar -xf - -C "$dir"
   {
