@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Mutation testing of the model-free modules with mutmut 3 (not run in CI; docs/testing.md has the results).
 #
-#   tools/mutation_test.sh                       every module below, smallest test set first
+#   tools/mutation_test.sh                       every module below
 #   tools/mutation_test.sh run_config schedules  only those (by file name, without .py)
 #
 # Each module is mutated in a copy of the working tree's tracked files under $MUTATION_DIR (default
 # /tmp/t2t-lite-mutation/<module>), never in the checkout, and each mutant runs only the tests of that
 # module that reach the mutated function (mutmut's own selection), in one process (-n 0), stopping at the
-# first failure (mutmut adds -x). mutmut forks each mutant's run from a server that has already imported
-# TensorFlow and collected the tests (process_isolation = forkserver: TensorFlow's threads do not survive
-# a plain fork of a process that has run ops), so a mutant costs about 3-4 s, not a fresh interpreter.
+# first failure (mutmut adds -x). mutmut forks each mutant's run from a server that has imported TensorFlow
+# and collected the tests but run none (process_isolation = forkserver, rather than forking the process
+# that ran the whole selection first), so a mutant costs 2-4 s, not a fresh interpreter's start-up.
 # Each run starts afresh (mutmut's cache would keep a survivor's verdict after a new test kills it);
 # MUTATION_KEEP=1 keeps the previous results and reruns only what mutmut thinks changed.
 # Survivors: `cd $MUTATION_DIR/<module> && mutmut results` lists them, `mutmut show <name>` shows one.
