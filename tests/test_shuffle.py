@@ -250,3 +250,17 @@ def test_shuffled_text_longer_or_shorter_than_counted_is_an_error(prefix):
     with pytest.raises(UserError, match="ended after"):
         _write_shuffled(prefix, source=pairs()[:700])
     assert not any(os.path.exists(p) for p in shard_paths(prefix, NUM_SHARDS))
+
+
+def test_the_shuffle_reports_its_progress_by_the_shards_name(prefix):
+    lines = []
+    write_shuffled_shards(lambda: iter(pairs()), codepoints, prefix, NUM_EXAMPLES, NUM_SHARDS, log=lines.append)
+    total = f"{NUM_EXAMPLES:,}/{NUM_EXAMPLES:,}"
+    encoded = [line for line in lines if "examples encoded" in line]
+    assert encoded and encoded[-1].startswith(f"train: {total} examples encoded, ")
+    shuffled = [line for line in lines if "examples shuffled into shards" in line]
+    assert [line.rsplit(" (", 1)[1] for line in shuffled] == [f"{os.path.basename(p)} done)"
+                                                               for p in shard_paths(prefix, NUM_SHARDS)]
+    assert all(line.startswith("train: ") for line in shuffled)
+    assert shuffled[-1].startswith(f"train: {total} examples shuffled into shards, ")
+    assert len(lines) == len(encoded) + len(shuffled)
