@@ -9,21 +9,10 @@ import pytest
 import tensorflow as tf
 
 from small_training import TINY
+from checkpoint_reads import assert_every_tensor_reads
 
 # Three kills at random steps, then a run to the end: each round pays a trainer's start-up.
 INTERVAL, TOTAL, KILLS = 4, 24, 3
-
-
-def assert_every_tensor_reads(path):
-    """Reads every tensor of checkpoint `path`, the data iterator's state too; raises if a file is truncated.
-
-    get_variable_to_shape_map() alone reads only the .index file, which a truncated .data leaves intact.
-    """
-    dtypes = tf.train.load_checkpoint(path).get_variable_to_dtype_map()
-    names = sorted(dtypes)
-    assert names
-    tf.raw_ops.RestoreV2(prefix=path, tensor_names=names, shape_and_slices=[""] * len(names),
-                         dtypes=[dtypes[name] for name in names])
 
 
 def start_trainer(output_dir):

@@ -29,6 +29,7 @@ from t2t_lite.training.dev_score import DevScorer
 from t2t_lite.training.run_config import RunConfig
 from t2t_lite.training.trainer import Trainer
 from small_training import TINY, small_problem
+from checkpoint_reads import assert_every_tensor_reads
 
 
 def make_trainer(output_dir, train_steps, save_every, log=lambda line: None, average_last=0, overrides="",
@@ -135,18 +136,6 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, stra
     assert resumed.step == 12
     # ckpt-8 was written again by the resumed run and now loads: every tensor, not only the .index's list.
     assert_every_tensor_reads(str(run / "ckpt-8"))
-
-
-def assert_every_tensor_reads(path):
-    """Reads every tensor of checkpoint `path`, the data iterator's state too; raises if a file is truncated.
-
-    get_variable_to_shape_map() alone reads only the .index file, which a truncated .data leaves intact.
-    """
-    dtypes = tf.train.load_checkpoint(path).get_variable_to_dtype_map()
-    names = sorted(dtypes)
-    assert names
-    tf.raw_ops.RestoreV2(prefix=path, tensor_names=names, shape_and_slices=[""] * len(names),
-                         dtypes=[dtypes[name] for name in names])
 
 
 def test_a_non_chief_removes_its_scratch_directory_only_after_its_last_save(tmp_path, monkeypatch):
