@@ -51,6 +51,20 @@ def test_a_spent_budget_never_plans_a_step_already_taken():
     assert plan_last_step(5000, 5000, budget_seconds=100.0, seconds_trained=150.0).last_step == 5000
 
 
+def test_the_defaults_are_no_seconds_trained_and_only_the_final_save():
+    # 600 s left at 2 s a step, and one final save of 10 s: (L - 100) * 2 + 10 <= 600.
+    assert plan_last_step(5000, 100, budget_seconds=600.0, seconds_per_step=2.0, eval_seconds=10.0).last_step == 395
+    assert plan_last_step(0, 0) == LastStepPlan(last_step=0)
+
+
+def test_a_run_plans_from_its_average_pace_only_once_it_has_one():
+    # Nothing to estimate from: no step yet (whatever the clock), or no second counted (whatever the saves cost).
+    assert plan_last_step(5000, 0, budget_seconds=100.0, seconds_trained=5.0).last_step == 5000
+    assert plan_last_step(5000, 10, budget_seconds=100.0, eval_seconds=1000.0, save_every=1).last_step == 5000
+    # One step in half a second: 99.5 s left at 0.5 s a step.
+    assert plan_last_step(5000, 1, budget_seconds=100.0, seconds_trained=0.5).last_step == 200
+
+
 def test_nothing_measured_plans_train_steps_then_the_runs_average_pace():
     assert plan_last_step(5000, 0, budget_seconds=600.0).last_step == 5000
     # Resumed from a checkpoint without measurements: 300 s for 100 steps, 3 s a step, evaluations included.

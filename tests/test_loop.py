@@ -33,12 +33,13 @@ class Script:
         self.step += 1
         return StepResult(loss=1.0, tokens=10.0, stop=False, skipped=False)
 
-    def hooks(self, stop_after_checkpoint=None):
+    def hooks(self, stop_after_checkpoint=None, eval_seconds=0.0):
         def checkpoint(step):
             self.events.append(("checkpoint", step))
+            self.now += eval_seconds  # the save and its evaluation take time on the budget's clock
             return stop_after_checkpoint is not None and step >= stop_after_checkpoint
 
-        return loop.Hooks(updated=lambda step, result: self.events.append(("updated", step)),
+        return loop.Hooks(updated=lambda step, result: self.events.append(("updated", step, result)),
                           log=lambda step: self.events.append(("log", step)), checkpoint=checkpoint,
                           skipped=lambda step, loss: self.events.append(("skipped", step)))
 
@@ -55,8 +56,10 @@ def test_steps_reached_checkpoints_at_every_save_point_and_at_the_end():
     script = Script()
     assert run(script, train_steps=10) is StopReason.STEPS
     assert script.step == 10
-    assert [s for kind, s in script.events if kind == "checkpoint"] == [4, 8, 10]
-    assert [s for kind, s in script.events if kind == "log"] == [2, 4, 6, 8, 10]
+    updates = [event[1:] for event in script.events if event[0] == "updated"]
+    assert updates == [(step, StepResult(loss=1.0, tokens=10.0, stop=False, skipped=False)) for step in range(1, 11)]
+    assert [s for kind, s, *_ in script.events if kind == "checkpoint"] == [4, 8, 10]
+    assert [s for kind, s, *_ in script.events if kind == "log"] == [2, 4, 6, 8, 10]
 
 
 def test_the_time_budget_ends_the_run_at_the_step_that_spends_it_and_checkpoints_there():
@@ -87,7 +90,7 @@ def test_skipped_updates_are_reported_with_the_step_they_would_have_been_and_not
     script = Script(skip={3, 4})
     assert run(script, train_steps=6) is StopReason.STEPS
     assert script.step == 6 and script.calls == 8
-    assert [s for kind, s in script.events if kind == "skipped"] == [3, 3]
+    assert [s for kind, s, *_ in script.events if kind == "skipped"] == [3, 3]
 
 
 def test_a_run_that_has_reached_its_steps_takes_no_step():
@@ -97,6 +100,9 @@ def test_a_run_that_has_reached_its_steps_takes_no_step():
 
 
 def test_the_non_finite_guard_counts_in_a_row_and_stops_at_the_limit():
+    guard = NonFiniteGuard(max_in_a_row=1)
+    with pytest.raises(NonFiniteTrainingError, match=r"newest checkpoint: none yet\)"):
+        guard.skip(1, float("nan"), None)
     guard = NonFiniteGuard(max_in_a_row=3)
     assert guard.skip(5, float("nan"), None).endswith("(1 in a row, 1 in this run)")
     guard.passed()
@@ -136,3 +142,56 @@ def test_the_first_pace_is_measured_early_and_without_the_first_steps_tracing():
     first_measured = 1 + loop.FIRST_PACE_STEPS
     assert plans == [(0, 100_000), (first_measured, first_measured + 890)]
     assert reason is StopReason.TIME_BUDGET and script.step == first_measured + 890 and script.now == 1000.0
+
+
+def budgeted(script, train_steps=100_000, budget=100.0, save_every=10, log_every=5, eval_seconds=10.0):
+    """loop.run under a time budget with an end-aware schedule: (reason, [(step, pace, last step) per plan])."""
+    clock = TrainingClock(lambda: script.now)
+    clock.start()
+    plans = []
+    rules = StopRules(train_steps, budget, clock, save_every,
+                      on_plan=lambda last: plans.append((script.step, rules.pace.seconds_per_step, last)))
+    reason = loop.run(script.take_step, lambda: script.step, rules, save_every, log_every,
+                      script.hooks(eval_seconds=eval_seconds), script.request, several_workers=False)
+    return reason, plans, rules
+
+
+def test_the_plan_counts_every_save_and_evaluation_and_leaves_them_out_of_the_pace():
+    script = Script()
+    reason, plans, rules = budgeted(script)
+    # 1 s a step, 10 s a save with its evaluation, one every 10 steps and one at the end: L + 10 * saves(L)
+    # fits in 100 s at L = 50 (five saves); at 51 a sixth would not.
+    assert reason is StopReason.TIME_BUDGET and script.step == 50 and script.now == 100.0
+    assert [s for kind, s, *_ in script.events if kind == "checkpoint"] == [10, 20, 30, 40, 50]
+    assert rules.pace.mean_eval_seconds() == 10.0
+    # Every pace measured is the steps' own, though evaluations fell inside its windows.
+    assert plans[0] == (0, None, 100_000) and {pace for _, pace, _ in plans[1:]} == {1.0}
+    # Until the first evaluation was measured the saves cost nothing to the plan; from then on it holds.
+    assert (10, 1.0, 50) in plans  # the plan made after the first evaluation
+    assert {last for step, _, last in plans if step > 10} == {50}
+
+
+def test_an_estimate_that_falls_short_ends_the_run_at_the_next_step():
+    # Planned at 1 s a step, the steps take 10 s from step 31: the budget runs out before the plan's end, at
+    # step 37 (30 + 7 * 10 = 100 s with no evaluation due), and the run ends one step later, at its floor.
+    class SlowsDown(Script):
+        def take_step(self, vote):
+            self.seconds_per_step = 10.0 if self.step >= 30 else 1.0
+            return super().take_step(vote)
+
+    script = SlowsDown()
+    reason, plans, _ = budgeted(script, save_every=1000, log_every=1000, eval_seconds=0.0)
+    assert reason is StopReason.TIME_BUDGET and script.step == 38
+    assert plans[-1] == (37, 1.0, 38)
+
+
+def test_a_run_that_ends_on_train_steps_says_so_with_an_end_aware_schedule():
+    script = Script()
+    reason, plans, _ = budgeted(script, train_steps=10, budget=0.0, eval_seconds=0.0)
+    assert reason is StopReason.STEPS and script.step == 10 and {last for *_, last in plans} == {10}
+
+
+def test_a_budget_spent_exactly_on_a_step_ends_the_run_there():
+    script = Script(seconds_per_step=1.0)
+    assert run(script, train_steps=100, budget=10.0) is StopReason.TIME_BUDGET
+    assert script.step == 10 and script.events[-1] == ("checkpoint", 10)
