@@ -1,4 +1,6 @@
 """The training loop's stop rules, with scripted steps and an injected clock: no model is trained."""
+import math
+
 import pytest
 
 from t2t_lite.training import loop
@@ -41,7 +43,7 @@ class Script:
 
         return loop.Hooks(updated=lambda step, result: self.events.append(("updated", step, result)),
                           log=lambda step: self.events.append(("log", step)), checkpoint=checkpoint,
-                          skipped=lambda step, loss: self.events.append(("skipped", step)))
+                          skipped=lambda step, loss: self.events.append(("skipped", step, loss)))
 
 
 def run(script, train_steps=10, budget=0.0, save_every=4, log_every=2, several_workers=False, **hooks):
@@ -90,7 +92,8 @@ def test_skipped_updates_are_reported_with_the_step_they_would_have_been_and_not
     script = Script(skip={3, 4})
     assert run(script, train_steps=6) is StopReason.STEPS
     assert script.step == 6 and script.calls == 8
-    assert [s for kind, s, *_ in script.events if kind == "skipped"] == [3, 3]
+    skipped = [event[1:] for event in script.events if event[0] == "skipped"]
+    assert [step for step, _ in skipped] == [3, 3] and all(math.isnan(loss) for _, loss in skipped)
 
 
 def test_a_run_that_has_reached_its_steps_takes_no_step():
@@ -184,6 +187,17 @@ def test_an_estimate_that_falls_short_ends_the_run_at_the_next_step():
     assert reason is StopReason.TIME_BUDGET and script.step == 38
     assert plans[-1] == (37, 1.0, 38)
 
+    # Short by two steps: at 33/32 s a step from step 31, the budget runs out at step 98 (30 + 68 * 33/32 s)
+    # where the plan said 100; the run still ends at the next step, 99.
+    class SlowsALittle(Script):
+        def take_step(self, vote):
+            self.seconds_per_step = 33 / 32 if self.step >= 30 else 1.0
+            return super().take_step(vote)
+
+    script = SlowsALittle()
+    reason, plans, _ = budgeted(script, save_every=1000, log_every=1000, eval_seconds=0.0)
+    assert plans[1][2] == 100 and plans[-1] == (98, 1.0, 99) and script.step == 99
+
 
 def test_a_run_that_ends_on_train_steps_says_so_with_an_end_aware_schedule():
     script = Script()
@@ -195,3 +209,13 @@ def test_a_budget_spent_exactly_on_a_step_ends_the_run_there():
     script = Script(seconds_per_step=1.0)
     assert run(script, train_steps=100, budget=10.0) is StopReason.TIME_BUDGET
     assert script.step == 10 and script.events[-1] == ("checkpoint", 10)
+    half_a_second = Script(seconds_per_step=1.0)
+    assert run(half_a_second, train_steps=100, budget=0.5) is StopReason.TIME_BUDGET and half_a_second.step == 1
+
+
+def test_a_progress_line_on_the_step_that_measured_the_first_pace_plans_again_from_it():
+    # The first pace is measured at step 11 (the ten steps after the traced one); a progress line at 11 too.
+    script = Script()
+    reason, plans, rules = budgeted(script, save_every=1000, log_every=11, eval_seconds=0.0)
+    assert reason is StopReason.TIME_BUDGET and script.step == 100 and rules.pace.seconds_per_step == 1.0
+    assert plans[1:3] == [(11, 1.0, 100), (11, 1.0, 100)]
