@@ -49,7 +49,7 @@ class Script:
 def run(script, train_steps=10, budget=0.0, save_every=4, log_every=2, several_workers=False, **hooks):
     clock = TrainingClock(lambda: script.now)
     clock.start()
-    rules = StopRules(train_steps, budget, clock)
+    rules = StopRules(train_steps, budget, clock, save_every)
     return loop.run(script.take_step, lambda: script.step, rules, save_every, log_every, script.hooks(**hooks),
                     script.request, several_workers)
 

@@ -47,7 +47,7 @@ class StopRules:
       pace: the run's PaceRecord (restored from its checkpoint); a new one by default.
     """
 
-    def __init__(self, train_steps: int, budget_seconds: float, clock: TrainingClock, save_every: int = 0,
+    def __init__(self, train_steps: int, budget_seconds: float, clock: TrainingClock, save_every: int,
                  on_plan: Callable[[int], None] | None = None, pace: PaceRecord | None = None):
         self.train_steps, self.budget_seconds, self.clock = train_steps, budget_seconds, clock
         self.save_every, self.on_plan = save_every, on_plan
