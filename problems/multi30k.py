@@ -14,12 +14,12 @@ import functools
 import gzip
 import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 
 from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.errors import UserError
+from t2t_lite.files import atomic_write_bytes
 from t2t_lite.problems.translate import ParallelFilesProblem, read_parallel_files
 from t2t_lite.registry import problems
 
@@ -74,15 +74,7 @@ def download(name: str, tmp_dir: str) -> str:
         raise UserError(f"{url} is not Multi30k's {name}: its text's SHA-256 is {digest}, expected "
                         f"{TEXT_SHA256[name]}; nothing was kept")
     path = os.path.join(tmp_dir, name + ".gz")
-    fd, partial = tempfile.mkstemp(dir=tmp_dir, prefix=".tmp-", suffix=name + ".gz")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(compressed)
-        os.replace(partial, path)
-    except BaseException:
-        if os.path.exists(partial):
-            os.unlink(partial)
-        raise
+    atomic_write_bytes(path, compressed)
     return path
 
 

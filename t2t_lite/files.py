@@ -11,14 +11,19 @@ from t2t_lite.errors import UserError
 
 
 def atomic_write_text(path: str, text: str) -> None:
-    """Writes `text` to a temporary file beside `path`, flushes it to disk, then renames it over `path`."""
+    """Writes `text` (UTF-8) to a temporary file beside `path`, flushes it to disk, then renames it over `path`."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str, data: bytes) -> None:
+    """Writes `data` to a temporary file beside `path`, flushes it to disk, then renames it over `path`."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
     try:
         # mkstemp makes the file owner-only; give it the mode open() would (0666 less the umask).
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp_path, path)

@@ -1,8 +1,9 @@
-"""A local HTTP server over a directory: what download code is tested against, never the network."""
+"""A local HTTP server over a directory, and no network at all: what download code is tested against."""
 import contextlib
 import functools
 import http.server
 import threading
+import urllib.error
 
 
 @contextlib.contextmanager
@@ -17,3 +18,8 @@ def serving(directory):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def offline_fetch(url):
+    """A fetch that fails as it does without a network (name resolution)."""
+    raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")

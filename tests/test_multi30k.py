@@ -10,7 +10,7 @@ from t2t_lite.problems import multi30k
 from t2t_lite.problems.translate import read_lines
 from t2t_lite.registry import problems
 from t2t_lite.translator import Translator
-from local_server import serving
+from local_server import offline_fetch, serving
 from shared_data import require_shared
 from trained_runs import MULTI30K_TINY
 
@@ -57,10 +57,7 @@ def test_offline_datagen_reads_gzipped_or_plain_files_then_trains_and_decodes(tm
 
 
 def test_missing_files_offline_name_the_files_and_where_to_put_them(tmp_path, monkeypatch):
-    def offline(url):
-        raise multi30k.urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
-
-    monkeypatch.setattr(multi30k, "fetch", offline)
+    monkeypatch.setattr(multi30k, "fetch", offline_fetch)
     problem = problems.get("translate_multi30k")(str(tmp_path / "data"))
     with pytest.raises(UserError) as error:
         problem.generate_data(str(tmp_path / "tmp"), log=lambda line: None)

@@ -9,7 +9,7 @@ from t2t_lite.data.trees import linearize, read_mrg, strip_tree
 from t2t_lite.errors import UserError
 from t2t_lite.problems import ptb_sample
 from t2t_lite.registry import problems
-from local_server import serving
+from local_server import offline_fetch, serving
 from shared_data import require_shared
 
 MRG = require_shared("ptb_wsj_sample/mrg")  # wsj_0001 ... wsj_0179: the shared copy has no test files
@@ -101,10 +101,7 @@ def test_a_download_that_is_not_the_sample_is_refused_and_not_kept(tmp_path, nlt
 
 
 def test_offline_without_the_files_one_line_says_what_to_put_where(tmp_path, monkeypatch):
-    def offline(url):
-        raise ptb_sample.urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
-
-    monkeypatch.setattr(ptb_sample, "fetch", offline)
+    monkeypatch.setattr(ptb_sample, "fetch", offline_fetch)
     problem = problems.get("parsing_ptb_sample")(str(tmp_path / "data"))
     with pytest.raises(UserError) as error:
         problem.generate_data(str(tmp_path / "tmp"), log=lambda line: None)
