@@ -1,0 +1,165 @@
+"""Decoding only the outputs a problem allows: a per-hypothesis automaton that forbids tokens.
+
+An `OutputConstraint` is a small automaton run beside every hypothesis. `constrain` wraps a search's
+symbols_to_logits_fn: each step it advances every row's automaton by the token that row chose last
+(the row's previous id, the start id at step 0), runs the model, and sets the logits of every token the
+automaton forbids to -inf. The automaton's state rides in the search state (in a SplitState's per-beam
+part), so beam search reorders it with the beams and greedy search keeps it per row; neither search
+knows it is there, and a row that dies in beam search can hold any state without harm.
+
+`TreeConstraint` is the one here: outputs that are bracketed linearised trees (tensor2tensor's
+parsing targets, "S NP DT NN /NP VP VBD /VP . /S") over the input's words.
+"""
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_lite.decoding.beam_search import NEG_INF, SplitState, SymbolsToLogitsFn
+
+# Token kinds in TreeConstraint's table; OTHER covers PAD (the start id), EOS and everything else.
+OTHER, OPEN, CLOSE, LEAF = 0, 1, 2, 3
+
+
+class OutputConstraint(Protocol):
+    """What `constrain` needs: a start state per sentence, a step of the automaton, the allowed tokens."""
+
+    def initial_state(self, inputs: tf.Tensor, max_lengths: tf.Tensor):
+        """A nest of [B, ...] tensors from the inputs int32 [B, T_src] and max output lengths int32 [B]."""
+
+    def advance(self, state, ids: tf.Tensor):
+        """The state after each row emitted ids int32 [N] (the start id 0 leaves it unchanged)."""
+
+    def allowed(self, state, step: tf.Tensor) -> tf.Tensor:
+        """bool [N, V]: the tokens each row may emit at position `step` (never none)."""
+
+
+def constrain(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, constraint: OutputConstraint,
+              inputs, max_lengths, rows_per_sentence: int) -> tuple[SymbolsToLogitsFn, object]:
+    """A search's model function and initial state with `constraint` applied to every step's logits.
+
+    Args:
+      symbols_to_logits_fn, initial_state: as beam_search and greedy_decode take them; a SplitState's
+        per_beam part is already one row per beam, a plain state is one row per sentence.
+      constraint: the automaton.
+      inputs: int32 [B, T_src], the sentences being decoded.
+      max_lengths: int32 [B], their max output lengths (counting the EOS).
+      rows_per_sentence: the beam size K for beam search, 1 for greedy search and sampling.
+    Returns:
+      (fn, state) to give the search in place of the two.
+    """
+    start = constraint.initial_state(inputs, tf.convert_to_tensor(max_lengths, tf.int32))  # [B, ...]
+    if isinstance(initial_state, SplitState):
+        start = tf.nest.map_structure(lambda t: tf.repeat(t, rows_per_sentence, axis=0), start)  # [N, ...]
+        state = initial_state._replace(per_beam=(initial_state.per_beam, start))
+    else:
+        state = (initial_state, start)  # the search repeats a plain state K times itself
+
+    def constrained_fn(ids, step, state):
+        if isinstance(state, SplitState):
+            (per_beam, automaton) = state.per_beam
+            inner = state._replace(per_beam=per_beam)
+        else:
+            inner, automaton = state
+        automaton = constraint.advance(automaton, ids[:, 0])
+        logits, inner = symbols_to_logits_fn(ids, step, inner)  # [N, V]
+        logits = tf.where(constraint.allowed(automaton, step), logits, tf.constant(NEG_INF, logits.dtype))
+        if isinstance(inner, SplitState):
+            return logits, inner._replace(per_beam=(inner.per_beam, automaton))
+        return logits, (inner, automaton)
+
+    return constrained_fn, state
+
+
+class TreeConstraint:
+    """Outputs that are linearised trees over the input's words: labelled brackets balanced, a leaf per word.
+
+    A phrase opens with its label's token and ends with that label's close token; a leaf (a POS tag)
+    stands for one input word. The tokens allowed next:
+      before anything, a phrase's open token (the root), or EOS for an input without words;
+      inside a phrase, a leaf or an open token while fewer leaves than words were emitted; the close
+        of the innermost open phrase once it has a child, and for the root once every word has its leaf;
+      after the root closed, EOS only.
+    Each also needs room: after it, the shortest way to finish (a leaf per word left, a close per open
+    phrase, the EOS) must fit the sentence's max length, so no hypothesis is cut off half a tree.
+
+    Args:
+      vocab_size: V.
+      phrases: (open id, close id) of each phrase label.
+      leaves: the ids of leaf tokens.
+      word_starts: the ids of input pieces that begin a word (SentencePiece's "▁" pieces): an input's
+        word count is how many it holds.
+      eos_id: the end-of-sentence id.
+      max_depth: phrases open at once at most (opening one more is refused).
+    """
+
+    def __init__(self, vocab_size: int, phrases: Sequence[tuple[int, int]], leaves: Sequence[int],
+                 word_starts: Sequence[int], eos_id: int = 1, max_depth: int = 64):
+        kind = np.full([vocab_size], OTHER, np.int32)
+        close_of = np.zeros([vocab_size], np.int32)
+        for open_id, close_id in phrases:
+            kind[open_id], kind[close_id], close_of[open_id] = OPEN, CLOSE, close_id
+        kind[list(leaves)] = LEAF
+        if not phrases or not len(leaves):
+            raise ValueError("a tree constraint needs at least one phrase label and one leaf token")
+        is_word_start = np.zeros([vocab_size], bool)
+        is_word_start[list(word_starts)] = True
+        self.vocab_size, self.eos_id, self.max_depth = vocab_size, eos_id, max_depth
+        self.kind, self.close_of = tf.constant(kind), tf.constant(close_of)  # [V]
+        self.is_word_start = tf.constant(is_word_start)  # [V]
+
+    def word_counts(self, inputs) -> tf.Tensor:
+        """int32 [B]: the words of each input (its word-start pieces)."""
+        return tf.reduce_sum(tf.cast(tf.gather(self.is_word_start, inputs), tf.int32), axis=1)
+
+    def initial_state(self, inputs, max_lengths):
+        words = self.word_counts(inputs)  # [B]
+        batch = tf.shape(words)[0]
+        return {
+            "depth": tf.zeros([batch], tf.int32),  # phrases open
+            "leaves_left": words,  # words still without a leaf
+            "closes": tf.zeros([batch, self.max_depth], tf.int32),  # the close id of each open phrase, outermost first
+            "has_child": tf.zeros([batch], tf.bool),  # whether the innermost open phrase has a child yet
+            "done": tf.zeros([batch], tf.bool),  # the root has closed
+            "max_length": tf.convert_to_tensor(max_lengths, tf.int32),
+        }
+
+    def advance(self, state, ids):
+        kind = tf.gather(self.kind, ids)  # [N]
+        is_open, is_close, is_leaf = kind == OPEN, kind == CLOSE, kind == LEAF
+        depth = state["depth"]
+        # A dead beam may hold a forbidden token; clipping keeps its state in range (its outputs never count).
+        slot = tf.one_hot(tf.minimum(depth, self.max_depth - 1), self.max_depth, dtype=tf.int32)  # [N, D]
+        closes = tf.where(is_open[:, None], state["closes"] * (1 - slot) + slot * tf.gather(self.close_of, ids)[:, None],
+                          state["closes"])
+        depth = tf.clip_by_value(depth + tf.cast(is_open, tf.int32) - tf.cast(is_close, tf.int32), 0, self.max_depth)
+        return {
+            "depth": depth,
+            "leaves_left": state["leaves_left"] - tf.cast(is_leaf, tf.int32),
+            "closes": closes,
+            "has_child": tf.where(is_open, False, state["has_child"] | is_close | is_leaf),
+            "done": state["done"] | (is_close & (depth == 0)),
+            "max_length": state["max_length"],
+        }
+
+    def allowed(self, state, step):
+        depth, leaves_left, done = state["depth"], state["leaves_left"], state["done"]
+        inside = depth > 0
+        # Positions left after this token, and the fewest tokens that finish a tree after it (EOS included).
+        room = state["max_length"] - step - 1  # [N]
+        shortest_finish = leaves_left + depth  # after a leaf or a close; an open adds its close: + 2
+        at_start = ~inside & ~done
+        open_ok = (inside | at_start) & (leaves_left > 0) & (depth < self.max_depth) & (shortest_finish + 2 <= room)
+        leaf_ok = inside & (leaves_left > 0) & (shortest_finish <= room)
+        close_ok = inside & state["has_child"] & ((depth > 1) | (leaves_left == 0)) & (shortest_finish <= room)
+        innermost_close = tf.gather(state["closes"], tf.maximum(depth - 1, 0), batch_dims=1)  # [N]
+        token = tf.range(self.vocab_size)  # [V]
+        allowed = (((self.kind == OPEN)[None, :] & open_ok[:, None])
+                   | ((self.kind == LEAF)[None, :] & leaf_ok[:, None])
+                   | ((token[None, :] == innermost_close[:, None]) & close_ok[:, None])
+                   | ((token == self.eos_id)[None, :] & (done | (at_start & (leaves_left == 0)))[:, None]))  # [N, V]
+        # A row with nothing left (a dead beam, or a max length too short for any tree) may end: a row of
+        # -inf logits would make NaN log-probs.
+        stuck = ~tf.reduce_any(allowed, axis=1)  # [N]
+        return allowed | ((token == self.eos_id)[None, :] & stuck[:, None])
