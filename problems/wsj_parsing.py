@@ -24,12 +24,14 @@ from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.data.text_problem import SPLIT_ORDER, DatagenOptions, Text2TextProblem
 from t2t_lite.data.trees import (
     PTB_PHRASE_LABELS,
+    PTB_POS_TAGS,
     Tree,
     delinearize,
     linearize,
     read_mrg,
     strip_tree,
 )
+from t2t_lite.decoding.constraints import TreeConstraint
 from t2t_lite.errors import UserError
 from t2t_lite.metrics.parse_f1 import BracketCounts, score_corpus
 from t2t_lite.registry import problems
@@ -172,6 +174,14 @@ def evalb_summary(counts: BracketCounts, repaired: int) -> list[str]:
     ]
 
 
+def sentencepiece_pieces(model: bytes) -> list[str]:
+    """Piece i of a serialized SentencePiece model, for every id i."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+
 @problems.register("wsj_parsing")
 class WsjParsing(Text2TextProblem):
     """WSJ constituency parsing with a shared BPE vocabulary of 2^14, as t2t's parsing_english_ptb16k.
@@ -226,6 +236,20 @@ class WsjParsing(Text2TextProblem):
             f"Well-formed before repair  = {100 * (len(outputs) - repaired) / total:6.2f} %",
             f"Exact tree match           = {100 * exact / total:6.2f} %",
         ]
+
+    def output_constraint(self) -> TreeConstraint:
+        """Decoding that emits only well-formed trees, a POS tag per input word (--constrained_decoding).
+
+        Phrases are PTB_PHRASE_LABELS, leaves PTB_POS_TAGS, each usable when the vocabulary holds its
+        tokens whole (a tag BPE split, rare ones such as "SYM" on a small vocabulary, cannot be emitted).
+        """
+        pieces = sentencepiece_pieces(self.vocabulary.model)
+        ids = {piece: i for i, piece in enumerate(pieces)}
+        phrases = [(ids["▁" + label], ids["▁/" + label]) for label in sorted(PTB_PHRASE_LABELS)
+                   if "▁" + label in ids and "▁/" + label in ids]
+        leaves = [ids["▁" + tag] for tag in sorted(PTB_POS_TAGS) if "▁" + tag in ids]
+        word_starts = [i for i, piece in enumerate(pieces) if piece.startswith("▁")]
+        return TreeConstraint(len(pieces), phrases, leaves, word_starts)
 
     def dev_metric(self, outputs: list[str], references: list[str], sources: list[str]) -> tuple[str, float]:
         """EVALB's bracketing F1 (0 to 100) of the decoded trees, malformed ones repaired as `score` does."""

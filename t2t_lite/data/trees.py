@@ -29,6 +29,14 @@ PTB_PHRASE_LABELS = frozenset({
     "WHADJP", "WHADVP", "WHNP", "WHPP", "X",
 })
 
+# The POS tags of the PTB tagging guidelines (Santorini 1990), without -NONE- (traces are stripped):
+# the leaves of a linearised tree, one per word.
+PTB_POS_TAGS = frozenset({
+    "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR", "JJS", "LS", "MD", "NN", "NNS", "NNP", "NNPS", "PDT",
+    "POS", "PRP", "PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB", "VBD", "VBG", "VBN", "VBP",
+    "VBZ", "WDT", "WP", "WP$", "WRB", "#", "$", "''", ",", "-LRB-", "-RRB-", ".", ":", "``",
+})
+
 _TOKEN_RE = re.compile(r"\(|\)|[^\s()]+")
 _BRACKETS = ("(", ")")
 
