@@ -245,11 +245,14 @@ class WsjParsing(Text2TextProblem):
         """
         pieces = sentencepiece_pieces(self.vocabulary.model)
         ids = {piece: i for i, piece in enumerate(pieces)}
-        phrases = [(ids["▁" + label], ids["▁/" + label]) for label in sorted(PTB_PHRASE_LABELS)
-                   if "▁" + label in ids and "▁/" + label in ids]
+        def opens(prefix: str) -> list[tuple[int, int]]:
+            return [(ids[prefix + label], ids["▁/" + label]) for label in sorted(PTB_PHRASE_LABELS)
+                    if prefix + label in ids and "▁/" + label in ids]
+
         leaves = [ids["▁" + tag] for tag in sorted(PTB_POS_TAGS) if "▁" + tag in ids]
         word_starts = [i for i, piece in enumerate(pieces) if piece.startswith("▁")]
-        return TreeConstraint(len(pieces), phrases, leaves, word_starts)
+        # Our vocabularies have no dummy prefix: a target's first label is "S", the ones after a space "▁S".
+        return TreeConstraint(len(pieces), opens("▁"), leaves, word_starts, roots=opens("") or opens("▁"))
 
     def dev_metric(self, outputs: list[str], references: list[str], sources: list[str]) -> tuple[str, float]:
         """EVALB's bracketing F1 (0 to 100) of the decoded trees, malformed ones repaired as `score` does."""

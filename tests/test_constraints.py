@@ -10,10 +10,13 @@ from t2t_lite.decoding.constraints import TreeConstraint, constrain
 from t2t_lite.decoding.sampling import greedy_decode
 
 # A toy vocabulary: PAD, EOS, phrase opens and closes, leaves, input words, a word-internal piece.
+# As a model trained without SentencePiece's dummy prefix has them: a text's first piece has no "▁"
+# ("S" opens the tree, "Sat" begins the sentence), the pieces after a space do.
 PIECES = ["<pad>", "</s>", "▁S", "▁NP", "▁VP", "▁/S", "▁/NP", "▁/VP", "▁DT", "▁NN", "▁VBD",
-          "▁the", "▁cat", "▁sat", "s"]
+          "▁the", "▁cat", "▁sat", "s", "S", "NP", "Sat"]
 ID = {piece: i for i, piece in enumerate(PIECES)}
 PHRASES = [(ID["▁S"], ID["▁/S"]), (ID["▁NP"], ID["▁/NP"]), (ID["▁VP"], ID["▁/VP"])]
+ROOTS = [(ID["S"], ID["▁/S"]), (ID["NP"], ID["▁/NP"])]
 LEAVES = [ID["▁DT"], ID["▁NN"], ID["▁VBD"]]
 WORD_STARTS = [i for i, piece in enumerate(PIECES) if piece.startswith("▁")]
 V = len(PIECES)
@@ -22,7 +25,7 @@ MAX_DEPTH = 4
 
 def reference_allowed(prefix: list[int], words: int, max_length: int) -> set[int]:
     """The tokens a linearised tree over `words` words may continue `prefix` with, by a plain stack walk."""
-    close_of = dict(PHRASES)
+    close_of = dict(PHRASES + ROOTS)
     stack: list[int] = []  # close ids of the open phrases
     leaves_left, has_child, done = words, False, False
     for token in prefix:
@@ -41,7 +44,7 @@ def reference_allowed(prefix: list[int], words: int, max_length: int) -> set[int
         return {1}
     allowed = set()
     if leaves_left > 0 and len(stack) < MAX_DEPTH and leaves_left + len(stack) + 2 <= room:
-        allowed.update(close_of)  # opens
+        allowed.update(open_id for open_id, _ in (PHRASES if stack else ROOTS))
     if stack and leaves_left > 0 and leaves_left + len(stack) <= room:
         allowed.update(LEAVES)
     if stack and has_child and (len(stack) > 1 or leaves_left == 0) and leaves_left + len(stack) <= room:
@@ -52,17 +55,22 @@ def reference_allowed(prefix: list[int], words: int, max_length: int) -> set[int
 
 
 def constraint():
-    return TreeConstraint(V, PHRASES, LEAVES, WORD_STARTS, eos_id=1, max_depth=MAX_DEPTH)
+    return TreeConstraint(V, PHRASES, LEAVES, WORD_STARTS, roots=ROOTS, eos_id=1, max_depth=MAX_DEPTH)
 
 
 def inputs_with_words(counts: list[int]) -> np.ndarray:
-    """Inputs with counts[b] words (alternating whole words and two-piece words), EOS and PAD after."""
+    """Inputs with counts[b] words (alternating whole words and two-piece words), EOS and PAD after.
+
+    The first word of every other row begins without "▁", as a text's first word does without a dummy prefix.
+    """
     width = 2 * max(counts) + 2
     rows = np.zeros([len(counts), width], np.int32)
     for b, count in enumerate(counts):
         pieces = []
         for w in range(count):
             pieces += [ID["▁cat"], ID["s"]] if w % 2 else [ID["▁the"]]
+        if count and b % 2:
+            pieces[0] = ID["Sat"]
         rows[b, :len(pieces) + 1] = pieces + [1]
     return rows
 
@@ -102,7 +110,7 @@ def trees_of(ids: np.ndarray) -> list[list[str]]:
     outputs = []
     for row in ids:
         tokens = [int(t) for t in row]
-        outputs.append([PIECES[t][1:] for t in tokens[:tokens.index(1)]] if 1 in tokens else None)
+        outputs.append([PIECES[t].removeprefix("▁") for t in tokens[:tokens.index(1)]] if 1 in tokens else None)
     return outputs
 
 

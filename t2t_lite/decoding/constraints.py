@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 import tensorflow as tf
 
+from t2t_lite.data.problem import PAD_ID
 from t2t_lite.decoding.beam_search import NEG_INF, SplitState, SymbolsToLogitsFn
 
 # Token kinds in TreeConstraint's table; OTHER covers PAD (the start id), EOS and everything else.
@@ -77,7 +78,7 @@ class TreeConstraint:
 
     A phrase opens with its label's token and ends with that label's close token; a leaf (a POS tag)
     stands for one input word. The tokens allowed next:
-      before anything, a phrase's open token (the root), or EOS for an input without words;
+      before anything, a root's open token, or EOS for an input without words;
       inside a phrase, a leaf or an open token while fewer leaves than words were emitted; the close
         of the innermost open phrase once it has a child, and for the root once every word has its leaf;
       after the root closed, EOS only.
@@ -86,32 +87,45 @@ class TreeConstraint:
 
     Args:
       vocab_size: V.
-      phrases: (open id, close id) of each phrase label.
+      phrases: (open id, close id) of each phrase label inside the tree.
       leaves: the ids of leaf tokens.
       word_starts: the ids of input pieces that begin a word (SentencePiece's "▁" pieces): an input's
-        word count is how many it holds.
+        word count is how many it holds, plus one when its first piece is another (a model trained
+        without SentencePiece's dummy prefix begins a text without "▁").
+      roots: (open id, close id) of the labels that may open the tree, for the same reason often
+        other pieces than inside it ("S" first, "▁S" after a space); None: the phrases.
       eos_id: the end-of-sentence id.
       max_depth: phrases open at once at most (opening one more is refused).
     """
 
     def __init__(self, vocab_size: int, phrases: Sequence[tuple[int, int]], leaves: Sequence[int],
-                 word_starts: Sequence[int], eos_id: int = 1, max_depth: int = 64):
+                 word_starts: Sequence[int], roots: Sequence[tuple[int, int]] | None = None, eos_id: int = 1,
+                 max_depth: int = 64):
+        roots = phrases if roots is None else roots
+        if not phrases or not roots or not len(leaves):
+            raise ValueError("a tree constraint needs at least one phrase label, one root label and one leaf token")
         kind = np.full([vocab_size], OTHER, np.int32)
         close_of = np.zeros([vocab_size], np.int32)
-        for open_id, close_id in phrases:
+        for open_id, close_id in [*phrases, *roots]:
             kind[open_id], kind[close_id], close_of[open_id] = OPEN, CLOSE, close_id
         kind[list(leaves)] = LEAF
-        if not phrases or not len(leaves):
-            raise ValueError("a tree constraint needs at least one phrase label and one leaf token")
+        inside_open, root_open = np.zeros([vocab_size], bool), np.zeros([vocab_size], bool)
+        inside_open[[open_id for open_id, _ in phrases]] = True
+        root_open[[open_id for open_id, _ in roots]] = True
         is_word_start = np.zeros([vocab_size], bool)
         is_word_start[list(word_starts)] = True
         self.vocab_size, self.eos_id, self.max_depth = vocab_size, eos_id, max_depth
         self.kind, self.close_of = tf.constant(kind), tf.constant(close_of)  # [V]
+        self.inside_open, self.root_open = tf.constant(inside_open), tf.constant(root_open)  # [V]
         self.is_word_start = tf.constant(is_word_start)  # [V]
 
     def word_counts(self, inputs) -> tf.Tensor:
-        """int32 [B]: the words of each input (its word-start pieces)."""
-        return tf.reduce_sum(tf.cast(tf.gather(self.is_word_start, inputs), tf.int32), axis=1)
+        """int32 [B]: the words of each input: its word-start pieces, and its first if that is another piece."""
+        inputs = tf.convert_to_tensor(inputs, tf.int32)
+        starts = tf.gather(self.is_word_start, inputs)  # [B, T_src]
+        first = inputs[:, 0]  # [B]; PAD only in an empty batch row, EOS for an empty input
+        unmarked_first = (first != PAD_ID) & (first != self.eos_id) & ~starts[:, 0]
+        return tf.reduce_sum(tf.cast(starts, tf.int32), axis=1) + tf.cast(unmarked_first, tf.int32)
 
     def initial_state(self, inputs, max_lengths):
         words = self.word_counts(inputs)  # [B]
@@ -150,12 +164,13 @@ class TreeConstraint:
         room = state["max_length"] - step - 1  # [N]
         shortest_finish = leaves_left + depth  # after a leaf or a close; an open adds its close: + 2
         at_start = ~inside & ~done
-        open_ok = (inside | at_start) & (leaves_left > 0) & (depth < self.max_depth) & (shortest_finish + 2 <= room)
+        open_ok = (leaves_left > 0) & (depth < self.max_depth) & (shortest_finish + 2 <= room)
         leaf_ok = inside & (leaves_left > 0) & (shortest_finish <= room)
         close_ok = inside & state["has_child"] & ((depth > 1) | (leaves_left == 0)) & (shortest_finish <= room)
         innermost_close = tf.gather(state["closes"], tf.maximum(depth - 1, 0), batch_dims=1)  # [N]
         token = tf.range(self.vocab_size)  # [V]
-        allowed = (((self.kind == OPEN)[None, :] & open_ok[:, None])
+        allowed = ((self.inside_open[None, :] & (inside & open_ok)[:, None])
+                   | (self.root_open[None, :] & (at_start & open_ok)[:, None])
                    | ((self.kind == LEAF)[None, :] & leaf_ok[:, None])
                    | ((token[None, :] == innermost_close[:, None]) & close_ok[:, None])
                    | ((token == self.eos_id)[None, :] & (done | (at_start & (leaves_left == 0)))[:, None]))  # [N, V]
