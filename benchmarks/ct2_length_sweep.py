@@ -1,15 +1,19 @@
 """CTranslate2's decode time against output length, to set beside `bench_decode.py --length_sweep --quick`.
 
-Runs in the peers' CTranslate2 venv (../shared/peers/RESULTS.md, "Setup"), on the
-model the peers' run_ct2.sh exports, with the peers' threads (inter 1, intra 2):
+Runs in the peers' CTranslate2 venv (`bash benchmarks/peers/setup.sh $PEERS_DIR`), on the
+model `bash benchmarks/peers/protocol.sh export` writes, with the peers' threads (inter 1, intra 2):
 
-  /tmp/peers/ct2/bin/python benchmarks/ct2_length_sweep.py [MODEL_DIR] [INPUTS]
+  $PEERS_DIR/ct2/bin/python benchmarks/ct2_length_sweep.py [MODEL_DIR] [INPUTS]
+
+MODEL_DIR defaults to $PEERS_DIR/run/ct2_model and INPUTS to $PEERS_DIR/data/infer_src.txt (protocol.sh data),
+PEERS_DIR to /tmp/peers.
 
 The first 64 of the protocol's 500 sentences, beam 4, batches of 32 examples,
 fp32, every output forced to the length (min = max decoding length) as in
 bench_decode.py; one warm-up, then one timed pass per length. Not a test and
 not imported by the project: ctranslate2 is not one of its dependencies.
 """
+import os
 import sys
 import time
 
@@ -19,8 +23,12 @@ LENGTHS = (32, 64, 128, 256)
 
 
 def main():
-    model_dir = sys.argv[1] if len(sys.argv) > 1 else "/tmp/peers/run/ct2_model"
-    inputs = sys.argv[2] if len(sys.argv) > 2 else "/tmp/peers/data/infer_src.txt"
+    peers = os.environ.get("PEERS_DIR", "/tmp/peers")
+    model_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(peers, "run", "ct2_model")
+    inputs = sys.argv[2] if len(sys.argv) > 2 else os.path.join(peers, "data", "infer_src.txt")
+    for path, made_by in ((model_dir, "export"), (inputs, "data")):
+        if not os.path.exists(path):
+            sys.exit(f"ct2_length_sweep.py: no {path}: run bash benchmarks/peers/protocol.sh {made_by} first")
     sentences = [line.split() for line in open(inputs, encoding="utf-8")][:64]
     translator = ctranslate2.Translator(model_dir, device="cpu", compute_type="float32",
                                         inter_threads=1, intra_threads=2)

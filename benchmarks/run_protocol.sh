@@ -2,18 +2,21 @@
 # The whole performance protocol (docs/performance.md): the peers
 # and t2t-lite one command after another on this machine, so their ratios compare.
 #
+#   bash benchmarks/peers/setup.sh /tmp/peers        # once: the OpenNMT-tf and CTranslate2 venvs
 #   bash benchmarks/run_protocol.sh [LOG]            # about 50 minutes on 2 cores
 #   QUICK=1 bash benchmarks/run_protocol.sh [LOG]    # t2t-lite only, each benchmark's --quick mode
 #
-# The peers must be set up as ../shared/peers/README.md says: its scripts copied to
-# /tmp/peers/scripts (their own paths expect /tmp/peers) and the onmt and ct2 venvs
-# made as its RESULTS.md's "Setup" shows. LOG (default benchmarks/logs/protocol-<time>.txt)
+# The peers' side runs benchmarks/peers/protocol.sh (data, OpenNMT-tf's 40 timed steps, its export to
+# CTranslate2, CTranslate2's decoding) in the venvs under PEERS_DIR (default /tmp/peers), where their data, runs
+# and logs go too. LOG (default benchmarks/logs/sitting-<time>.txt)
 # gets the benchmarks' own lines and "peer ..." lines, which
 # `python benchmarks/plot_results.py LOG PNG` plots; full output goes to LOG.raw.
+# Environment: PEERS_DIR, PYTHON (t2t-lite's python, default python), QUICK.
 # Run it on an otherwise idle machine: anything else running moves the figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PEERS=/tmp/peers  # the peers' scripts name this directory themselves
+PEERS=${PEERS_DIR:-/tmp/peers}
+export PEERS_DIR=$PEERS
 PYTHON=${PYTHON:-python}
 LOG=${1:-benchmarks/logs/sitting-$(date -u +%Y%m%dT%H%M%SZ).txt}
 QUICK=${QUICK:-}
@@ -21,8 +24,8 @@ quick=${QUICK:+--quick}
 
 if [[ -z "$QUICK" ]]; then
   for venv in onmt ct2; do
-    if [[ ! -x "$PEERS/$venv/bin/python" || ! -d "$PEERS/scripts" ]]; then
-      echo "run_protocol.sh: no peers' $venv venv or scripts under $PEERS: set them up as ../shared/peers/README.md says, or run with QUICK=1 for t2t-lite alone" >&2
+    if [[ ! -x "$PEERS/$venv/bin/python" ]]; then
+      echo "run_protocol.sh: no peers' $venv venv under $PEERS: run bash benchmarks/peers/setup.sh $PEERS (or set PEERS_DIR), or run with QUICK=1 for t2t-lite alone" >&2
       exit 2
     fi
   done
@@ -39,15 +42,15 @@ ours() {
   fi
 }
 onmt_train() {
-  note "TAG=$1 bash $PEERS/scripts/run_onmt_train.sh"
-  (cd "$PEERS" && TAG=$1 bash scripts/run_onmt_train.sh)
-  "$PEERS/onmt/bin/python" - "$PEERS" "$1" <<'PY' | tee -a "$LOG"
+  note "\$ bash benchmarks/peers/protocol.sh train $1"
+  bash benchmarks/peers/protocol.sh train "$1"
+  "$PEERS/onmt/bin/python" - "$PEERS/logs" "$1" <<'PY' | tee -a "$LOG"
 import re, sys
-peers, tag = sys.argv[1], sys.argv[2]
-sys.path.insert(0, f"{peers}/scripts")
+logs, tag = sys.argv[1], sys.argv[2]
+sys.path.insert(0, "benchmarks/peers")
 from summarize import stats  # the peers' own figures: steps 11-40, median step
-s = stats(f"{peers}/logs/onmt_steps{tag}.json")
-rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(f"{peers}/logs/onmt_train{tag}.log").read())[1])
+s = stats(f"{logs}/onmt_steps{tag}.json")
+rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(f"{logs}/onmt_train{tag}.log").read())[1])
 per_second = s["mean_tgt_tokens"] / s["median_step_s"]
 print(f"#   OpenNMT-tf: median step {s['median_step_s']:.2f} s, {per_second:.1f} target tokens/s, "
       f"{s['achieved_gflops_a']:.1f} GFLOP/s (A), peak RSS {rss / 2**20:.2f} GiB")
@@ -55,8 +58,8 @@ print(f"peer OpenNMT-tf 2.32 train fp32: {per_second:.1f} target tokens/s")
 PY
 }
 ct2_decode() {
-  note "\$ $PEERS/ct2/bin/python $PEERS/scripts/ct2_translate.py $PEERS/run/ct2_model $PEERS/logs/ct2$1.json"
-  (cd "$PEERS" && "$PEERS/ct2/bin/python" scripts/ct2_translate.py run/ct2_model "logs/ct2$1.json" > "logs/ct2$1.log" 2>&1)
+  note "\$ bash benchmarks/peers/protocol.sh ct2 $1"
+  bash benchmarks/peers/protocol.sh ct2 "$1"
   python3 - "$PEERS/logs/ct2$1.json" <<'PY' | tee -a "$LOG"
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -68,22 +71,16 @@ PY
 mkdir -p "$(dirname "$LOG")"
 note "sitting started $(date -u +%Y-%m-%dT%H:%M:%SZ), HEAD $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), cpu family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)${QUICK:+, quick}"
 if [[ -z "$QUICK" ]]; then
-  mkdir -p "$PEERS/logs" "$PEERS/run"
-  (cd "$PEERS" && "$PEERS/onmt/bin/python" scripts/gen_data.py > logs/gen_data.log 2>&1)
+  note "\$ bash benchmarks/peers/protocol.sh data"
+  bash benchmarks/peers/protocol.sh data > /dev/null
   onmt_train _sitting
 fi
 ours benchmarks/bench_train.py $quick
 ours benchmarks/bench_train.py $quick --mixed_precision=mixed_bfloat16
 if [[ -z "$QUICK" ]]; then
-  note "CTranslate2: export OpenNMT-tf's 40-step checkpoint"
-  rm -rf "$PEERS/run/ct2_model"
-  (cd "$PEERS" && onmt/bin/onmt-main --model_type TransformerBaseSharedEmbeddings --config scripts/configs/onmt_base.yml \
-     export --output_dir run/ct2_model --format ctranslate2 > logs/onmt_export_ct2.log 2>&1)
+  note "CTranslate2: export OpenNMT-tf's 40-step checkpoint in float32 and int8"
+  bash benchmarks/peers/protocol.sh export
   ct2_decode _sitting
-  note "CTranslate2: export OpenNMT-tf's checkpoint in int8"
-  rm -rf "$PEERS/run/ct2_int8_model"
-  (cd "$PEERS" && onmt/bin/onmt-main --model_type TransformerBaseSharedEmbeddings --config scripts/configs/onmt_base.yml \
-     export --output_dir run/ct2_int8_model --format ctranslate2_int8 > logs/onmt_export_ct2_int8.log 2>&1)
 fi
 # Our CTranslate2 export in float32 and int8 (and OpenNMT-tf's int8 export, with the peers' CTranslate2), then int8 in TF.
 peer_ct2=()
