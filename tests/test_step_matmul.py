@@ -1,5 +1,4 @@
 """Step kernels in either layout and op against numpy and the Dense layers; how layout and op are chosen."""
-import threading
 import types
 
 import keras
@@ -65,22 +64,20 @@ def test_projection_through_a_step_kernel_matches_numpy(activation, use_bias, la
 
 
 def _through(kernels, layer, x):
-    """layer(x) inside the scope of `kernels` prepared for layer's Dense sub-layers."""
+    """layer(x) given `kernels` prepared for layer's Dense sub-layers."""
     kernels.add_dense_layers([layer])
-    with kernels.scope():
-        return layer(x)
+    return layer(x, kernels=kernels)
 
 
-def test_layers_not_prepared_and_calls_outside_the_scope_are_plain_dense():
+def test_layers_not_prepared_and_calls_without_kernels_are_plain_dense():
     prepared, other = _dense(4, seed=2), _dense(4, seed=3)
     kernels = StepKernels("float32", OUT_IN)
     kernels.add_dense_layers([prepared])
     assert kernels.get(prepared) is not None and kernels.get(other) is None
     x = np.random.default_rng(4).normal(size=(2, 1, 6)).astype(np.float32)
-    expected = other(x).numpy()
-    with kernels.scope():
-        np.testing.assert_array_equal(other(x).numpy(), expected)
+    np.testing.assert_array_equal(other(x, kernels=kernels).numpy(), other(x).numpy())
     np.testing.assert_array_equal(prepared(x).numpy(), keras.layers.Dense.call(prepared, x).numpy())
+    assert not np.array_equal(prepared(x, kernels=kernels).numpy(), other(x).numpy())
 
 
 def test_kernels_cover_nested_layers_and_follow_later_weight_updates_only_when_remade():
@@ -91,8 +88,7 @@ def test_kernels_cover_nested_layers_and_follow_later_weight_updates_only_when_r
     np.testing.assert_allclose(_through(kernels, ffn, x).numpy(), ffn(x).numpy(), rtol=1e-5, atol=1e-6)
     # The copies are snapshots: a decoder makes them once per decoded batch, after any training step.
     ffn.output_proj.kernel.assign(ffn.output_proj.kernel * 2.0)
-    with kernels.scope():
-        stale = ffn(x).numpy()
+    stale = ffn(x, kernels=kernels).numpy()
     assert not np.allclose(stale, ffn(x).numpy())
     np.testing.assert_allclose(_through(StepKernels("float32", IN_OUT), ffn, x).numpy(), ffn(x).numpy(),
                                rtol=1e-5, atol=1e-6)
@@ -109,19 +105,18 @@ def test_kernels_are_cast_to_the_compute_dtype(layout):
 
 
 @pytest.mark.parametrize("stored_as", LAYOUTS)
-def test_a_product_of_a_given_weight_is_plain_outside_the_scope_and_prepared_inside(stored_as):
+def test_a_product_of_a_given_weight_is_plain_without_kernels_and_prepared_with_them(stored_as):
     rng = np.random.default_rng(7)
     weight = tf.Variable(rng.normal(size=(6, 5) if stored_as == IN_OUT else (5, 6)).astype(np.float32))
     rows = rng.normal(size=(3, 6)).astype(np.float32)
-    owner = types.SimpleNamespace()  # any object a scope can lend a kernel to
+    owner = types.SimpleNamespace()  # any object kernels can be prepared for
     expected = rows @ (weight.numpy() if stored_as == IN_OUT else weight.numpy().T)
     np.testing.assert_allclose(step_matmul.product(owner, rows, weight, stored_as).numpy(), expected, rtol=1e-5)
     kernels = StepKernels("float32", OUT_IN if stored_as == IN_OUT else IN_OUT)
     kernels.add(owner, weight, stored_as)
-    weight.assign(weight * 3.0)  # the prepared copy is what the scope multiplies by
-    with kernels.scope():
-        np.testing.assert_allclose(step_matmul.product(owner, rows, weight, stored_as).numpy(), expected,
-                                   rtol=1e-5)
+    weight.assign(weight * 3.0)  # the prepared copy is what the product multiplies by
+    np.testing.assert_allclose(step_matmul.product(owner, rows, weight, stored_as, kernels=kernels).numpy(),
+                               expected, rtol=1e-5)
 
 
 def test_an_unknown_layout_or_op_is_refused():
@@ -248,44 +243,6 @@ def test_the_walk_finds_every_dense_kernel_of_the_model():
     found = sorted(dense.kernel.path for dense in step_matmul.dense_sublayers(model))
     assert found == sorted(v.path for v in model.variables if v.path.endswith("/kernel"))
     assert len(found) == 2 * 10 + 6  # each decoder layer: 4 + 4 attention projections, 2 FFN; the encoder's 6
-
-
-def test_scopes_lend_kernels_for_their_length_only_and_nest():
-    dense = _dense(4)
-    outer, inner = StepKernels("float32", OUT_IN), StepKernels("float32", IN_OUT)
-    outer.add_dense_layers([dense])
-    inner.add_dense_layers([dense])
-    assert dense.step_kernel is None
-    with outer.scope():
-        assert dense.step_kernel is outer.get(dense)
-        with inner.scope():
-            assert dense.step_kernel is inner.get(dense)
-        assert dense.step_kernel is outer.get(dense)
-    assert dense.step_kernel is None
-
-
-def test_two_threads_scoping_one_layer_take_turns():
-    """Two decoders of one model tracing at once: each sees its own kernel for the whole of its scope."""
-    dense = _dense(4)
-    kernels = [StepKernels("float32", layout) for layout in LAYOUTS]
-    for k in kernels:
-        k.add_dense_layers([dense])
-    inside, seen = threading.Barrier(2, timeout=0.5), []
-
-    def trace(k):
-        with k.scope():
-            try:
-                inside.wait()  # both inside at once is what the lock forbids
-            except threading.BrokenBarrierError:
-                pass
-            seen.append(dense.step_kernel is k.get(dense))
-
-    threads = [threading.Thread(target=trace, args=(k,)) for k in kernels]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert seen == [True, True] and dense.step_kernel is None
 
 
 def test_the_faster_layout_is_chosen_only_with_a_clear_margin():

@@ -1,6 +1,4 @@
 """The Transformer model: sizes against the paper, cached decoding against the full pass."""
-import contextlib
-
 import numpy as np
 import pytest
 
@@ -91,9 +89,8 @@ def test_cached_decoding_equals_full_forward_pass(overrides, monkeypatch):
         cache = model.initial_cache(inputs.shape[0])
         steps = []
         for i in range(targets.shape[1]):
-            with contextlib.nullcontext() if kernels is None else kernels.scope():
-                logits, cache = model.decode(decoder_inputs[:, i:i + 1], memory_given, memory_bias, cache=cache,
-                                             decode_index=i)
+            logits, cache = model.decode(decoder_inputs[:, i:i + 1], memory_given, memory_bias, cache=cache,
+                                         decode_index=i, kernels=kernels)
             steps.append(logits.numpy()[:, 0])
         np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
 

@@ -109,11 +109,8 @@ class _ModelStep:
 
     def __call__(self, ids, step, cache):
         """ids [N, 1] -> (logits [N, V], the cache grown by one position)."""
-        # The scope lends the kernels to the layers while the step is traced, so each model's products
-        # find its own kernels.
-        with self.kernels.scope():
-            logits, cache = self.model.decode(ids, self.memory_kv, self.memory_bias, cache=cache,
-                                              decode_index=step)
+        logits, cache = self.model.decode(ids, self.memory_kv, self.memory_bias, cache=cache, decode_index=step,
+                                          kernels=self.kernels)
         return logits[:, 0], cache
 
 

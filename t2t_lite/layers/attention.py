@@ -108,20 +108,23 @@ class MultiHeadAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, length, self.num_heads, head_dim))
         return ops.transpose(x, (0, 2, 1, 3))
 
-    def memory_cache(self, memory):
+    def memory_cache(self, memory, kernels=None):
         """Projects a fixed memory [B, T_src, D] once into {"key", "value"} [B, H, T_src, Dk|Dv]."""
         return {
-            "key": self._split_heads(self.key_proj(memory), self.key_dim),
-            "value": self._split_heads(self.value_proj(memory), self.value_dim),
+            "key": self._split_heads(self.key_proj(memory, kernels=kernels), self.key_dim),
+            "value": self._split_heads(self.value_proj(memory, kernels=kernels), self.value_dim),
         }
 
-    def call(self, query, memory=None, bias=None, cache=None, training=None):
-        """Attends from `query` [N, T_q, D]; returns (output [N, T_q, D], grown cache or None)."""
-        q = self._split_heads(self.query_proj(query), self.key_dim)  # [N, H, T_q, Dk]
+    def call(self, query, memory=None, bias=None, cache=None, training=None, kernels=None):
+        """Attends from `query` [N, T_q, D]; returns (output [N, T_q, D], grown cache or None).
+
+        kernels: a decoder's prepared step kernels (ops.StepKernels) for the projections, or None.
+        """
+        q = self._split_heads(self.query_proj(query, kernels=kernels), self.key_dim)  # [N, H, T_q, Dk]
         if isinstance(memory, dict):
             context = self._attend_shared(q, memory["key"], memory["value"], bias, training)
         else:
-            kv = self.memory_cache(query if memory is None else memory)
+            kv = self.memory_cache(query if memory is None else memory, kernels)
             keys, values = kv["key"], kv["value"]  # [N, H, T_k, Dk|Dv]
             if cache is not None:
                 context, cache = self._attend_cached(q, keys, values, cache, training)
@@ -130,7 +133,7 @@ class MultiHeadAttention(keras.layers.Layer):
         context = ops.transpose(context, (0, 2, 1, 3))  # [N, T_q, H, Dv]
         rows, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (rows, length, self.num_heads * self.value_dim))
-        return self.output_proj(context), cache
+        return self.output_proj(context, kernels=kernels), cache
 
     def attention_weights(self, query, memory=None, bias=None):
         """The softmax weights a full (uncached) `call` applies before dropout, e.g. to plot them.

@@ -128,11 +128,14 @@ class SharedEmbedding(keras.layers.Layer):
         """
         return ops.transpose(ops.cast(self.embeddings, dtype))
 
-    def logits(self, x):
-        """x [..., D] -> float32 logits [..., V] = x E^T (float32 for a stable softmax and loss)."""
+    def logits(self, x, kernels=None):
+        """x [..., D] -> float32 logits [..., V] = x E^T (float32 for a stable softmax and loss).
+
+        kernels: a decoder's prepared step kernels (ops.StepKernels), or None for the embedding itself.
+        """
         rows = tf.reshape(x, [-1, self.d_model])  # [R, D]
         # One GEMM over the [V, D] embedding with transpose_b (ops.product: a decoder may prepare it).
-        logits = product(self, rows, self.embeddings, stored_as=OUT_IN)  # [R, V]
+        logits = product(self, rows, self.embeddings, stored_as=OUT_IN, kernels=kernels)  # [R, V]
         logits = tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], axis=0))
         return tf.cast(logits, "float32")
 

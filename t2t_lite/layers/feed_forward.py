@@ -27,10 +27,10 @@ class FeedForward(keras.layers.Layer):
         self.hidden.build((None, None, self.d_model))
         self.output_proj.build((None, None, self.d_ff))
 
-    def call(self, x, training=None):
-        """x [B, T, D] -> [B, T, D]."""
-        hidden = self.hidden_dropout(self.hidden(x), training=training)  # [B, T, F]
-        return self.output_proj(hidden)
+    def call(self, x, training=None, kernels=None):
+        """x [B, T, D] -> [B, T, D]; kernels: a decoder's prepared step kernels (ops.StepKernels), or None."""
+        hidden = self.hidden_dropout(self.hidden(x, kernels=kernels), training=training)  # [B, T, F]
+        return self.output_proj(hidden, kernels=kernels)
 
     def get_config(self):
         config = super().get_config()

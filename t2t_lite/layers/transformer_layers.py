@@ -128,7 +128,7 @@ class DecoderLayer(_Sublayers):
         self.ffn = self._feed_forward()
         self.ffn_residual = self._residual("ffn_residual")
 
-    def call(self, x, memory, self_bias, memory_bias, cache=None, training=None):
+    def call(self, x, memory, self_bias, memory_bias, cache=None, training=None, kernels=None):
         """Runs one decoder layer.
 
         Args:
@@ -140,14 +140,15 @@ class DecoderLayer(_Sublayers):
           cache: None, or when decoding this layer's self-attention cache {key, value,
             recent_key, recent_value} [B, H, t0|t1, K, Dk|Dv] with the step's ancestry
             [N, t + 1, K] (MultiHeadAttention's class doc).
+          kernels: a decoder's prepared step kernels (ops.StepKernels) for the projections, or None.
         Returns:
           (output [N, T_tgt, D], the cache grown by T_tgt positions, or None).
         """
         h, cache = self.self_attention(self.self_attention_residual.before(x), bias=self_bias, cache=cache,
-                                       training=training)
+                                       training=training, kernels=kernels)
         x = self.self_attention_residual(x, h, training=training)
         h, _ = self.cross_attention(self.cross_attention_residual.before(x), memory=memory, bias=memory_bias,
-                                    training=training)
+                                    training=training, kernels=kernels)
         x = self.cross_attention_residual(x, h, training=training)
-        h = self.ffn(self.ffn_residual.before(x), training=training)
+        h = self.ffn(self.ffn_residual.before(x), training=training, kernels=kernels)
         return self.ffn_residual(x, h, training=training), cache

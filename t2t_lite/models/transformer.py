@@ -124,7 +124,8 @@ class Transformer(keras.Model):
         [B, T_tgt, V] logits never exist at once.
         """
         memory, memory_bias = self.encode(features["inputs"], training=training)
-        states, _ = self._decoder_stack(shift_right(features["targets"]), memory, memory_bias, None, None, training)
+        states, _ = self._decoder_stack(shift_right(features["targets"]), memory, memory_bias, None, None, training,
+                                        None)
         return states
 
     def output_kernel(self, dtype):
@@ -141,7 +142,8 @@ class Transformer(keras.Model):
             x = self.encoder_norm(x)
         return x, bias
 
-    def decode(self, decoder_inputs, memory, memory_bias, cache=None, decode_index=None, training=None):
+    def decode(self, decoder_inputs, memory, memory_bias, cache=None, decode_index=None, training=None,
+               kernels=None):
         """Runs the decoder stack and the shared softmax projection.
 
         Args:
@@ -151,13 +153,15 @@ class Transformer(keras.Model):
           memory_bias: [B, 1, 1, T_src].
           cache: None, or the self-attention caches, `initial_cache` at position 0.
           decode_index: int scalar, the position of decoder_inputs when cached.
+          kernels: the decoder's weights prepared for its steps (ops.StepKernels, what Decoder passes),
+            or None to multiply by the variables as they are.
         Returns:
           (float32 logits [N, T_tgt, V], the caches grown by one position, or None).
         """
-        x, new_cache = self._decoder_stack(decoder_inputs, memory, memory_bias, cache, decode_index, training)
-        return self.target_embedding.logits(x), new_cache
+        x, new_cache = self._decoder_stack(decoder_inputs, memory, memory_bias, cache, decode_index, training, kernels)
+        return self.target_embedding.logits(x, kernels=kernels), new_cache
 
-    def _decoder_stack(self, decoder_inputs, memory, memory_bias, cache, decode_index, training):
+    def _decoder_stack(self, decoder_inputs, memory, memory_bias, cache, decode_index, training, kernels):
         """decode() up to the softmax projection: (states [N, T_tgt, D], grown caches or None)."""
         x = self._embed(self.target_embedding, decoder_inputs, decode_index, training)
         # A cache holds only the positions before this one: nothing to mask.
@@ -167,7 +171,8 @@ class Transformer(keras.Model):
             name = f"layer_{i}"
             layer_memory = memory[name] if isinstance(memory, dict) else memory
             layer_cache = None if cache is None else {**cache[name], "ancestry": new_cache["ancestry"]}
-            x, layer_cache = layer(x, layer_memory, self_bias, memory_bias, cache=layer_cache, training=training)
+            x, layer_cache = layer(x, layer_memory, self_bias, memory_bias, cache=layer_cache, training=training,
+                                   kernels=kernels)
             if cache is not None:
                 new_cache[name] = layer_cache
         if self.decoder_norm is not None:

@@ -7,19 +7,19 @@ Keras's [in, out] kernel or an [out, in] copy multiplied with transpose_b
 core where MatMul keeps to one (matmul_threads.py). `StepMatmulSettings`
 chooses both.
 
-The whole interface is one scope. A decoder owns the `StepKernels` it
-prepares for the layers its steps run, and enters `kernels.scope()` while it
-traces its step: inside, each of those layers' `Dense` sub-layers, and each
-`product(owner, ...)` of an owner given a weight, multiplies through the
-StepKernel the scope lent it (its `step_kernel` attribute). Outside any scope
-`Dense` is keras.layers.Dense and `product` is tf.matmul, so the layers' code,
-training and export never see any of this. The settings are always passed in:
-nothing here reads the environment (t2t_lite/environment.py does, for the
-commands).
+The whole interface is one argument. A decoder prepares the `StepKernels` of
+the layers its steps run and passes them down its step's call,
+`model.decode(..., kernels=kernels)`; each layer hands them on to its
+sub-layers, and each `Dense`, and each `product(owner, ..., kernels)` of an
+owner given a weight, multiplies through the StepKernel prepared for it, if
+any. With the default `kernels=None`, `Dense` is keras.layers.Dense and
+`product` is tf.matmul, so training and export never see any of this.
+Nothing is set on the layers: decoders of one model with different kernels
+may trace their steps at once, from any threads. The settings are always
+passed in: nothing here reads the environment (t2t_lite/environment.py does,
+for the commands).
 """
-import contextlib
 import dataclasses
-import threading
 
 import keras
 import tensorflow as tf
@@ -97,25 +97,18 @@ class StepKernel:
         return tf.matmul(rows, self.matrix, transpose_b=self.layout == OUT_IN)
 
 
-# A StepKernel is lent to its owner layer (its `step_kernel` attribute) for the length of a scope.
-STEP_KERNEL = "step_kernel"
-
-
 class StepKernels:
     """Prepared StepKernels, one per owner (a Dense, or a layer with a weight), in one dtype and layout.
 
     Made once per decoded batch, outside the decoding loop: the copies are
-    snapshots of the weights when made. The decoder that made them owns them.
+    snapshots of the weights when made. The decoder that made them passes
+    them to its step's call; the layers only read them.
 
     Args:
       dtype: the compute dtype the weights are cast to.
       layout: IN_OUT or OUT_IN (StepMatmulSettings.resolved_layout).
       settings: chooses each weight's op.
     """
-
-    # Scopes lend kernels to shared layers: two threads tracing decoders of one model at once must take turns.
-    # Re-entrant, so a scope may be entered inside another (the inner one's kernels win for its owners).
-    _lending = threading.RLock()
 
     def __init__(self, dtype, layout: str, settings: StepMatmulSettings = StepMatmulSettings()):
         self.dtype, self.layout, self.settings = dtype, layout, settings
@@ -136,22 +129,8 @@ class StepKernels:
                 self.add(dense, dense.kernel)
 
     def get(self, owner) -> StepKernel | None:
-        """The kernel prepared for `owner`, or None."""
+        """The kernel prepared for `owner`, or None (owners are told apart by identity, not equality)."""
         return next((kernel for known, kernel in zip(self._owners, self._kernels) if known is owner), None)
-
-    @contextlib.contextmanager
-    def scope(self):
-        """Inside, the owners' products run through these kernels (Python-level: enter it around the code
-        that traces the steps)."""
-        with self._lending:
-            lent = [(owner, getattr(owner, STEP_KERNEL, None)) for owner in self._owners]
-            try:
-                for owner, kernel in zip(self._owners, self._kernels):
-                    setattr(owner, STEP_KERNEL, kernel)
-                yield self
-            finally:
-                for owner, before in reversed(lent):
-                    setattr(owner, STEP_KERNEL, before)
 
 
 def dense_sublayers(layer) -> list:
@@ -174,13 +153,13 @@ def dense_sublayers(layer) -> list:
     return [layer for layer in seen if isinstance(layer, Dense)]
 
 
-def product(owner, rows, weight, stored_as=IN_OUT):
+def product(owner, rows, weight, stored_as=IN_OUT, kernels: StepKernels | None = None):
     """rows [R, in] times `weight` ([in, out], or [out, in] if stored_as is OUT_IN) -> [R, out].
 
-    Through the StepKernel an active scope lent `owner`; else tf.matmul with
-    the weight cast to the rows' dtype.
+    Through the StepKernel `kernels` holds for `owner`, if any; else tf.matmul
+    with the weight cast to the rows' dtype.
     """
-    kernel = getattr(owner, STEP_KERNEL, None)
+    kernel = None if kernels is None else kernels.get(owner)
     if kernel is not None:
         return kernel(rows)
     return tf.matmul(rows, tf.cast(weight, rows.dtype), transpose_b=stored_as == OUT_IN)
@@ -188,14 +167,11 @@ def product(owner, rows, weight, stored_as=IN_OUT):
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
 class Dense(keras.layers.Dense):
-    """keras.layers.Dense, whose product runs through the StepKernel a scope lent it, if any."""
+    """keras.layers.Dense, whose product runs through the StepKernel `kernels` holds for it, if any."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.step_kernel = None
-
-    def call(self, inputs, training=None):
-        kernel = self.step_kernel
+    def call(self, inputs, training=None, kernels: StepKernels | None = None):
+        """inputs [..., in] -> [..., out]; kernels: prepared step kernels, or None for the layer's own."""
+        kernel = None if kernels is None else kernels.get(self)
         if kernel is None:
             return super().call(inputs, training=training)
         y = kernel(tf.reshape(inputs, [-1, kernel.depth]))  # [R, out]
