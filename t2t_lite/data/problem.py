@@ -1,9 +1,7 @@
 """The Problem interface: a named source of {"inputs", "targets"} examples."""
 import tensorflow as tf
 
-# tensor2tensor's reserved ids: padding and end of sentence.
-PAD_ID = 0
-EOS_ID = 1
+from t2t_lite.data.ids import EOS_ID, PAD_ID, strip_ids  # noqa: F401  (re-exported: the ids every problem uses)
 
 
 class Problem:
@@ -74,17 +72,6 @@ class Problem:
     def check_split(self, split: str) -> None:
         if split not in self.splits:
             raise ValueError(f"problem has splits {self.splits}, not {split!r}")
-
-
-def strip_ids(ids) -> list[int]:
-    """Ids up to the first EOS, without PAD: what a decoded sequence means."""
-    out = []
-    for i in map(int, ids):
-        if i == EOS_ID:
-            break
-        if i != PAD_ID:
-            out.append(i)
-    return out
 
 
 def dataset_from_lists(inputs: list[list[int]], targets: list[list[int]]) -> tf.data.Dataset:
