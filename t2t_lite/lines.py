@@ -18,6 +18,7 @@ from t2t_lite.decoding.batching import Hypothesis
 from t2t_lite.decoding.sampling import SamplingSettings
 from t2t_lite.decoding.scoring import PairScore
 from t2t_lite.errors import UserError
+from t2t_lite.export.export_dir import CTRANSLATE2, find_export
 from t2t_lite.files import atomic_write_text, decode_line, read_lines
 from t2t_lite.metrics.bleu import compound_split_bleu
 from t2t_lite.ops.step_matmul import StepMatmulSettings
@@ -141,14 +142,12 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
 def open_export(request: DecodeFileRequest):
     """The Translator of request.export_dir, its decode settings, its problem (with decode_reference, for the
     scores) and a description. What the export cannot honour is refused (check_export_request) before it loads."""
-    from t2t_lite.translator import export_spec
-
-    spec = export_spec(request.export_dir)
-    if spec is None:
+    export = find_export(request.export_dir)
+    if export is None:
         raise UserError(f"--export_dir {request.export_dir!r} is not a t2t-lite export: give the numbered version "
                         f"directory t2t-lite-exporter printed")
-    ctranslate2 = os.path.exists(os.path.join(request.export_dir, "model.bin"))
-    hp = check_export_request(request, spec.hparams.decode, ctranslate2)
+    ctranslate2 = export.format == CTRANSLATE2
+    hp = check_export_request(request, export.decode_hparams, ctranslate2)
     run = request.run
     settings = {"alpha": run.alpha, "extra_length": run.extra_length, "compute_type": request.compute_type} \
         if ctranslate2 else {}
@@ -156,8 +155,8 @@ def open_export(request: DecodeFileRequest):
     engine = f"CTranslate2 ({request.compute_type})" if ctranslate2 else "a SavedModel"
     problem = None
     if request.decode_reference:  # the problem's own scores; its data is not needed for them
-        usr_dir.import_for_run(request.run.usr_dir, spec.usr_dir)
-        problem = registry.problems.get(spec.problem)(None)
+        usr_dir.import_for_run(request.run.usr_dir, export.spec.usr_dir)
+        problem = registry.problems.get(export.spec.problem)(None)
     return translator, hp, problem, f"{request.export_dir}, {engine}"
 
 

@@ -11,27 +11,26 @@ decodes exactly as the decoder does; `from_export` loads what t2t-lite-exporter
 wrote: a SavedModel (with only TensorFlow and tensorflow-text at work) or a
 CTranslate2 model (with CTranslate2).
 
-A Translator is a thin front over a backend, an object with
-  hypotheses(sentences, beam_size, nbest, sampling, first_line=1, **decoding) -> list[list[Hypothesis]]
-      (decoding: decode_id_batches' progress and parallel_batches; refuse what the engine cannot do)
-  score(sources, targets, progress) -> list[PairScore | None]   (or raise UserError)
-There are three here: `_RunBackend` (a run's Decoder: beam search, sampling,
-ensembles and scoring), `IdBatchBackend` over a SavedModel's decode_ids
-signature (its exported search, fixed), and `CTranslate2Backend` (beam search
-with any beam size, length penalty and extra length). All three decode through
-t2t_lite.decoding.batching.decode_id_batches, the one batching path. Another
-engine that decodes padded id batches, a t2t_lite.decoding.batching.DecodeBatch,
-needs only `IdBatchBackend` around it: `Translator(IdBatchBackend(...))`.
+A Translator is a thin front over a t2t_lite.inference.Backend, the one
+inference interface: `RunBackend` (a run's Decoder), `IdBatchBackend` over a
+SavedModel's decode_ids signature (`saved_model_backend`) and
+t2t_lite.export.ctranslate2_backend.CTranslate2Export. Another engine that
+decodes padded id batches, a t2t_lite.decoding.batching.DecodeBatch, needs only
+`IdBatchBackend` around it: `Translator(IdBatchBackend(...))`.
+
+Importing this module imports no TensorFlow, and decoding a CTranslate2 export
+never does (docs/serving.md, the smallest deployment).
 """
 import dataclasses
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from t2t_lite.decoding.batching import Hypothesis, decode_id_batches, encode_lines
 from t2t_lite.errors import UserError
+from t2t_lite.export.export_dir import CTRANSLATE2, read_export
+from t2t_lite.inference import Backend
 
-if TYPE_CHECKING:  # `import t2t_lite` stays free of TensorFlow: the commands filter its start-up lines
-    from t2t_lite.decoding.batching import Hypothesis
+if TYPE_CHECKING:  # `import t2t_lite` stays free of TensorFlow: a CTranslate2 deployment has none
     from t2t_lite.ops.step_matmul import StepMatmulSettings
 
 
@@ -41,7 +40,7 @@ class Translator:
     Build one with `from_run` or `from_export`, or directly around another backend (module docstring).
     """
 
-    def __init__(self, backend):
+    def __init__(self, backend: Backend):
         self._backend = backend
 
     @classmethod
@@ -74,7 +73,7 @@ class Translator:
         from t2t_lite.ops.step_matmul import StepMatmulSettings
         from t2t_lite.run import open_run
 
-        return cls(_RunBackend(open_run(request, ensemble=True), step_matmul or StepMatmulSettings()))
+        return cls(RunBackend(open_run(request, ensemble=True), step_matmul or StepMatmulSettings()))
 
     @classmethod
     def from_export(cls, path: str, batch_size: int | None = None, alpha: float | None = None,
@@ -84,28 +83,26 @@ class Translator:
         A SavedModel decodes with the beam size, alpha and extra_length it was exported with (another is
         refused). A CTranslate2 export decodes with the same tokenizer and search settings as the run (any
         beam size, n-best, alpha and extra_length; export/ctranslate2_backend.py says how its length penalty
-        is matched); `settings` go to its ctranslate2.Translator: device ("cpu", "cuda"), compute_type (e.g.
-        "int8"), threads. Neither samples nor scores.
+        is matched), without importing TensorFlow; `settings` go to its ctranslate2.Translator: device
+        ("cpu", "cuda"), compute_type (e.g. "int8"), threads. Neither samples nor scores.
 
         Args:
           batch_size: sentences per batch; None keeps the exported decode.batch_size.
           alpha, extra_length: None keeps the export's.
         """
-        from t2t_lite.export.ctranslate2_export import export_info
-
         if batch_size is not None and batch_size < 1:
             raise UserError(f"batch_size must be at least 1, got {batch_size}")
-        if export_info(path) is not None:
+        export = read_export(path)
+        if export.format == CTRANSLATE2:
             from t2t_lite.export.ctranslate2_backend import CTranslate2Export
 
-            search = {"alpha": alpha, "extra_length": extra_length, "batch_size": batch_size}
-            return cls(CTranslate2Backend(CTranslate2Export(path, **settings), **search))
+            return cls(CTranslate2Export(path, alpha=alpha, extra_length=extra_length, batch_size=batch_size,
+                                         **settings))
         if settings:
             raise UserError(f"{', '.join(sorted(settings))} apply to CTranslate2 exports; {path!r} is not one")
-        spec = export_spec(path)
-        exported = spec.hparams.decode if spec is not None else None
+        exported = export.decode_hparams
         for name, value in (("alpha", alpha), ("extra_length", extra_length)):
-            if exported is not None and value is not None and value != getattr(exported, name):
+            if value is not None and value != getattr(exported, name):
                 raise UserError(f"a SavedModel decodes with the {name} it was exported with "
                                 f"({getattr(exported, name)}); export again with --{name}={value}")
         return cls(saved_model_backend(path, batch_size))
@@ -127,7 +124,7 @@ class Translator:
         return [hyps[0].text if hyps else "" for hyps in results]
 
     def hypotheses(self, sentences: list[str], beam_size: int | None = None, nbest: int = 1, sampling=None,
-                   **decoding) -> "list[list[Hypothesis]]":
+                   **decoding) -> list[list[Hypothesis]]:
         """The nbest best outputs of each sentence with their scores and token ids: a list (per sentence) of
         lists of t2t_lite.decoding.batching.Hypothesis, best first (fewer when fewer beams finished).
 
@@ -157,7 +154,14 @@ class Translator:
         return self._backend.score(list(sources), list(targets), progress)
 
 
-class _RunBackend:
+class RunBackend:
+    """A run's Decoder as a t2t_lite.inference.Backend: beam search, sampling, ensembles and scoring.
+
+    Args:
+      run: a t2t_lite.run.OpenedRun (opened with ensemble=True).
+      step_matmul: how a decoding step multiplies on a CPU.
+    """
+
     def __init__(self, run, step_matmul: "StepMatmulSettings"):
         self.run, self.step_matmul = run, step_matmul
         self._decoders = {}
@@ -177,8 +181,6 @@ class _RunBackend:
         return self._decoders[key]
 
     def hypotheses(self, sentences, beam_size, nbest, sampling, first_line=1, **decoding):
-        from t2t_lite.decoding.batching import decode_id_batches, encode_lines
-
         decoder = self.decoder(beam_size, sampling)
         most = 1 if sampling else decoder.hparams.beam_size
         if nbest > most:
@@ -197,7 +199,8 @@ class _RunBackend:
 
 
 class IdBatchBackend:
-    """A backend over an engine that decodes padded id batches with a search fixed beforehand (an export).
+    """A t2t_lite.inference.Backend over an engine that decodes padded id batches with a search fixed beforehand
+    (a SavedModel's decode_ids signature).
 
     Args:
       decode_batch: a t2t_lite.decoding.batching.DecodeBatch: int32 [B, T_src] source ids (EOS-terminated,
@@ -214,9 +217,6 @@ class IdBatchBackend:
         self.beam_size, self.batch_size = beam_size, batch_size
 
     def hypotheses(self, sentences, beam_size, nbest, sampling, first_line=1, **decoding):
-        from t2t_lite.data.problem import EOS_ID
-        from t2t_lite.decoding.batching import decode_id_batches
-
         if beam_size is not None and beam_size != self.beam_size:
             raise UserError(f"an export decodes with the beam size it was exported with ({self.beam_size}); "
                             f"export again with --beam_size={beam_size}")
@@ -224,7 +224,7 @@ class IdBatchBackend:
             raise UserError("an export decodes with the search it was exported with; sample with Translator.from_run")
         if nbest > self.beam_size:
             raise UserError(f"nbest ({nbest}) cannot exceed the export's beam size ({self.beam_size})")
-        encoded = [self.encode(s) + [EOS_ID] if s.strip() else [] for s in sentences]
+        encoded = encode_lines(self, sentences, first_line)  # self.encode is the engine's tokenizer
         results = decode_id_batches(self.decode_batch, encoded, self.batch_size, self.decode, **decoding)
         return [hyps[:nbest] for hyps in results]
 
@@ -232,38 +232,9 @@ class IdBatchBackend:
         raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
 
 
-class CTranslate2Backend:
-    """A backend over a CTranslate2 export: beam search with any beam size, n-best; no sampling or scoring.
-
-    Args:
-      export: a t2t_lite.export.ctranslate2_backend.CTranslate2Export.
-      alpha, extra_length, batch_size: None keeps the export's.
-    """
-
-    def __init__(self, export, alpha: float | None = None, extra_length: int | None = None,
-                 batch_size: int | None = None):
-        self.export = export
-        self.search = {"alpha": alpha, "extra_length": extra_length, "batch_size": batch_size}
-
-    def hypotheses(self, sentences, beam_size, nbest, sampling, first_line=1, **decoding):
-        if sampling is not None:
-            raise UserError("a CTranslate2 export decodes with beam search; sample with Translator.from_run")
-        return self.export.hypotheses(sentences, beam_size=beam_size, nbest=nbest, **self.search, **decoding)
-
-    def score(self, sources, targets, progress):
-        raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
-
-
-def export_spec(path: str):
-    """The RunSpec an export of either format holds (hparams.json beside a CTranslate2 model, or in a
-    SavedModel's assets), or None when path is not an export."""
-    from t2t_lite.run_dir import load_spec
-
-    return load_spec(path) or load_spec(os.path.join(path, "assets"))
-
-
 def saved_model_backend(path: str, batch_size: int | None = None) -> IdBatchBackend:
-    """An IdBatchBackend over the decode_ids signature of a SavedModel t2t-lite-exporter wrote.
+    """An IdBatchBackend over the decode_ids signature of the SavedModel t2t-lite-exporter wrote at path, which
+    tokenizes with the tf-text op the export's own text signature runs (data/vocabulary.py).
 
     Args:
       batch_size: sentences per call; None keeps the exported decode.batch_size.
@@ -272,19 +243,16 @@ def saved_model_backend(path: str, batch_size: int | None = None) -> IdBatchBack
     import tensorflow_text  # noqa: F401  registers the SentencepieceOp the export's text signatures hold
 
     from t2t_lite.data.vocabulary import Vocabulary
-    from t2t_lite.run_dir import load_spec
 
-    assets = os.path.join(path, "assets")
-    spec = load_spec(assets)
-    if spec is None or not tf.saved_model.contains_saved_model(path):
-        raise UserError(f"{path!r} is not a t2t-lite export (a SavedModel with assets/hparams.json); give the "
-                        f"numbered version directory t2t-lite-exporter printed")
+    export = read_export(path)
+    if export.format == CTRANSLATE2:
+        raise UserError(f"{path!r} is a CTranslate2 export, not a SavedModel; open it with Translator.from_export")
     signature = tf.saved_model.load(path).signatures["decode_ids"]
-    vocabulary = Vocabulary.from_file(os.path.join(assets, "vocab.model"))
+    vocabulary = Vocabulary.from_file(export.vocab_path)
 
     def decode_batch(inputs):
         found = signature(inputs=tf.constant(inputs))
         return found["outputs"].numpy(), found["scores"].numpy()  # [B, K, T], [B, K]
 
-    return IdBatchBackend(decode_batch, vocabulary.encode, vocabulary.decode, spec.hparams.decode.beam_size,
-                          batch_size or spec.hparams.decode.batch_size)
+    hp = export.decode_hparams
+    return IdBatchBackend(decode_batch, vocabulary.encode, vocabulary.decode, hp.beam_size, batch_size or hp.batch_size)

@@ -17,7 +17,8 @@ import t2t_lite.hparams  # noqa: F401
 from t2t_lite import Translator, config
 from t2t_lite.errors import UserError
 from t2t_lite.export import ctranslate2_export
-from t2t_lite.export.ctranslate2_backend import CTranslate2Export, gnmt_score
+from t2t_lite.export.ctranslate2_backend import CTranslate2Export, gnmt_score, require_ctranslate2
+from t2t_lite.export.export_dir import read_export
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 from t2t_lite.run import RunRequest, open_run
@@ -77,7 +78,7 @@ def exported(multi30k_run, tmp_path_factory):
 def test_export_directory_holds_model_vocabulary_and_settings(exported):
     names = set(os.listdir(exported["path"]))
     assert {"model.bin", "config.json", "shared_vocabulary.json", "vocab.model", "hparams.json", "README.txt"} <= names
-    assert ctranslate2_export.export_info(exported["path"])["quantization"] == "none"
+    assert read_export(exported["path"]).info["quantization"] == "none"
     assert exported["backend"].decode_hparams.extra_length == EXTRA_LENGTH
 
 
@@ -106,7 +107,7 @@ def test_unrepresentable_setting_is_refused_before_writing(exported, tmp_path):
 def test_missing_ctranslate2_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import ctranslate2 now raises ImportError
     with pytest.raises(UserError, match=r'pip install "\.\[ctranslate2\]"'):
-        ctranslate2_export.require_ctranslate2()
+        require_ctranslate2()
 
 
 def test_exporter_cli_writes_int8_export_and_refuses_quantized_saved_model(multi30k_run, exported, tmp_path):
@@ -116,7 +117,7 @@ def test_exporter_cli_writes_int8_export_and_refuses_quantized_saved_model(multi
     assert result.returncode == 0, result.stderr[-2000:]
     path = result.stdout.strip()
     assert path == str(tmp_path / "m" / "1")
-    assert ctranslate2_export.export_info(path)["quantization"] == "int8"
+    assert read_export(path).info["quantization"] == "int8"
     # What CTranslate2 itself reads from the files: opened in the type the weights were saved in, the int8
     # model computes in int8 and the float32 one in float32; the int8 model.bin is the smaller (its float32
     # sinusoid table and vocabulary are the same size in both).

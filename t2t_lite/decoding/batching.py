@@ -1,21 +1,35 @@
 """Decoding many sentences' ids: longest first in padded batches, results back in input order as Hypotheses.
 
-One path for every decoder: a run's `Decoder.decode` and an exported
-SavedModel's `decode_ids` signature both are "a padded id batch in, (ids,
-scores) out", so `decode_id_batches` serves both.
+One path for every decoder: a run's `Decoder.decode`, an exported
+SavedModel's `decode_ids` signature and a CTranslate2 export's search are all
+"a padded id batch in, (ids, scores) out", so `decode_id_batches` serves them
+all, and `encode_lines` is where every one of them turns text into ids.
+
+Needs only numpy: a CTranslate2 deployment decodes through here without TensorFlow.
 """
 import concurrent.futures
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
-from t2t_lite.data.problem import EOS_ID, PAD_ID, Problem, strip_ids
+from t2t_lite.data.ids import EOS_ID, PAD_ID, strip_ids
 from t2t_lite.errors import UserError
 
 # int32 [B, T_src] (EOS-terminated, PAD after) -> (ids [B, K, T] with EOS and PAD, scores float32 [B, K]).
 DecodeBatch = Callable[[np.ndarray], tuple]
+
+
+class TextCodec(Protocol):
+    """Text <-> ids: a Problem, a data.vocabulary.Vocabulary or a data.pieces.SentencePieceCodec."""
+
+    def encode(self, text: str) -> list[int]:
+        """Text -> ids without EOS; ValueError for text it cannot encode."""
+
+    def decode(self, ids) -> str:
+        """Ids -> text, stopping at the first EOS and skipping PAD."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,12 +56,18 @@ def longest_first(lengths: list[int], batch_size: int) -> list[list[int]]:
     return [order[first:first + batch_size] for first in range(0, len(order), batch_size)]
 
 
-def encode_lines(problem: Problem, lines: list[str], first_line: int = 1, what: str = "input") -> list[list[int]]:
+def encode_lines(codec: TextCodec, lines: list[str], first_line: int = 1, what: str = "input",
+                 max_length: int | None = None) -> list[list[int]]:
     """Each line's ids with EOS; an empty (or whitespace-only) line gives []. Bad text -> UserError with its line.
 
+    ["a b", " ", "c"] with ids a=3, b=4, c=5 -> [[3, 4, 1], [], [5, 1]]; with max_length 2, [[3, 1], [], [5, 1]].
+
     Args:
+      codec: what encodes a line (its `encode`).
       first_line: the 1-based line number of lines[0], for the error message.
       what: the lines' name in the error message, e.g. "target" for "target line 3: ...".
+      max_length: the most ids per line, EOS included; longer lines are cut before their EOS (an export
+        holds positions for so many). None keeps every id.
     """
     encoded = []
     for number, line in enumerate(lines, start=first_line):
@@ -55,9 +75,10 @@ def encode_lines(problem: Problem, lines: list[str], first_line: int = 1, what: 
             encoded.append([])
             continue
         try:
-            encoded.append(problem.encode(line) + [EOS_ID])
+            ids = codec.encode(line)
         except ValueError as error:
             raise UserError(f"{what} line {number}: {error}") from None
+        encoded.append((ids if max_length is None else ids[:max_length - 1]) + [EOS_ID])
     return encoded
 
 
@@ -118,7 +139,7 @@ def hypothesis(beam, score, to_text: Callable[[list[int]], str]) -> Hypothesis:
     return Hypothesis(to_text(ids), float(score), tuple(ids))
 
 
-def decode_lines(problem: Problem, decoder, lines: list[str], batch_size: int,
+def decode_lines(problem: TextCodec, decoder, lines: list[str], batch_size: int,
                  progress: Callable[[str], None] | None = None,
                  parallel_batches: int = 1, first_line: int = 1) -> list[list[Hypothesis]]:
     """Decodes lines of text with a t2t_lite.decoding.decoder.Decoder: decode_id_batches over the problem's ids.

@@ -1,7 +1,10 @@
-"""Exporting a trained run for TensorFlow Serving, and a client for the running server.
+"""Exporting a trained run (a SavedModel for TensorFlow Serving, or a CTranslate2 model) and reading exports back.
 
-  serving.py   the exported graph: strings in, translations out (tokenizer and beam search inside)
-  layout.py    TF Serving's <export_dir>/<model_name>/<version>/ layout, published atomically
-  exporter.py  a training run -> a versioned SavedModel with its hparams and vocabulary as assets
-  client.py    REST and gRPC predict calls to a running model server (no TensorFlow import for REST)
+  exporter.py             export_run: a training run -> a versioned export of either format; the SavedModel itself
+  serving.py              the SavedModel's graph: strings in, translations out (tokenizer and beam search inside)
+  ctranslate2_export.py   a training run -> a CTranslate2 model directory
+  layout.py               TF Serving's <export_dir>/<model_name>/<version>/ layout, published atomically
+  export_dir.py           what an export is: the one reader of a version directory (no TensorFlow)
+  ctranslate2_backend.py  decoding a CTranslate2 export as the decoder does (no TensorFlow)
+  client.py               REST and gRPC predict calls to a running model server (no TensorFlow import for REST)
 """

@@ -21,7 +21,11 @@ how often).
 
 `CTranslate2Export.search()` returns a t2t_lite.decoding.batching.DecodeBatch, padded
 id batches in, (ids, scores) out, as a SavedModel's signature and the
-Decoder are, so the same batching and Hypotheses serve all three.
+Decoder are, so the same encoding, batching and Hypotheses serve all three.
+
+Nothing here imports TensorFlow: a CTranslate2 export decodes with
+`ctranslate2`, `sentencepiece` (data/pieces.py, the tf-text tokenizer's ids)
+and numpy alone (tests/test_ctranslate2_without_tensorflow.py).
 """
 import dataclasses
 import itertools
@@ -31,17 +35,25 @@ import os
 import numpy as np
 
 from t2t_lite.config import DecodeHParams
-from t2t_lite.data.problem import EOS_ID, PAD_ID
-from t2t_lite.data.vocabulary import Vocabulary
-from t2t_lite.decoding.batching import DecodeBatch, Hypothesis, decode_id_batches
+from t2t_lite.data.ids import PAD_ID
+from t2t_lite.data.pieces import SentencePieceCodec
+from t2t_lite.decoding.batching import DecodeBatch, Hypothesis, decode_id_batches, encode_lines
 from t2t_lite.errors import UserError
-from t2t_lite.export.ctranslate2_export import export_info, require_ctranslate2
-from t2t_lite.export.exporter import VOCAB_ASSET
-from t2t_lite.run_dir import load_spec
+from t2t_lite.export.export_dir import CTRANSLATE2, read_export
 
 # CTranslate2's default, 1, stops before t2t-lite's search on some sentences and returns shorter outputs;
 # 2 finds the decoder's output almost always for little more time (docs/performance.md has the figures).
 SEARCH_PATIENCE = 2.0
+INSTALL_HINT = 'CTranslate2 is not installed; pip install ".[ctranslate2]" (or pip install "ctranslate2>=4.5")'
+
+
+def require_ctranslate2():
+    """The ctranslate2 module, or a UserError saying how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise UserError(INSTALL_HINT) from None
+    return ctranslate2
 
 
 def gnmt_score(ctranslate2_score: float, length: int, alpha: float) -> float:
@@ -55,54 +67,65 @@ def gnmt_score(ctranslate2_score: float, length: int, alpha: float) -> float:
 
 
 class CTranslate2Export:
-    """A CTranslate2 export opened with ctranslate2.Translator, its vocabulary and its decode settings.
+    """A CTranslate2 export as a t2t_lite.inference.Backend: beam search with any beam size and n-best; it neither
+    samples nor scores.
 
     Args:
       path: the export directory (the numbered version t2t-lite-exporter printed).
       device: "cpu" or "cuda".
       compute_type: CTranslate2's compute type; "default" runs in the type the weights were saved in.
       threads: CTranslate2's intra_threads; 0 lets it choose.
+      alpha, extra_length, batch_size: the search's; None keeps the export's.
+    Raises:
+      UserError: ctranslate2 or sentencepiece missing, path not a CTranslate2 export, a setting out of range,
+        or a model CTranslate2 cannot load.
     """
 
-    def __init__(self, path: str, device: str = "cpu", compute_type: str = "default", threads: int = 0):
+    def __init__(self, path: str, device: str = "cpu", compute_type: str = "default", threads: int = 0,
+                 alpha: float | None = None, extra_length: int | None = None, batch_size: int | None = None):
         ctranslate2 = require_ctranslate2()
-        info = export_info(path)
-        if info is None:
-            raise UserError(f"{path!r} is not a t2t-lite CTranslate2 export (model.bin and an hparams.json from "
-                            "t2t-lite-exporter --export_format=ctranslate2)")
-        # The run's decode settings as exported (beam size, alpha, extra_length, batch size).
-        self.decode_hparams: DecodeHParams = load_spec(path).hparams.decode
-        self.max_positions = int(info["max_positions"])
-        self.vocabulary = Vocabulary.from_file(os.path.join(path, VOCAB_ASSET))
+        export = read_export(path)
+        if export.format != CTRANSLATE2:
+            raise UserError(f"{path!r} is a SavedModel, not a CTranslate2 export; open it with Translator.from_export")
+        given = {"alpha": alpha, "extra_length": extra_length, "batch_size": batch_size}
+        # The run's decode settings as exported (beam size, alpha, extra_length, batch size), with those given.
+        self.decode_hparams: DecodeHParams = dataclasses.replace(
+            export.decode_hparams, **{name: value for name, value in given.items() if value is not None})
+        check_search(self.decode_hparams)
+        self.max_positions = int(export.info["max_positions"])
+        self.vocabulary = SentencePieceCodec.from_file(export.vocab_path)
+        self.pieces = _read_pieces(path, self.vocabulary.vocab_size)
+        self.piece_ids = {piece: i for i, piece in enumerate(self.pieces)}
         try:
             self.translator = ctranslate2.Translator(path, device=device, compute_type=compute_type,
                                                      intra_threads=threads)
         except (RuntimeError, ValueError) as error:
             raise UserError(f"CTranslate2 cannot load {path!r} on {device} in {compute_type}: {error}") from None
-        self.pieces = _read_pieces(path, self.vocabulary.vocab_size)
-        self.piece_ids = {piece: i for i, piece in enumerate(self.pieces)}
 
-    def hypotheses(self, sentences: list[str], beam_size: int | None = None, nbest: int = 1,
-                   alpha: float | None = None, extra_length: int | None = None, batch_size: int | None = None,
-                   **decoding) -> list[list[Hypothesis]]:
+    def hypotheses(self, sentences: list[str], beam_size: int | None = None, nbest: int = 1, sampling=None,
+                   first_line: int = 1, **decoding) -> list[list[Hypothesis]]:
         """Each sentence's nbest outputs, best first; an empty sentence gives one empty Hypothesis.
 
         Args:
-          beam_size, alpha, extra_length, batch_size: None keeps the export's.
+          beam_size: None keeps the export's.
+          sampling: must be None (CTranslate2 runs beam search here).
+          first_line: the 1-based line number of sentences[0], for error messages.
           decoding: decode_id_batches' progress and parallel_batches.
         """
-        given = {"beam_size": beam_size, "alpha": alpha, "extra_length": extra_length, "batch_size": batch_size}
-        hp = dataclasses.replace(self.decode_hparams, **{k: v for k, v in given.items() if v is not None})
-        if (hp.beam_size < 1 or not 1 <= nbest <= hp.beam_size or hp.alpha < 0 or hp.extra_length < 0
-                or hp.batch_size < 1):
-            raise UserError(f"need beam_size >= 1, 1 <= nbest <= beam_size, alpha >= 0, extra_length >= 0 and "
-                            f"batch_size >= 1; got beam_size={hp.beam_size}, nbest={nbest}, alpha={hp.alpha}, "
-                            f"extra_length={hp.extra_length}, batch_size={hp.batch_size}")
+        if sampling is not None:
+            raise UserError("a CTranslate2 export decodes with beam search; sample with Translator.from_run")
+        hp = self.decode_hparams if beam_size is None else dataclasses.replace(self.decode_hparams,
+                                                                               beam_size=beam_size)
+        check_search(hp)
+        if not 1 <= nbest <= hp.beam_size:
+            raise UserError(f"nbest must be between 1 and the beam size ({hp.beam_size}), got {nbest}")
         # A source with its EOS must fit the position table (the SavedModel truncates to max_input_length too).
-        encoded = [self.vocabulary.encode(s)[:self.max_positions - 1] + [EOS_ID] if s.strip() else []
-                   for s in sentences]
+        encoded = encode_lines(self.vocabulary, sentences, first_line, max_length=self.max_positions)
         results = decode_id_batches(self.search(hp), encoded, hp.batch_size, self.vocabulary.decode, **decoding)
         return [hyps[:nbest] for hyps in results]
+
+    def score(self, sources: list[str], targets: list[str], progress=None):
+        raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
 
     def search(self, hp: DecodeHParams | None = None) -> DecodeBatch:
         """The DecodeBatch of CTranslate2's search with hp's beam_size, alpha and extra_length (default the export's)."""
@@ -135,6 +158,14 @@ class CTranslate2Export:
             ids = [self.piece_ids[token] for token in tokens]  # EOS last, unless cut at the max length
             ranked.append((ids, gnmt_score(score, len(ids), hp.alpha) if hp.beam_size > 1 else score))
         return sorted(ranked, key=lambda hypothesis: -hypothesis[1])
+
+
+def check_search(hp: DecodeHParams) -> None:
+    """Refuses, in one line, search settings CTranslate2 cannot run."""
+    if hp.beam_size < 1 or hp.alpha < 0 or hp.extra_length < 0 or hp.batch_size < 1:
+        raise UserError(f"need beam_size >= 1, alpha >= 0, extra_length >= 0 and batch_size >= 1; got "
+                        f"beam_size={hp.beam_size}, alpha={hp.alpha}, extra_length={hp.extra_length}, "
+                        f"batch_size={hp.batch_size}")
 
 
 def _padded(hypotheses: list[list[tuple[list[int], float]]], beams: int) -> tuple[np.ndarray, np.ndarray]:

@@ -18,35 +18,37 @@ How t2t-lite's model maps onto CTranslate2's TransformerSpec:
   and is appended to every source (add_source_eos).
 """
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 
 import numpy as np
 
 from t2t_lite.config import HParams
-from t2t_lite.data.problem import EOS_ID, PAD_ID
-from t2t_lite.data.vocabulary import UNK_ID, Vocabulary
+from t2t_lite.data.ids import EOS_ID, PAD_ID
+from t2t_lite.data.pieces import SentencePieceCodec
+from t2t_lite.data.vocabulary import UNK_ID
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
-from t2t_lite.export.exporter import VOCAB_ASSET, publish, text_vocabulary
+from t2t_lite.export.ctranslate2_backend import require_ctranslate2
+from t2t_lite.export.export_dir import CTRANSLATE2, VOCAB_ASSET
+from t2t_lite.export.exporter import ExportRequest, publish, text_vocabulary
 from t2t_lite.layers.embedding import timing_signal
-from t2t_lite.run import OpenedRun
+from t2t_lite.run import OpenedRun, open_run
 from t2t_lite.run_dir import HPARAMS_FILE, spec_json
 
-FORMAT = "ctranslate2"
 # CTranslate2's weight types offered (its own names); "none" keeps float32.
 QUANTIZATIONS = ("none", "int8", "int8_float32", "int8_float16", "float16", "bfloat16")
 # Rows of the sinusoid table: the longest source (EOS included) and the longest output the export can decode.
 MAX_POSITIONS = 1024
-INSTALL_HINT = 'CTranslate2 is not installed; pip install ".[ctranslate2]" (or pip install "ctranslate2>=4.5")'
 README_TEXT = """\
 A t2t-lite model for CTranslate2 ({quantization} weights), written by t2t-lite-exporter --export_format=ctranslate2.
 
-With t2t-lite (its tokenizer, and t2t-lite-decoder's beam size, n-best and length penalty):
-    from t2t_lite.export.ctranslate2_backend import CTranslate2Export
-    CTranslate2Export("this/directory").hypotheses(["A dog runs."], nbest=2)
+With t2t-lite (t2t-lite-decoder's tokenizer, beam size, n-best and length penalty; needs no TensorFlow:
+pip install ctranslate2 sentencepiece, and t2t-lite with --no-deps):
+    from t2t_lite import Translator
+    Translator.from_export("this/directory").translate(["A dog runs."])
 
 With CTranslate2 and SentencePiece alone:
     import ctranslate2, sentencepiece
@@ -63,15 +65,6 @@ CTranslate2's length_penalty divides a hypothesis' log-probability by length**al
 divides by ((5 + length) / 6)**alpha (GNMT), so its beam search can pick differently; CTranslate2Export
 re-ranks CTranslate2's hypotheses by t2t-lite's score.
 """
-
-
-def require_ctranslate2():
-    """The ctranslate2 module, or a UserError saying how to install it."""
-    try:
-        import ctranslate2
-    except ImportError:
-        raise UserError(INSTALL_HINT) from None
-    return ctranslate2
 
 
 def check_representable(hparams: HParams) -> None:
@@ -167,14 +160,6 @@ def _set_ffn(spec, ffn, norm) -> None:
     _set_norm(spec.layer_norm, norm)
 
 
-def sentencepiece_pieces(vocabulary: Vocabulary) -> list[str]:
-    """The V pieces of the vocabulary's SentencePiece model, piece i for id i."""
-    import sentencepiece
-
-    processor = sentencepiece.SentencePieceProcessor(model_proto=vocabulary.model)
-    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
-
-
 def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none",
                       max_positions: int = MAX_POSITIONS) -> None:
     """Fills the empty, existing `directory` with the CTranslate2 model of `run` (see the module doc)."""
@@ -183,7 +168,7 @@ def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none"
     hparams = run.spec.hparams
     check_representable(hparams)
     vocabulary = text_vocabulary(run.problem, run.problem_name)
-    pieces = sentencepiece_pieces(vocabulary)
+    pieces = SentencePieceCodec(vocabulary.model).pieces
     spec = transformer_spec(run.model, hparams, pieces, max_positions)
     positions = int(spec.encoder.position_encodings.encodings.shape[0])
 
@@ -197,7 +182,7 @@ def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none"
                                          quantization=None if quantization == "none" else quantization)
         for name in os.listdir(converted):
             shutil.move(os.path.join(converted, name), os.path.join(directory, name))
-    export_info = {"format": FORMAT, "checkpoint": os.path.abspath(run.checkpoint), "quantization": quantization,
+    export_info = {"format": CTRANSLATE2, "checkpoint": os.path.abspath(run.checkpoint), "quantization": quantization,
                    "max_positions": positions}
     # As the SavedModel's: the run's hparams.json with the decode settings the export was asked for.
     exported = dataclasses.replace(run.spec, problem=run.problem_name,
@@ -242,11 +227,23 @@ def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None =
     return publish(model_dir, export_dir, lambda path: write_ctranslate2(run, path, quantization, max_positions))
 
 
-def export_info(path: str) -> dict | None:
-    """The "export" entry of a CTranslate2 export's hparams.json, or None if `path` is not one."""
-    try:
-        with open(os.path.join(path, HPARAMS_FILE), encoding="utf-8") as f:
-            info = json.load(f).get("export", {})
-    except (OSError, ValueError):
-        return None
-    return info if info.get("format") == FORMAT and os.path.exists(os.path.join(path, "model.bin")) else None
+
+def export_requested(request: ExportRequest, log: Callable[[str], None]) -> str:
+    """exporter.export_run's CTranslate2 half: request's settings checked, its run opened and exported.
+
+    Raises:
+      UserError: as export_ctranslate2, or a setting only a SavedModel takes.
+    """
+    # A CTranslate2 model reads sources up to its position table and holds float32 (or quantized) weights.
+    if request.max_input_length is not None:
+        raise UserError("--max_input_length is for --export_format=saved_model; a CTranslate2 export takes "
+                        f"sources of up to {MAX_POSITIONS - 1} tokens (its position table)")
+    if request.run.mixed_precision != "none":
+        raise UserError("--mixed_precision is for --export_format=saved_model; a CTranslate2 export's weights "
+                        "are --quantization's (e.g. bfloat16), its computation the caller's compute_type")
+    require_ctranslate2()  # before the run is opened, its model restored
+    quantization = request.quantization or "none"
+    check_quantization(quantization)
+    run = open_run(request.run)
+    log(f"converting {run.checkpoint} for CTranslate2 ({quantization} weights)")
+    return export_ctranslate2(run, request.export_dir, request.model_name, quantization)

@@ -1,4 +1,5 @@
-"""A training run -> a versioned SavedModel for TF Serving, with its hparams and vocabulary as assets.
+"""A training run -> a versioned export: a SavedModel for TF Serving (here) or a CTranslate2 model
+(ctranslate2_export.py), each with the run's hparams and its vocabulary; `export_run` makes either.
 
 Everything that can be refused (no checkpoint, wrong hparams set, a problem
 without a SentencePiece vocabulary, bad decode settings, an unwritable
@@ -20,13 +21,15 @@ from t2t_lite.data.problem import Problem
 from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
-from t2t_lite.files import storage_fault, storage_fault_text
+from t2t_lite.export.export_dir import CTRANSLATE2, FORMATS, SAVED_MODEL, VOCAB_ASSET
 from t2t_lite.export.serving import ServingModule
+from t2t_lite.files import storage_fault, storage_fault_text
 from t2t_lite.run import RunRequest, open_run
 from t2t_lite.run_dir import HPARAMS_FILE, RunSpec, spec_json
 
 HPARAMS_ASSET = HPARAMS_FILE
-VOCAB_ASSET = "vocab.model"
+# t2t's default max_length: the longest source a SavedModel decodes, EOS included.
+DEFAULT_MAX_INPUT_LENGTH = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,32 +42,47 @@ class ExportRequest:
     run: RunRequest
     # The name clients use in TF Serving's URLs; default the problem's name.
     model_name: str | None = None
-    # Longer sources are truncated to this many ids, EOS included (t2t's default max_length).
-    max_input_length: int = 256
+    # saved_model only: longer sources are truncated to this many ids, EOS included; None is
+    # DEFAULT_MAX_INPUT_LENGTH. A CTranslate2 export takes sources as long as its position table.
+    max_input_length: int | None = None
+    # export_dir.SAVED_MODEL (for TF Serving) or export_dir.CTRANSLATE2.
+    export_format: str = SAVED_MODEL
+    # ctranslate2 only: the weights' type (ctranslate2_export.QUANTIZATIONS); None keeps float32.
+    quantization: str | None = None
 
 
 def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line: None) -> str:
-    """Exports a trained run; returns the published version directory.
+    """Exports a trained run in request.export_format; returns the published version directory.
 
     Raises:
       UserError: for anything the user can fix, found before anything is written; or a disk that
         cannot take the export. A failure while saving removes the partial export (layout.publish).
     """
+    if request.export_format not in FORMATS:
+        raise UserError(f"--export_format must be one of {', '.join(FORMATS)}; got {request.export_format!r}")
+    if request.export_format == CTRANSLATE2:
+        # Imported when chosen: ctranslate2_export builds on this module (publish, text_vocabulary).
+        from t2t_lite.export import ctranslate2_export
+
+        return ctranslate2_export.export_requested(request, log)
+    if request.quantization is not None:
+        raise UserError("--quantization is for --export_format=ctranslate2; a SavedModel keeps float32 weights")
     if not request.export_dir:
         raise UserError("--export_dir is required (TF Serving's model base directory)")
+    max_input_length = DEFAULT_MAX_INPUT_LENGTH if request.max_input_length is None else request.max_input_length
     run = open_run(request.run)
     model_name = request.model_name or run.problem_name
     layout.check_model_name(model_name)
     decode = run.decode_hparams
-    check_lengths(run.spec.hparams.model, decode, request.max_input_length)
+    check_lengths(run.spec.hparams.model, decode, max_input_length)
     vocabulary = text_vocabulary(run.problem, run.problem_name)
-    module = ServingModule(run.model, vocabulary, decode, request.max_input_length)
+    module = ServingModule(run.model, vocabulary, decode, max_input_length)
     model_dir = layout.make_model_dir(request.export_dir, model_name)
     exported = dataclasses.replace(run.spec, problem=run.problem_name,
                                    hparams=dataclasses.replace(run.spec.hparams, decode=decode))
     mixed_precision = request.run.mixed_precision
     export_info = {"checkpoint": os.path.abspath(run.checkpoint), "model_name": model_name,
-                   "max_input_length": request.max_input_length, "mixed_precision": mixed_precision}
+                   "max_input_length": max_input_length, "mixed_precision": mixed_precision}
     log(f"tracing beam search of {run.checkpoint} (beam {decode.beam_size}, alpha {decode.alpha}, extra length "
         f"{decode.extra_length}) in {precision.compute_dtype(mixed_precision)} and saving into {model_dir}")
     return publish(model_dir, request.export_dir,
