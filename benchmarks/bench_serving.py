@@ -8,10 +8,13 @@ for --threads concurrent clients, and for batched requests. Without
 --saved_model it exports a throwaway model of --hparams_set with random
 weights (transformer_tiny under --quick): a random model never emits EOS
 early, so every output runs to input length + extra_length, the worst case.
-Sentences come from --sentences (default the Multi30k test set in ../shared).
+Sentences come from --sentences (default Multi30k's test_2016_flickr.en, read gzipped or not from
+$MULTI30K_DIR, default /tmp/t2t_lite_multi30k/tmp where benchmarks/multi30k_quality.sh keeps the release
+files; downloaded there by translate_multi30k's own code when missing).
 """
 import argparse
 import concurrent.futures
+import gzip
 import os
 import sys
 import tempfile
@@ -19,14 +22,26 @@ import time
 
 import numpy as np
 
-_MULTI30K = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "multi30k", "raw",
-                         "test_2016_flickr.en")
+_MULTI30K_DIR = os.environ.get("MULTI30K_DIR", "/tmp/t2t_lite_multi30k/tmp")
+
+
+def multi30k_test_sources() -> str:
+    """The path of Multi30k's test_2016_flickr.en in $MULTI30K_DIR (maybe .gz), downloaded there when missing."""
+    from t2t_lite.errors import UserError
+    from t2t_lite.problems.multi30k import download, local_file
+
+    os.makedirs(_MULTI30K_DIR, exist_ok=True)
+    try:
+        return local_file(_MULTI30K_DIR, "test_2016_flickr.en") or download("test_2016_flickr.en", _MULTI30K_DIR)
+    except UserError as error:
+        sys.exit(f"bench_serving.py: {error}; or pass --sentences=FILE")
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--saved_model", help="An export's version directory; default a throwaway random model.")
-    parser.add_argument("--sentences", default=_MULTI30K, help="Source sentences, one per line.")
+    parser.add_argument("--sentences", help="Source sentences, one per line (plain or .gz); default Multi30k's "
+                        "test_2016_flickr.en from $MULTI30K_DIR.")
     parser.add_argument("--hparams_set", default="transformer_base", help="For the throwaway model.")
     parser.add_argument("--requests", type=int, default=200, help="Requests per measurement.")
     parser.add_argument("--threads", type=int, default=8, help="Concurrent clients.")
@@ -81,7 +96,8 @@ def main() -> None:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
-    with open(args.sentences, encoding="utf-8") as f:
+    source = args.sentences or multi30k_test_sources()
+    with (gzip.open(source, "rt", encoding="utf-8") if source.endswith(".gz") else open(source, encoding="utf-8")) as f:
         sentences = [line.rstrip("\n") for line in f if line.strip()]
     with tempfile.TemporaryDirectory() as tmp:
         path = args.saved_model or throwaway_export(args.hparams_set, sentences, tmp)

@@ -6,9 +6,16 @@
 #
 # WORK_DIR is a benchmarks/multi30k_quality.sh work directory (its run/ and its decoder output
 # test_2016_flickr.hyp.de, beam 4, alpha 0.6); the exports go to WORK_DIR/exports.
+# Environment: MULTI30K_DIR (the release files, as for multi30k_quality.sh; default WORK_DIR/tmp, where that
+# script's datagen put them), PYTHON (t2t-lite's python). Their plain copies go to WORK_DIR/raw
+# (benchmarks/peers/multi30k_raw.py, which downloads any that are missing).
 set -euo pipefail
 WORK=${1:-/tmp/t2t_lite_multi30k}
-RAW=${MULTI30K_RAW:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data/multi30k/raw}
+[[ -d "$WORK/run" && -f "$WORK/test_2016_flickr.hyp.de" ]] || {
+  echo "multi30k_deploy_formats.sh: $WORK is not a finished benchmarks/multi30k_quality.sh work directory (no run/ or test_2016_flickr.hyp.de)" >&2
+  exit 2; }
+RAW=$WORK/raw
+"${PYTHON:-python}" "$(dirname "$0")/peers/multi30k_raw.py" "${MULTI30K_DIR:-$WORK/tmp}" "$RAW"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 rm -rf "$WORK/exports"
 t2t-lite-exporter --output_dir="$WORK/run" --export_dir="$WORK/exports" --model_name=saved_model

@@ -1,43 +1,59 @@
 #!/usr/bin/env bash
-# The peer side of benchmarks/multi30k_side_by_side.sh: OpenNMT-tf 2.32 with the protocol of
-# ../shared/peers/quality_multi30k (its run 2, config_scale05.yml), BUDGET seconds from the
-# launch of its training process, then its average of the last 5 checkpoints, decoded on
-# test_2016_flickr and val. Its scripts work in /tmp/peers_quality (a path they hard-code);
-# this one writes its model to /tmp/peers_quality/model_sbs and copies what the summary and
-# the curve need into WORK_DIR.
+# The peer side of benchmarks/multi30k_side_by_side.sh: OpenNMT-tf 2.32 on Multi30k En->De with the protocol of
+# benchmarks/peers/multi30k/ (shared SentencePiece BPE, Transformer 3+3 layers, d 256, d_ff 1024, 4 heads, Noam
+# scale 0.5, warmup 1000, 4096-token batches), BUDGET seconds from the launch of its training process, then its
+# average of the last 5 checkpoints, decoded on test_2016_flickr and val (beam 4, length penalty 0.6).
 #
 #   bash benchmarks/multi30k_peer.sh [WORK_DIR] [BUDGET_SECONDS]
 #
-# Environment: MULTI30K_RAW, VOCAB_SIZE (8000), ONMT_VENV (/tmp/peers/onmt; how to build it:
-# ../shared/peers/RESULTS.md), PEER_DIR (../shared/peers/quality_multi30k).
+# WORK_DIR (default /tmp/peers_multi30k) gets raw/ (the plain text files), data/ (SentencePiece model, encoded
+# splits, OpenNMT-tf vocabulary), paths.yml, model/run (every checkpoint), model/avg5, out/, logs/, train.log,
+# train.time, train_summary.json, model_dir, and <split>.hyp.de (the averaged model's detokenized output) for
+# benchmarks/multi30k_summary.py and benchmarks/plot_quality_curve.py.
+# Environment: PEERS_DIR (/tmp/peers: the venvs of `bash benchmarks/peers/setup.sh DIR`), MULTI30K_DIR (the
+# release files, gzipped or not, as for multi30k_quality.sh; default WORK_DIR/tmp, where what is missing is
+# downloaded: docs/problems.md#multi30k), MULTI30K_RAW (a directory already holding the plain files; skips
+# benchmarks/peers/multi30k_raw.py), VOCAB_SIZE (8000), PYTHON (t2t-lite's python, default python).
 set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+PEERS_SRC=$HERE/peers/multi30k
 WORK=${1:-/tmp/peers_multi30k}
 BUDGET=${2:-2100}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-RAW=$(cd "${MULTI30K_RAW:-$ROOT/shared/data/multi30k/raw}" && pwd)
 VOCAB=${VOCAB_SIZE:-8000}
-ONMT=${ONMT_VENV:-/tmp/peers/onmt}
-PEER=${PEER_DIR:-$ROOT/shared/peers/quality_multi30k}
-Q=/tmp/peers_quality
-mkdir -p "$WORK" "$Q/scripts"
-"$ONMT/bin/python" -c "import opennmt, sentencepiece, sacrebleu" || {
-  echo "the OpenNMT-tf venv $ONMT lacks opennmt-tf, sentencepiece or sacrebleu (see ../shared/peers/RESULTS.md)" >&2; exit 1; }
+PEERS=${PEERS_DIR:-/tmp/peers}
+ONMT=$PEERS/onmt
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+"$ONMT/bin/python" -c "import opennmt, sentencepiece, sacrebleu" 2> /dev/null || {
+  echo "multi30k_peer.sh: no OpenNMT-tf venv with sentencepiece and sacrebleu at $ONMT: run bash benchmarks/peers/setup.sh $PEERS (or set PEERS_DIR)" >&2
+  exit 2; }
 
-cp "$PEER"/*.py "$PEER"/*.sh "$PEER"/*.yml "$Q/scripts/"
-sed -i "s/vocab_size=8000/vocab_size=$VOCAB/" "$Q/scripts/01_prep_spm.py"
-sed "s#^model_dir: .*#model_dir: $Q/model_sbs/run#" "$Q/scripts/config_scale05.yml" > "$Q/scripts/config_sbs.yml"
-rm -rf "$Q/model_sbs"
-(cd "$Q/scripts" && PATH="$ONMT/bin:$PATH" MULTI30K_RAW="$RAW" "$ONMT/bin/python" 01_prep_spm.py)
+if [[ -n "${MULTI30K_RAW:-}" ]]; then
+  RAW=$(cd "$MULTI30K_RAW" && pwd)
+else
+  RAW=$WORK/raw
+  "${PYTHON:-python}" "$HERE/peers/multi30k_raw.py" "${MULTI30K_DIR:-$WORK/tmp}" "$RAW"
+fi
 
-date +%s.%N > "$WORK/train.start"
-(cd "$Q/scripts" && /usr/bin/time -v -o "$WORK/train.time" "$ONMT/bin/python" 02_train.py "$BUDGET" \
-   "$Q/scripts/config_sbs.yml" 2>&1 | tee "$WORK/train.log")
+rm -rf "$WORK/model" "$WORK/out" "$WORK/logs"
+"$ONMT/bin/python" "$PEERS_SRC/prep_spm.py" "$RAW" "$WORK/data" "$VOCAB"
+cat > "$WORK/paths.yml" <<EOF
+model_dir: $WORK/model/run
+data:
+  train_features_file: $WORK/data/train.sp.en
+  train_labels_file: $WORK/data/train.sp.de
+  source_vocabulary: $WORK/data/vocab.onmt.txt
+  target_vocabulary: $WORK/data/vocab.onmt.txt
+EOF
+
+date +%s.%N > "$WORK/train.start"  # plot_quality_curve.py measures checkpoint times from here
+/usr/bin/time -v -o "$WORK/train.time" "$ONMT/bin/python" "$PEERS_SRC/train_budget.py" "$BUDGET" \
+  "$PEERS_SRC/model_transformer_small.py" "$PEERS_SRC/config.yml" "$WORK/paths.yml" 2>&1 | tee "$WORK/train.log"
 echo "training wall time: $(python3 -c "import time; print(round(time.time() - $(cat "$WORK/train.start")))") s"
-"$ONMT/bin/python" "$Q/scripts/parse_train_log.py" "$WORK/train.log" > "$WORK/train_summary.json"
+"$ONMT/bin/python" "$PEERS_SRC/parse_train_log.py" "$WORK/train.log" "$WORK/data" > "$WORK/train_summary.json"
 
-(cd "$Q/scripts" && CONFIG="$Q/scripts/config_sbs.yml" MODEL="$Q/model_sbs" SUFFIX=.sbs MULTI30K_RAW="$RAW" \
-   bash 03_average_decode_score.sh)
+PEERS_DIR=$PEERS bash "$PEERS_SRC/average_decode_score.sh" "$WORK" "$RAW"
 for split in test_2016_flickr val; do
-  cp "$Q/out/$split.avg5.sbs.de" "$WORK/$split.hyp.de"
+  if [[ -f "$WORK/out/$split.avg5.de" ]]; then cp "$WORK/out/$split.avg5.de" "$WORK/$split.hyp.de"; fi
 done
-echo "$Q/model_sbs/run" > "$WORK/model_dir"
+echo "$WORK/model/run" > "$WORK/model_dir"

@@ -2,11 +2,13 @@
 
   python benchmarks/multi30k_summary.py OURS_WORK_DIR PEER_WORK_DIR RAW_DIR [MORE_OURS_WORK_DIR ...]
 
+RAW_DIR holds the plain references (val.de, test_2016_flickr.de): multi30k_side_by_side.sh's WORK_DIR/raw, which
+benchmarks/peers/multi30k_raw.py writes.
 Steps, target tokens seen, throughput, peak RSS of training, and sacreBLEU (13a, cased) of each
 toolkit's averaged checkpoint on val and test_2016_flickr, both scored here the same way against the
 raw references. Target tokens include the end-of-sentence token (the loss positions): ours from the
 trainer's final line, the peer's from its log (steps x its time-weighted tokens per step, as
-its parse_train_log.py estimates them).
+benchmarks/peers/multi30k/parse_train_log.py estimates them).
 """
 import json
 import os

@@ -1,7 +1,7 @@
 """Time-to-BLEU curve: val sacreBLEU of every kept checkpoint of both side-by-side runs against wall-clock minutes.
 
   python benchmarks/plot_quality_curve.py --ours=WORK/t2t_lite [--ours=LABEL=WORK2 ...] --peer=WORK/opennmt_tf \\
-      --raw=RAW_DIR [--sentences=300] [--out=curve.png]
+      --raw=RAW_DIR [--sentences=300] [--out=curve.png] [--venv=$PEERS_DIR/onmt]
 
 --ours may be given several times (runs of t2t-lite with other seeds or settings); LABEL= names a
 run in the legend (default: t2t-lite, then its directory's name).
@@ -23,7 +23,8 @@ import tempfile
 
 import sacrebleu
 
-PEER_DIR = "/tmp/peers_quality"  # where the peer's scripts keep data and models (multi30k_peer.sh)
+# The peer's protocol files (benchmarks/peers/multi30k); its data, paths.yml and checkpoints are in --peer.
+PEER_SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "multi30k")
 
 
 def checkpoints(run_dir: str) -> list[tuple[int, str]]:
@@ -54,16 +55,16 @@ def decode_ours(work: str, checkpoint: str, source: str, scratch: str) -> list[s
     return open(output, encoding="utf-8").read().splitlines()
 
 
-def decode_peer(checkpoint: str, source_pieces: str, scratch: str, venv: str) -> list[str]:
+def decode_peer(checkpoint: str, source_pieces: str, scratch: str, venv: str, peer_work: str) -> list[str]:
     import sentencepiece as spm
 
     output = os.path.join(scratch, "peer.hyp")
-    subprocess.run([f"{venv}/bin/onmt-main", "--model", f"{PEER_DIR}/scripts/model_transformer_small.py",
-                    "--config", f"{PEER_DIR}/scripts/config_sbs.yml", "--intra_op_parallelism_threads", "2",
+    subprocess.run([f"{venv}/bin/onmt-main", "--model", f"{PEER_SCRIPTS}/model_transformer_small.py",
+                    "--config", f"{PEER_SCRIPTS}/config.yml", f"{peer_work}/paths.yml", "--intra_op_parallelism_threads", "2",
                     "--inter_op_parallelism_threads", "2", "--checkpoint_path", checkpoint, "infer",
                     "--features_file", source_pieces, "--predictions_file", output],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    pieces = spm.SentencePieceProcessor(model_file=f"{PEER_DIR}/data/spm8k.model")
+    pieces = spm.SentencePieceProcessor(model_file=f"{peer_work}/data/spm.model")
     return [pieces.decode_pieces(line.split()) for line in open(output, encoding="utf-8").read().splitlines()]
 
 
@@ -89,14 +90,14 @@ def curve(args) -> list[dict]:
         if args.peer:
             peer_run = open(os.path.join(args.peer, "model_dir")).read().strip()
             pieces = os.path.join(scratch, "val.sp.en")
-            with open(f"{PEER_DIR}/data/val.sp.en", encoding="utf-8") as f:
+            with open(f"{args.peer}/data/val.sp.en", encoding="utf-8") as f:
                 open(pieces, "w", encoding="utf-8").write("".join(f.readlines()[: args.sentences]))
             averaged = os.path.join(os.path.dirname(peer_run), "avg5")
             runs.append(("OpenNMT-tf", args.peer, peer_run, [averaged] if os.path.isdir(averaged) else []))
         for toolkit, work, run_dir, averaged in runs:
             kept = checkpoints(run_dir)
             for step, prefix in kept:
-                decode = (decode_peer(prefix, pieces, scratch, args.venv) if toolkit == "OpenNMT-tf"
+                decode = (decode_peer(prefix, pieces, scratch, args.venv, args.peer) if toolkit == "OpenNMT-tf"
                           else decode_ours(work, prefix, source, scratch))
                 points.append(dict(toolkit=toolkit, checkpoint=f"step {step}", step=step,
                                    minutes=minutes_since_start(prefix, work), bleu=score(decode, references)))
@@ -104,7 +105,7 @@ def curve(args) -> list[dict]:
                       flush=True)
             if averaged and kept:
                 path = averaged[0][: -len(".index")] if averaged[0].endswith(".index") else averaged[0]
-                decode = (decode_peer(path, pieces, scratch, args.venv) if toolkit == "OpenNMT-tf"
+                decode = (decode_peer(path, pieces, scratch, args.venv, args.peer) if toolkit == "OpenNMT-tf"
                           else decode_ours(work, path, source, scratch))
                 points.append(dict(toolkit=toolkit, checkpoint="averaged", step=kept[-1][0],
                                    minutes=minutes_since_start(kept[-1][1], work), bleu=score(decode, references)))
@@ -146,7 +147,8 @@ def main() -> None:
     parser.add_argument("--peer", help="multi30k_peer.sh's work directory")
     parser.add_argument("--raw", required=True, help="the raw Multi30k files (val.en, val.de)")
     parser.add_argument("--sentences", type=int, default=300, help="val sentences decoded per checkpoint")
-    parser.add_argument("--venv", default="/tmp/peers/onmt", help="the OpenNMT-tf venv")
+    parser.add_argument("--venv", default=os.path.join(os.environ.get("PEERS_DIR", "/tmp/peers"), "onmt"),
+                        help="the OpenNMT-tf venv (default $PEERS_DIR/onmt, PEERS_DIR defaulting to /tmp/peers)")
     parser.add_argument("--out", default="quality_curve.png")
     args = parser.parse_args()
     points = curve(args)
