@@ -2,10 +2,10 @@
 
   python benchmarks/bench_ctranslate2.py                      # float32 and int8
   python benchmarks/bench_ctranslate2.py --quantization=int8 --runs=1
-  python benchmarks/bench_ctranslate2.py --peer_model_dir /tmp/peers/run/ctranslate2_int8 \\
-      --python /tmp/peers/ct2/bin/python   # and OpenNMT-tf's, timed by the peers' CTranslate2
+  python benchmarks/bench_ctranslate2.py --peer_model_dir /tmp/peers/run/ct2_int8_model \\
+      --python /tmp/peers/ct2/bin/python   # and OpenNMT-tf's (benchmarks/peers/protocol.sh export), timed by the peers' CTranslate2
 
-The protocol of ../shared/peers/ct2_translate.py, which timed OpenNMT-tf's model in CTranslate2: a
+The protocol of benchmarks/peers/ct2_translate.py, which times OpenNMT-tf's model in CTranslate2: a
 transformer_base (random weights, shared vocabulary 32,768) exported as t2t-lite-exporter
 --export_format=ctranslate2 does; 500 sentences of 20-30 tokens, beam 4, batches of 32 examples, every
 output forced to 60 tokens (min = max decoding length), inter_threads 1, intra_threads = the cores; one

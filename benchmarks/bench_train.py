@@ -1,4 +1,4 @@
-"""Training throughput on the peers' protocol (../shared/peers/RESULTS.md), measured through the real Trainer.
+"""Training throughput on the peers' protocol (docs/performance.md; the peers' side: benchmarks/peers/), measured through the real Trainer.
 
   python benchmarks/bench_train.py                                   # fp32, transformer_base, 40 steps
   python benchmarks/bench_train.py --mixed_precision=mixed_bfloat16

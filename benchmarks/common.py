@@ -36,7 +36,7 @@ def matmul_ceiling_gflops(n: int = 4096, reps: int = 10) -> float:
 def training_corpus(pairs: int = 20_000, seed: int = 1234) -> tuple[list[list[int]], list[list[int]]]:
     """The peers' gen_data.py corpus as model ids (+ EOS): lengths uniform in [10, 50], tokens over 32,765 words.
 
-    Same RNG recipe and order as ../shared/peers/gen_data.py; word N becomes id N + 3
+    Same RNG recipe and order as benchmarks/peers/gen_data.py; word N becomes id N + 3
     there and here (ids 0-2 reserved), so the sequences are identical.
     """
     rng = np.random.default_rng(seed)
