@@ -116,7 +116,8 @@ def test_two_decoders_of_one_model_with_different_settings_decoding_at_once_each
     model = _model()
     hparams = DecodeHParams(beam_size=3, alpha=0.6, extra_length=4)
     alone = [t.numpy() for t in Decoder(model, hparams, IN_OUT_MATMUL).decode(INPUTS)]
-    decoders = {"in_out": Decoder(model, hparams, IN_OUT_MATMUL), "out_in": Decoder(model, hparams, OUT_IN_BATCH_MATMUL)}
+    decoders = {"in_out": Decoder(model, hparams, IN_OUT_MATMUL),
+                "out_in": Decoder(model, hparams, OUT_IN_BATCH_MATMUL)}
     start, results = threading.Barrier(2, timeout=60), {name: [] for name in decoders}
 
     def decode(name):
