@@ -83,9 +83,13 @@ class _Sublayers(keras.layers.Layer):
     def _feed_forward(self):
         return FeedForward(self.d_model, self.d_ff, self.relu_dropout, name="ffn", dtype=self.dtype_policy)
 
+    def sublayers(self) -> list:
+        """The layer's sub-layers, in the order `call` reaches them."""
+        raise NotImplementedError
+
     def build(self, input_shape, *args, **kwargs):
         # Every sub-layer takes [B, T, D]: all widths are known from the settings.
-        for sublayer in self._layers:
+        for sublayer in self.sublayers():
             sublayer.build((None, None, self.d_model))
 
     def get_config(self):
@@ -107,6 +111,9 @@ class EncoderLayer(_Sublayers):
         self.ffn = self._feed_forward()
         self.ffn_residual = self._residual("ffn_residual")
 
+    def sublayers(self) -> list:
+        return [self.self_attention, self.self_attention_residual, self.ffn, self.ffn_residual]
+
     def call(self, x, bias, training=None):
         """x [B, T_src, D], bias [B, 1, 1, T_src] -> [B, T_src, D]."""
         h, _ = self.self_attention(self.self_attention_residual.before(x), bias=bias, training=training)
@@ -127,6 +134,10 @@ class DecoderLayer(_Sublayers):
         self.cross_attention_residual = self._residual("cross_attention_residual")
         self.ffn = self._feed_forward()
         self.ffn_residual = self._residual("ffn_residual")
+
+    def sublayers(self) -> list:
+        return [self.self_attention, self.self_attention_residual, self.cross_attention,
+                self.cross_attention_residual, self.ffn, self.ffn_residual]
 
     def call(self, x, memory, self_bias, memory_bias, cache=None, training=None, kernels=None):
         """Runs one decoder layer.
