@@ -20,8 +20,10 @@ setup(
     packages=_CORE_PACKAGES + list(_MAPPED_DIRS),
     package_dir=_MAPPED_DIRS,
     install_requires=[
+        # The versions tested, nothing wider: t2t_lite/compat.py fences the private API of these three and says
+        # so in its TESTED (tests/test_compat.py keeps the two the same).
         "tensorflow~=2.21.0",
-        "keras>=3.10",
+        "keras~=3.15.0",
         "tensorflow-text~=2.21.0",
         "tensorflow-datasets",
         # tensorflow-datasets' download_and_prepare (WMT14 without --train_files) reads its checksums through

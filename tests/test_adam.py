@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from t2t_lite import compat
 from t2t_lite.training.adam import FusedAdam
 
 SETTINGS = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)
@@ -58,8 +59,9 @@ def _train(optimizer_class, strategy=None, compiled=False):
         step = tf.function(step, autograph=False)
     for gradient in gradients:
         step(tf.constant(gradient))
-    return (np.asarray(variable.value), np.asarray(optimizer._momentums[0].value),
-            np.asarray(optimizer._velocities[0].value), int(optimizer.iterations.numpy()))
+    momentum, velocity = compat.adam_slots(optimizer, variable)
+    return (np.asarray(variable.value), np.asarray(momentum.value), np.asarray(velocity.value),
+            int(optimizer.iterations.numpy()))
 
 
 @pytest.mark.parametrize("compiled", [False, True])

@@ -22,7 +22,6 @@ they break exact ties between equally likely unigram segmentations
 differently (1 line in 45,000 of our test text). Nothing here uses Python
 sentencepiece to tokenize, so training and serving still agree.
 """
-import functools
 import hashlib
 import io
 import os
@@ -31,6 +30,7 @@ from collections.abc import Iterable, Sequence
 
 import tensorflow as tf
 
+from t2t_lite import compat
 from t2t_lite.data.problem import EOS_ID, PAD_ID
 from t2t_lite.errors import UserError
 
@@ -208,24 +208,7 @@ def _tokenizer(model: bytes):
     is aborting" line, even where the caller caught the error and made a new
     tokenizer. The tokenizer made here holds a _SharedModel instead.
     """
-    return _tokenizer_class()(model)
-
-
-@functools.cache
-def _tokenizer_class():
-    """SentencepieceTokenizer with a _SharedModel in place of its private resource (tf-text imported when needed)."""
-    import tensorflow_text as tf_text
-
-    class Tokenizer(tf_text.SentencepieceTokenizer):
-        def __init__(self, model: bytes):
-            # SentencepieceTokenizer.__init__ with int32 ids and its other defaults, but the model in a
-            # _SharedModel: its own __init__ would parse the model once more, into a private resource.
-            super(tf_text.SentencepieceTokenizer, self).__init__()
-            self.out_type, self.nbest_size, self.alpha = tf.int32, 0, 1.0
-            self.reverse = self.add_bos = self.add_eos = self.return_nbest = False
-            self._model_resource = _SharedModel(model)  # the name its methods read; a SavedModel tracks it
-
-    return Tokenizer
+    return compat.sentencepiece_tokenizer_class()(_SharedModel(model))
 
 
 class _SharedModel(tf.saved_model.experimental.TrackableResource):
@@ -244,6 +227,4 @@ class _SharedModel(tf.saved_model.experimental.TrackableResource):
         _ = self.resource_handle  # made now: a bad model fails here
 
     def _create_resource(self):
-        from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
-
-        return gen_sentencepiece_tokenizer.sentencepiece_op(model=self._model, shared_name=self._shared_name)
+        return compat.sentencepiece_op(self._model, self._shared_name)

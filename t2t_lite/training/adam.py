@@ -2,6 +2,8 @@
 import keras
 import tensorflow as tf
 
+from t2t_lite import compat
+
 
 class FusedAdam(keras.optimizers.Adam):
     """keras.optimizers.Adam whose per-variable update is one `ResourceApplyAdam` op.
@@ -15,8 +17,7 @@ class FusedAdam(keras.optimizers.Adam):
     def update_step(self, gradient, variable, learning_rate):
         if self.amsgrad or isinstance(gradient, tf.IndexedSlices):
             return super().update_step(gradient, variable, learning_rate)
-        index = self._get_variable_index(variable)
-        momentum, velocity = self._momentums[index], self._velocities[index]
+        momentum, velocity = compat.adam_slots(self, variable)  # Keras's own slots: a private lookup
         dtype = variable.dtype
         step = tf.cast(self.iterations + 1, dtype)
         beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)

@@ -5,6 +5,7 @@ import keras
 import tensorflow as tf
 from keras.optimizers.schedules import LearningRateSchedule
 
+from t2t_lite import compat
 from t2t_lite.config import HParams
 from t2t_lite.training.adam import FusedAdam
 from t2t_lite.training.losses import correct_tokens, projected_smoothed_cross_entropy, smoothed_cross_entropy
@@ -182,7 +183,7 @@ def _apply_unless(skip, optimizer, gradients, variables) -> None:
     def apply(replica_gradients):
         optimizer.apply_gradients(zip(replica_gradients, variables))
 
-    if tf.__internal__.distribute.strategy_supports_no_merge_call():
+    if compat.strategy_supports_no_merge_call():
         tf.cond(skip, lambda: None, lambda: apply(gradients))
         return
 
