@@ -20,6 +20,7 @@ import glob
 import os
 from collections.abc import Iterator, Sequence
 
+from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.data.text_problem import SPLIT_ORDER, DatagenOptions, Text2TextProblem
 from t2t_lite.data.trees import (
@@ -174,14 +175,6 @@ def evalb_summary(counts: BracketCounts, repaired: int) -> list[str]:
     ]
 
 
-def sentencepiece_pieces(model: bytes) -> list[str]:
-    """Piece i of a serialized SentencePiece model, for every id i."""
-    import sentencepiece
-
-    processor = sentencepiece.SentencePieceProcessor(model_proto=model)
-    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
-
-
 @problems.register("wsj_parsing")
 class WsjParsing(Text2TextProblem):
     """WSJ constituency parsing with a shared BPE vocabulary of 2^14, as t2t's parsing_english_ptb16k.
@@ -243,7 +236,7 @@ class WsjParsing(Text2TextProblem):
         Phrases are PTB_PHRASE_LABELS, leaves PTB_POS_TAGS, each usable when the vocabulary holds its
         tokens whole (a tag BPE split, rare ones such as "SYM" on a small vocabulary, cannot be emitted).
         """
-        pieces = sentencepiece_pieces(self.vocabulary.model)
+        pieces = SentencePieceCodec(self.vocabulary.model).pieces
         ids = {piece: i for i, piece in enumerate(pieces)}
         def opens(prefix: str) -> list[tuple[int, int]]:
             return [(ids[prefix + label], ids["▁/" + label]) for label in sorted(PTB_PHRASE_LABELS)
