@@ -11,6 +11,8 @@
 # VOCAB_SIZE (the problem's default), TRAIN_FLAGS (extra trainer flags), DECODE_FLAGS (extra decoder flags:
 # a model that has not learned to end its trees runs every sentence to the set's extra_length of 300 with
 # beam 21, so a smoke run wants e.g. DECODE_FLAGS='--beam_size=1 --extra_length=5').
+# benchmarks/parsing_side_by_side.sh runs this script for t2t-lite's side, with TRAIN_FLAGS keeping a checkpoint
+# every CHECKPOINT_STEPS steps for its curve; WORK_DIR/train.start records when training was launched.
 set -euo pipefail
 WORK=${1:?usage: parsing_quality.sh WORK_DIR [SECONDS]}
 SECONDS_BUDGET=${2:-600}
@@ -38,6 +40,7 @@ print(f"dev split: {len(pairs)} sentences")
 EOF
 
 MINUTES=$(python3 -c "print($SECONDS_BUDGET / 60)")
+date +%s.%N > "$WORK/train.start"  # parsing_side_by_side.sh's F1 curve measures checkpoint times from here
 t2t-lite-trainer --problem=parsing_ptb_sample --data_dir="$WORK/data" --hparams_set="$SET" \
   --hparams="${HPARAMS:-}" --output_dir="$WORK/run" --train_minutes="$MINUTES" --train_steps=1000000 \
   --eval_bleu_sentences=0 ${TRAIN_FLAGS:-} 2>&1 | tee "$WORK/train.log"
