@@ -7,7 +7,7 @@ intra_threads=2, max_batch_size=32 examples (same as the OpenNMT-tf infer config
 One warm-up pass over the first 32 sentences, then 3 timed passes over all 500; report median.
 
 Usage: $PEERS_DIR/ct2/bin/python ct2_translate.py MODEL_DIR INPUTS OUT.json [predictions.txt]
-  MODEL_DIR: OpenNMT-tf's export (`onmt-main ... export --format ctranslate2`, benchmarks/peers/run_ct2.sh);
+  MODEL_DIR: OpenNMT-tf's export (`onmt-main ... export --format ctranslate2`: benchmarks/peers/protocol.sh export);
   INPUTS: gen_data.py's infer_src.txt.
 """
 import json

@@ -10,7 +10,7 @@ Everything else is stock onmt-main.
 
 Usage (in the OpenNMT-tf venv that benchmarks/peers/setup.sh makes):
   $PEERS_DIR/onmt/bin/python onmt_train.py OUT.json -- <onmt-main args>
-e.g. as benchmarks/peers/run_onmt_train.sh runs it:
+e.g. as `benchmarks/peers/protocol.sh train` runs it:
   $PEERS_DIR/onmt/bin/python onmt_train.py $PEERS_DIR/logs/onmt_steps.json -- \
       --model_type TransformerBaseSharedEmbeddings \
       --config benchmarks/peers/configs/onmt_base.yml $PEERS_DIR/run/onmt_paths.yml --seed 1234 train
