@@ -147,3 +147,34 @@ def test_search_with_the_constraint_gives_trees_the_same_model_does_not(beams):
     for k in range(beams):
         for tokens, count in zip(trees_of(constrained[:, k]), counts):
             assert is_tree_over(tokens, count), tokens
+
+
+@pytest.mark.parametrize("search", ["beam", "greedy", "sampling", "ensemble"])
+def test_the_decoder_with_a_constraint_gives_only_trees(search):
+    import dataclasses
+
+    import keras
+
+    import t2t_lite.hparams  # noqa: F401
+    from t2t_lite import config
+    from t2t_lite.decoding.decoder import Decoder
+    from t2t_lite.decoding.sampling import SamplingSettings
+    from t2t_lite.models import build_model
+    from t2t_lite.registry import hparams_sets
+
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"vocab_size={V}")
+    models = []
+    for seed in (1, 2) if search == "ensemble" else (1,):
+        keras.utils.set_random_seed(seed)
+        models.append(build_model(hparams))
+    decode = dataclasses.replace(hparams.decode, beam_size=1 if search in ("greedy", "sampling") else 3,
+                                 extra_length=12)
+    sampling = SamplingSettings(temperature=1.0, seed=7) if search == "sampling" else None
+    counts = [1, 2, 4, 3, 5]
+    inputs = inputs_with_words(counts)
+    free = Decoder(models, decode, sampling=sampling).decode(inputs)[0].numpy()
+    assert not all(is_tree_over(tokens, count) for tokens, count in zip(trees_of(free[:, 0]), counts))
+    ids = Decoder(models, decode, sampling=sampling, constraint=constraint()).decode(inputs)[0].numpy()
+    for k in range(ids.shape[1]):
+        for tokens, count in zip(trees_of(ids[:, k]), counts):
+            assert is_tree_over(tokens, count), tokens

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from t2t_lite.config import DecodeHParams
 from t2t_lite.decoding.beam_search import SplitState, beam_search
+from t2t_lite.decoding.constraints import OutputConstraint, constrain
 from t2t_lite.decoding.ensemble import mean_log_probs, shared_vocab_size
 from t2t_lite.decoding.sampling import SamplingSettings, argmax_choice, greedy_decode, sampled_choice
 from t2t_lite.ops.kernel_layout import OUT_IN
@@ -30,13 +31,15 @@ class Decoder:
         T2T_LITE_STEP_MATMUL (t2t_lite/environment.py); an export pins a portable one.
       sampling: None searches; SamplingSettings draw one sample per sentence
         instead ([B, 1] outputs, whatever the beam size).
+      constraint: None decodes freely; an OutputConstraint (decoding/constraints.py) lets every
+        search and sample emit only the outputs it allows, e.g. a parsing problem's well-formed trees.
     """
 
     def __init__(self, models, hparams: DecodeHParams, step_matmul: StepMatmulSettings = StepMatmulSettings(),
-                 sampling: SamplingSettings | None = None):
+                 sampling: SamplingSettings | None = None, constraint: OutputConstraint | None = None):
         self.models = tuple(models) if isinstance(models, Sequence) else (models,)
         self.vocab_size = shared_vocab_size(self.models)
-        self.hparams, self.sampling = hparams, sampling
+        self.hparams, self.sampling, self.constraint = hparams, sampling, constraint
         self.step_matmul = step_matmul
         # No XLA: the self-attention caches grow every step, a shape XLA would recompile for.
         self.decode = tf.function(self._decode, input_signature=INPUTS_SIGNATURE, autograph=False)
@@ -73,6 +76,7 @@ class Decoder:
         caches = tuple(model_step.initial_cache for model_step in steps)
         if beams == 1:
             choose = argmax_choice if self.sampling is None else sampled_choice(self.sampling, _row_keys(inputs))
+            symbols_to_logits, caches = self._constrained(symbols_to_logits, caches, inputs, max_lengths, 1)
             ids, scores = greedy_decode(symbols_to_logits, caches, batch, max_lengths,
                                         min_decode_lengths=min_lengths, choose_fn=choose)
             return ids[:, None], scores[:, None]  # [B, 1, T], [B, 1]
@@ -89,8 +93,15 @@ class Decoder:
             logits, caches = symbols_to_logits(ids, step, caches)
             return logits, split(caches)
 
-        return beam_search(beam_symbols_to_logits, split(caches), batch, hp.beam_size, self.vocab_size,
+        search_fn, state = self._constrained(beam_symbols_to_logits, split(caches), inputs, max_lengths, beams)
+        return beam_search(search_fn, state, batch, hp.beam_size, self.vocab_size,
                            max_lengths, hp.alpha, min_decode_lengths=min_lengths)
+
+    def _constrained(self, symbols_to_logits, state, inputs, max_lengths, rows_per_sentence):
+        """The search's model function and state, with the decoder's constraint applied when it has one."""
+        if self.constraint is None:
+            return symbols_to_logits, state
+        return constrain(symbols_to_logits, state, self.constraint, inputs, max_lengths, rows_per_sentence)
 
 
 class _ModelStep:
