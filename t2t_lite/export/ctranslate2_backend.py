@@ -128,7 +128,8 @@ class CTranslate2Export:
         raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
 
     def search(self, hp: DecodeHParams | None = None) -> DecodeBatch:
-        """The DecodeBatch of CTranslate2's search with hp's beam_size, alpha and extra_length (default the export's)."""
+        """The DecodeBatch of CTranslate2's search with hp's beam_size, alpha and extra_length (default the
+        export's)."""
         hp = hp or self.decode_hparams
 
         def decode_batch(inputs):
