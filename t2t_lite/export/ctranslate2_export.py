@@ -227,7 +227,6 @@ def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None =
     return publish(model_dir, export_dir, lambda path: write_ctranslate2(run, path, quantization, max_positions))
 
 
-
 def export_requested(request: ExportRequest, log: Callable[[str], None]) -> str:
     """exporter.export_run's CTranslate2 half: request's settings checked, its run opened and exported.
 
