@@ -69,6 +69,11 @@ class Problem:
 
         return "BLEU", corpus_bleu(outputs, references).score
 
+    def output_constraint(self):
+        """What decoding with constrained_decoding may emit (a t2t_lite.decoding.constraints.OutputConstraint);
+        None: this problem has no constraint and decodes freely."""
+        return None
+
     def check_split(self, split: str) -> None:
         if split not in self.splits:
             raise ValueError(f"problem has splits {self.splits}, not {split!r}")

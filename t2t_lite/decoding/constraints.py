@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from t2t_lite.data.problem import PAD_ID
 from t2t_lite.decoding.beam_search import NEG_INF, SplitState, SymbolsToLogitsFn
+from t2t_lite.errors import UserError
 
 # Token kinds in TreeConstraint's table; OTHER covers PAD (the start id), EOS and everything else.
 OTHER, OPEN, CLOSE, LEAF = 0, 1, 2, 3
@@ -178,3 +179,18 @@ class TreeConstraint:
         # -inf logits would make NaN log-probs.
         stuck = ~tf.reduce_any(allowed, axis=1)  # [N]
         return allowed | ((token == self.eos_id)[None, :] & stuck[:, None])
+
+
+def problem_constraint(problem, decode_hparams) -> OutputConstraint | None:
+    """The constraint a Decoder of `problem` applies: its output_constraint() when decode_hparams ask for one.
+
+    Raises:
+      UserError: constrained decoding is asked of a problem without a constraint.
+    """
+    if not decode_hparams.constrained_decoding:
+        return None
+    constraint = problem.output_constraint()
+    if constraint is None:
+        raise UserError(f"--constrained_decoding: problem {type(problem).__name__} has no output constraint "
+                        "(parsing problems do: well-formed trees); decode without it")
+    return constraint
