@@ -163,7 +163,10 @@ class RunBackend:
     """
 
     def __init__(self, run, step_matmul: "StepMatmulSettings"):
+        from t2t_lite.decoding.constraints import problem_constraint
+
         self.run, self.step_matmul = run, step_matmul
+        self.constraint = problem_constraint(run.problem, run.decode_hparams)  # None unless asked for
         self._decoders = {}
 
     def decoder(self, beam_size: int | None, sampling):
@@ -177,7 +180,8 @@ class RunBackend:
         key = (hp.beam_size, sampling)
         if key not in self._decoders:
             # One per setting: each traces its own graph once, then decodes batch after batch.
-            self._decoders[key] = Decoder(list(self.run.models), hp, self.step_matmul, sampling=sampling)
+            self._decoders[key] = Decoder(list(self.run.models), hp, self.step_matmul, sampling=sampling,
+                                           constraint=self.constraint)
         return self._decoders[key]
 
     def hypotheses(self, sentences, beam_size, nbest, sampling, first_line=1, **decoding):
