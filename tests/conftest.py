@@ -14,7 +14,7 @@ LONGEST_MODULES_FIRST = [
     # pytest -m "not slow". The first two train the two shared runs (trained_runs.py), one on each worker.
     "test_decoder.py", "test_export.py", "test_trainer.py", "test_best_checkpoint.py", "test_time_budget.py",
     "test_faults.py", "test_flag_walk.py", "test_mixed_precision.py", "test_extending.py", "test_usr_dir_per_run.py",
-    "test_ctranslate2_export.py", "test_multi30k.py", "test_ptb_sample.py", "test_train_api.py", "test_ensemble.py",
+    "test_ctranslate2_export.py", "test_ctranslate2_without_tensorflow.py", "test_constraints.py", "test_multi30k.py", "test_ptb_sample.py", "test_train_api.py", "test_ensemble.py",
     "test_decoder_outputs.py", "test_transformer.py",
     "test_scorer.py", "test_translator.py", "test_trainer_cli.py", "test_warm_start.py", "test_visualize.py",
     "test_random_sampling.py", "test_wsj_parsing.py", "test_averaging.py", "test_reproduce_recipe.py",
