@@ -128,12 +128,11 @@ def main(argv) -> None:
     if FLAGS.dry_run:
         dry_run()
         return
-    import t2t_lite
     from t2t_lite.training import distribution, run_config
-    from t2t_lite.training.api import open_problem
+    from t2t_lite.training.api import open_problem, train_run
 
-    settings = {name: FLAGS[name].value for name in run_config.SETTINGS}
-    run_config.check(run_config.from_settings(FLAGS.output_dir, settings))
+    # Made (and so checked) before data is prepared or anything written, and handed on: checked once.
+    run = run_config.from_settings(FLAGS.output_dir, {name: FLAGS[name].value for name in run_config.SETTINGS})
     if FLAGS.generate_data:
         check_generate_data_flags()
     else:
@@ -145,9 +144,8 @@ def main(argv) -> None:
     if FLAGS.generate_data:
         # Without datagen's count of over-long examples: a full extra read of the data at every start.
         prepare.generate_data(open_problem(FLAGS.problem, FLAGS.data_dir))
-    trained = t2t_lite.train(problem=FLAGS.problem, hparams_set=FLAGS.hparams_set, output_dir=FLAGS.output_dir,
-                             data_dir=FLAGS.data_dir, hparams=FLAGS.hparams, usr_dir=FLAGS.usr_dir, strategy=strategy,
-                             **settings)
+    trained = train_run(run, problem=FLAGS.problem, hparams_set=FLAGS.hparams_set, data_dir=FLAGS.data_dir,
+                        hparams=FLAGS.hparams, usr_dir=FLAGS.usr_dir, strategy=strategy)
     if FLAGS.show_samples and distribution.is_chief(strategy):
         show_samples(trained.problem, trained.model, trained.spec.hparams, FLAGS.show_samples)
 

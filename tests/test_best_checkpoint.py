@@ -16,7 +16,7 @@ from t2t_lite import run_dir
 from t2t_lite.run_dir import DEV_SCORES_FILE as STATE_FILE
 from t2t_lite.training.best_checkpoint import BestCheckpoint, read_best_json
 from t2t_lite.training.dev_score import DevScore, DevScorer
-from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.run_config import RunConfig, resolve_for
 from t2t_lite.training.trainer import Trainer
 from cli_helpers import run_tool
 from small_training import small_problem
@@ -93,7 +93,7 @@ def make_trainer(output_dir, train_steps, log=lambda line: None, average_last=0,
     save_spec(str(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
     run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, eval_steps=1, save_checkpoints_steps=3,
                     log_every_steps=100, random_seed=7, memory_probe=False, **run_options)
-    return Trainer(problem, hparams, run, log=log)
+    return Trainer(problem, hparams, resolve_for(run, problem, hparams, log=log), log=log)
 
 
 def test_training_keeps_the_best_checkpoint_on_the_dev_metric_and_the_decoder_opens_it(tmp_path):

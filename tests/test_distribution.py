@@ -205,7 +205,56 @@ def test_auto_is_one_device_on_one_cpu_and_multi_worker_needs_tf_config(monkeypa
     assert distribution.cluster_tasks() == 3
 
 
+
+def test_the_worker_count_is_the_given_strategys_not_tf_configs(monkeypatch, tmp_path):
+    from small_training import TINY, small_problem
+    from t2t_lite.training.run_config import RunConfig, resolve_for
+
+    cluster = {"worker": ["host1:2222", "host2:2222"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
+    assert distribution.cluster_tasks() == 2  # what make_strategy("auto") would build a cluster from
+    assert distribution.worker_count(tf.distribute.get_strategy()) == 1
+    assert distribution.worker_count(tf.distribute.MirroredStrategy(["/cpu:0"])) == 1
+    # A run given a one-process strategy is one process, so it may have a time budget.
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), TINY)
+    run = RunConfig(output_dir=str(tmp_path), train_minutes=5.0, mixed_precision="none")
+    assert resolve_for(run, small_problem(), hparams, tf.distribute.get_strategy()).train_minutes == 5.0
+
+
+
+def test_multi_worker_asked_for_after_tensorflow_started_is_one_line(monkeypatch):
+    one_task = {"cluster": {"worker": ["127.0.0.1:2222"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(one_task))
+    tf.constant(1.0).numpy()  # the process has started TensorFlow
+    with pytest.raises(UserError, match=r"^cannot start multi_worker training in this process \(Collective ops "
+                                        r"must be configured at program startup\): choose the distribution before "
+                                        r"any TensorFlow op, e\.g\. call t2t_lite\.train first$"):
+        distribution.make_strategy("multi_worker")
+
+def worker_count_in_cluster() -> int:
+    """Run in each of a cluster's processes (TF_CONFIG set): the worker count of its MultiWorkerMirroredStrategy."""
+    return distribution.worker_count(distribution.make_strategy("multi_worker"))
+
+
+@pytest.mark.slow
+def test_a_two_worker_strategy_counts_two_workers():
+    from test_multi_worker import free_ports
+
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
+    processes = [subprocess.Popen([sys.executable, __file__, "worker_count_in_cluster"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+                                       "TF_CONFIG": json.dumps({"cluster": cluster,
+                                                                "task": {"type": "worker", "index": index}})})
+                 for index in range(2)]
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err[-3000:]
+        assert json.loads(out.strip().splitlines()[-1]) == 2
+
+
 if __name__ == "__main__":
-    case = {"mirrored_matches_one_device": mirrored_matches_one_device}[sys.argv[1]]
+    case = {"mirrored_matches_one_device": mirrored_matches_one_device,
+            "worker_count_in_cluster": worker_count_in_cluster}[sys.argv[1]]
     print(json.dumps(case()))
 

@@ -29,7 +29,7 @@ from t2t_lite.run import RunRequest
 from t2t_lite.run_dir import RunSpec, save_spec
 from t2t_lite.training import averaging
 from t2t_lite.training.loop import StopReason
-from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.run_config import RunConfig, resolve_for
 from t2t_lite.training.trainer import Trainer
 from cli_helpers import run_tool
 from small_training import TINY, small_problem
@@ -54,11 +54,13 @@ def make_trainer(output_dir, train_steps, log=lambda line: None, average_last=2,
     options = dict(eval_steps=1, save_checkpoints_steps=save_every, log_every_steps=save_every, random_seed=7,
                    memory_probe=False, eval_bleu_sentences=0)
     options.update(run_options)
-    run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, **options)
+    problem = small_problem()
+    run = resolve_for(RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps,
+                                **options), problem, hparams, log=log)
     if seconds_per_step is None:
-        return Trainer(small_problem(), hparams, run, log=log)
+        return Trainer(problem, hparams, run, log=log)
     box = {}
-    box["trainer"] = Trainer(small_problem(), hparams, run, log=log,
+    box["trainer"] = Trainer(problem, hparams, run, log=log,
                              clock=lambda: box["trainer"].step * seconds_per_step)
     return box["trainer"]
 

@@ -14,7 +14,7 @@ from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 from t2t_lite import precision
-from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.run_config import RunConfig, resolve_for
 from t2t_lite.training.trainer import Trainer
 from small_training import small_problem
 from test_losses import numpy_smoothed_loss
@@ -37,8 +37,8 @@ def make_trainer(output_dir, mixed_precision, train_steps, float32_output_projec
     run = RunConfig(output_dir=str(output_dir), train_steps=train_steps, eval_steps=4, save_checkpoints_steps=STEPS,
                     log_every_steps=1, random_seed=5, mixed_precision=mixed_precision,
                     float32_output_projection=float32_output_projection, memory_probe=False)
-    lines = []
-    return Trainer(small_problem(), tiny_hparams(), run, log=lines.append), lines
+    lines, problem, hparams = [], small_problem(), tiny_hparams()
+    return Trainer(problem, hparams, resolve_for(run, problem, hparams, log=lines.append), log=lines.append), lines
 
 
 def train_losses(lines):

@@ -4,7 +4,7 @@ import pytest
 import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config, precision
 from t2t_lite.registry import hparams_sets
-from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.run_config import RunConfig, resolve_for
 from t2t_lite.training.trainer import Trainer
 from small_training import TINY, small_problem
 
@@ -41,12 +41,17 @@ def test_cpu_flags_are_read_from_the_flags_line_and_are_empty_without_the_file(t
     assert precision.cpu_flags(str(tmp_path / "absent")) == set()
 
 
-def test_the_trainer_resolves_auto_for_this_machine_and_says_which_it_took(tmp_path):
+def auto_trainer(output_dir, log, **settings):
+    """A Trainer of TINY with --mixed_precision=auto, its settings resolved as t2t_lite.train resolves them."""
+    problem, hparams = small_problem(), config.apply_overrides(hparams_sets.get("transformer_tiny")(), TINY)
+    run = RunConfig(output_dir=str(output_dir), train_steps=1, mixed_precision="auto", memory_probe=False,
+                    eval_bleu_sentences=0, **settings)
+    return Trainer(problem, hparams, resolve_for(run, problem, hparams, log=log), log=log)
+
+
+def test_auto_is_resolved_for_this_machine_said_once_and_the_trainer_computes_in_it(tmp_path):
     lines = []
-    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), TINY)
-    trainer = Trainer(small_problem(), hparams, RunConfig(output_dir=str(tmp_path), train_steps=1,
-                                                          mixed_precision="auto", memory_probe=False,
-                                                          eval_bleu_sentences=0), log=lines.append)
+    trainer = auto_trainer(tmp_path, lines.append)
     expected = precision.resolve(precision.AUTO)
     assert trainer.run.mixed_precision == expected
     assert [line for line in lines if line.startswith("mixed precision: ")] == [
@@ -63,11 +68,7 @@ def test_float32_output_projection_under_auto_is_kept_only_when_auto_chose_mixed
                                                                                           chosen, kept):
     monkeypatch.setattr(precision, "resolve", lambda name: chosen)
     lines = []
-    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), TINY)
-    trainer = Trainer(small_problem(), hparams, RunConfig(output_dir=str(tmp_path), train_steps=1,
-                                                          mixed_precision="auto", float32_output_projection=True,
-                                                          memory_probe=False, eval_bleu_sentences=0),
-                      log=lines.append)
+    trainer = auto_trainer(tmp_path, lines.append, float32_output_projection=True)
     assert trainer.run.float32_output_projection is kept
     assert trainer.train_step.float32_output_projection is kept
     ignored = "--float32_output_projection is ignored: training runs in float32 here"

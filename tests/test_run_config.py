@@ -1,11 +1,11 @@
-"""The run's settings: checked, and resolved once by a pure function."""
+"""The run's settings: checked when made, and resolved once by a pure function into the kind the Trainer takes."""
 import dataclasses
 
 import pytest
 
 from t2t_lite.errors import UserError
 from t2t_lite.training import run_config
-from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.run_config import ResolvedRunConfig, RunConfig
 
 
 def resolve(run, dev_sentences=200, steps=100_000, auto="none", tasks=1):
@@ -54,9 +54,9 @@ def test_resolving_is_pure_and_idempotent():
      "use --mixed_precision=mixed_bfloat16 (or mixed_float16, or auto), or drop the flag"),
     (dict(warm_start_optimizer=True), "--warm_start_optimizer needs --warm_start_from"),
 ])
-def test_settings_that_cannot_work_are_one_line(settings, message):
+def test_settings_that_cannot_work_are_refused_in_one_line_when_made(settings, message):
     with pytest.raises(UserError) as error:
-        run_config.check(dataclasses.replace(RunConfig(output_dir="run"), **settings))
+        RunConfig(**{"output_dir": "run", **settings})
     assert str(error.value) == message
 
 
@@ -90,6 +90,19 @@ def test_what_needs_the_problem_or_the_cluster_is_refused_when_resolving():
     with pytest.raises(UserError) as error:
         resolve(RunConfig(output_dir="run", train_minutes=5.0), tasks=2)
     assert str(error.value) == "--train_minutes works in one process; give a multi-worker run --train_steps instead"
+
+
+def test_resolved_settings_hold_no_default_left_to_fill_and_only_resolve_makes_them():
+    resolved, _ = resolve(RunConfig(output_dir="run"))
+    assert type(resolved) is ResolvedRunConfig and isinstance(resolved, RunConfig)
+    for unresolved, names in ((dict(train_steps=None), "train_steps"),
+                              (dict(eval_bleu_sentences=None), "eval_bleu_sentences"),
+                              (dict(mixed_precision="auto"), "mixed_precision")):
+        with pytest.raises(ValueError, match=f"^{names} not resolved .*; make a ResolvedRunConfig with "
+                                             f"run_config.resolve$"):
+            dataclasses.replace(resolved, **unresolved)
+    with pytest.raises(ValueError, match="^train_steps, eval_bleu_sentences, mixed_precision not resolved"):
+        ResolvedRunConfig(output_dir="run")
 
 
 def test_settings_by_name_are_every_field_but_output_dir():

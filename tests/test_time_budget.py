@@ -23,7 +23,7 @@ from t2t_lite import run_dir
 from t2t_lite.training.averaging_schedule import (AveragingSchedule, AveragingSources, averaging_points,
                                                   averaging_steps, sources_manager)
 from t2t_lite.training.time_budget import TrainingClock
-from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.run_config import RunConfig, resolve_for
 from t2t_lite.training.loop import StopReason
 from t2t_lite.training.trainer import Trainer
 from small_training import TINY, small_problem
@@ -47,7 +47,7 @@ def make_trainer(output_dir, train_steps, log=lambda line: None, span=0.5, avera
     run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, **options)
     box = {}
     # By default time advances only with steps: evaluation and saving take no time on this clock.
-    trainer = Trainer(problem, hparams, run, log=log,
+    trainer = Trainer(problem, hparams, resolve_for(run, problem, hparams, log=log), log=log,
                       clock=clock or (lambda: box["trainer"].step * SECONDS_PER_STEP))
     box["trainer"] = trainer
     return trainer

@@ -26,7 +26,7 @@ from t2t_lite.training.steps import make_eval_step
 from t2t_lite.training.losses import projected_smoothed_cross_entropy
 from t2t_lite.training.loop import NonFiniteTrainingError
 from t2t_lite.training.dev_score import DevScorer
-from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.run_config import RunConfig, resolve_for
 from t2t_lite.training.trainer import Trainer
 from small_training import TINY, small_problem
 from checkpoint_reads import assert_every_tensor_reads
@@ -44,7 +44,7 @@ def make_trainer(output_dir, train_steps, save_every, log=lambda line: None, ave
     run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, eval_steps=2,
                     save_checkpoints_steps=save_every, log_every_steps=save_every, random_seed=7,
                     memory_probe=memory_probe, **run_options)
-    return Trainer(problem, hparams, run, log=log)
+    return Trainer(problem, hparams, resolve_for(run, problem, hparams, log=log), log=log)
 
 
 def weights(trainer):
@@ -62,6 +62,16 @@ def straight(tmp_path_factory):
     trainer.train()
     assert trainer.step == 8
     return output_dir, weights(trainer), [np.asarray(v) for v in trainer.optimizer.variables]
+
+
+def test_the_trainer_takes_only_settings_resolved_before_it(tmp_path):
+    problem = small_problem()
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), TINY)
+    given = RunConfig(mixed_precision="none", output_dir=str(tmp_path), train_steps=1, eval_bleu_sentences=0)
+    with pytest.raises(TypeError, match="^Trainer takes the settings resolved once, by run_config.resolve_for; "
+                                        "got a RunConfig$"):
+        Trainer(problem, hparams, given)
+    assert Trainer(problem, hparams, resolve_for(given, problem, hparams)).run.train_steps == 1
 
 
 def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, straight):

@@ -11,7 +11,7 @@ import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
 from t2t_lite.errors import UserError
 from t2t_lite.registry import hparams_sets
-from t2t_lite.training.run_config import RunConfig
+from t2t_lite.training.run_config import RunConfig, resolve_for
 from t2t_lite.training.checkpoints import Checkpoints
 from t2t_lite.training.trainer import Trainer
 from small_training import small_problem
@@ -22,8 +22,9 @@ def trainer(problem_name, output_dir, overrides=REVERSE_TINY, train_steps=2, **r
     """A trainer of reverse_run's model shape on a small `problem_name`, without the memory probe."""
     problem = small_problem(problem_name)
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{overrides},vocab_size={problem.vocab_size}")
-    return Trainer(problem, hparams, RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, eval_steps=4,
-                                               memory_probe=False, **run_settings), log=lambda _: None)
+    run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, eval_steps=4,
+                    memory_probe=False, **run_settings)
+    return Trainer(problem, hparams, resolve_for(run, problem, hparams), log=lambda _: None)
 
 
 def test_a_warm_started_run_starts_from_the_source_models_dev_loss_at_step_0(reverse_run, tmp_path):

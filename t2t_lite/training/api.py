@@ -1,4 +1,4 @@
-"""`t2t_lite.train`: train or resume a run from Python as t2t-lite-trainer does, on one device unless given a strategy.
+"""`t2t_lite.train`: train or resume a run from Python as t2t-lite-trainer does, on the devices the command would use.
 
     import t2t_lite
     t2t_lite.train(problem="algorithmic_reverse", hparams_set="transformer_tiny",
@@ -7,6 +7,9 @@
 
 The run directory it leaves (t2t_lite.run_dir) is the command's: hparams.json with the data_dir and usr
 dir, checkpoints, best/, averaged/, so the decoder, exporter and Translator open it without more flags.
+The command checks its flags as a RunConfig before preparing data and calls `train_run` with it; `train`
+makes the RunConfig from settings by name. Either way the settings are checked once, when the RunConfig is
+made, and resolved once, in `train_run`.
 """
 from __future__ import annotations
 
@@ -20,9 +23,12 @@ from t2t_lite.errors import UserError
 if TYPE_CHECKING:  # imported when training starts, so `import t2t_lite` stays light
     import keras
 
+    import tensorflow as tf
+
     from t2t_lite.data.problem import Problem
     from t2t_lite.run_dir import RunSpec
     from t2t_lite.training.loop import StopReason
+    from t2t_lite.training.run_config import RunConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,8 +44,9 @@ class TrainedRun:
 
 
 def train(problem: str | None = None, hparams_set: str | None = None, output_dir: str | None = None,
-          data_dir: str | None = None, hparams: str = "", usr_dir: str | None = None, strategy=None,
-          log: Callable[[str], None] = print, **settings) -> TrainedRun:
+          data_dir: str | None = None, hparams: str = "", usr_dir: str | None = None, distribution: str = "auto",
+          strategy: tf.distribute.Strategy | None = None, log: Callable[[str], None] = print,
+          **settings) -> TrainedRun:
     """Trains `problem` with `hparams_set` into output_dir; on a directory that holds a run, resumes it.
 
     Args:
@@ -49,24 +56,44 @@ def train(problem: str | None = None, hparams_set: str | None = None, output_dir
       hparams: overrides, e.g. "d_model=256,train.batch_size=2048"; a resumed run's own when empty.
       usr_dir: a package or module registering your own problems, sets or models (docs/extending.md); the run
         records it. None: a resumed run's own, else the usr dir its problem, set or model came from.
-      strategy: a tf.distribute strategy (training.distribution.make_strategy); default one device.
+      distribution: the command's --distribution (training.distribution.DISTRIBUTIONS): "auto" mirrors over
+        every GPU of the machine, as the command does.
+      strategy: your own tf.distribute strategy instead of `distribution`.
       log: where progress lines go.
       settings: t2t-lite-trainer's run flags by name (training.run_config.RunConfig): train_steps,
         train_minutes, save_checkpoints_steps, eval_steps, mixed_precision, random_seed, ...
     Raises:
       UserError: a bad setting, an unknown name, or a directory holding another run; nothing is written then.
     """
+    from t2t_lite.training import run_config
+    from t2t_lite.training.distribution import make_strategy
+
+    run = run_config.from_settings(output_dir, settings)
+    if strategy is not None and distribution != "auto":
+        raise UserError(f"give train() a distribution or a strategy, not both (got distribution={distribution!r} "
+                        f"and a {type(strategy).__name__})")
+    return train_run(run, problem, hparams_set, data_dir, hparams, usr_dir, strategy or make_strategy(distribution),
+                     log)
+
+
+def train_run(run: RunConfig, problem: str | None = None, hparams_set: str | None = None,
+              data_dir: str | None = None, hparams: str = "", usr_dir: str | None = None,
+              strategy: tf.distribute.Strategy | None = None, log: Callable[[str], None] = print) -> TrainedRun:
+    """`train` with its settings already made into a RunConfig (and so checked), run.output_dir the run directory.
+
+    Args:
+      strategy: None: TensorFlow's default (one device). The rest: as for `train`.
+    """
     import tensorflow as tf
 
-    from t2t_lite import precision, registry
+    from t2t_lite import registry
     from t2t_lite import usr_dir as usr_dirs
     from t2t_lite.run import recorded_data_dir
     from t2t_lite.run_dir import RunSpec, absolute, create_or_resume, load_spec
     from t2t_lite.training import distribution, run_config
     from t2t_lite.training.trainer import Trainer
 
-    run = run_config.from_settings(output_dir, settings)
-    run_config.check(run)
+    output_dir = run.output_dir
     saved = load_spec(output_dir)
     # The usr dir given (a moved one's new place, which the run then records), else a resumed run's own.
     usr_dir = usr_dirs.import_for_run(usr_dir, saved and saved.usr_dir)
@@ -84,11 +111,7 @@ def train(problem: str | None = None, hparams_set: str | None = None, output_dir
                                            registry.models.get(resolved.model_name))
     requested = RunSpec(problem_name, set_name, overrides, resolved, absolute(data_dir), usr_dir)
     strategy = strategy or tf.distribute.get_strategy()
-    auto = precision.resolve(precision.AUTO) if run.mixed_precision == precision.AUTO else "none"
-    run, notes = run_config.resolve(run, opened.dev_metric_sentences, requested.hparams.train.train_steps, auto,
-                                    distribution.cluster_tasks())
-    for line in notes:
-        log(line)
+    run = run_config.resolve_for(run, opened, requested.hparams, strategy, log)
     spec = create_or_resume(output_dir, requested, chief=distribution.is_chief(strategy))
     trainer = Trainer(opened, spec.hparams, run, log=log, strategy=strategy)
     reason = trainer.train()

@@ -1,8 +1,9 @@
 """Where training runs: one device, every local GPU (or logical CPU), or a cluster of machines.
 
 The strategies are tf.distribute's own; this module only chooses one by name
-and answers the two questions the trainer asks of it (how many replicas, and
-whether this process is the one that writes files).
+(reading TF_CONFIG for a cluster) and answers the questions the trainer asks
+of the strategy it is given: how many processes train, and whether this one
+writes the files.
 """
 import difflib
 import json
@@ -140,10 +141,29 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
         if not cluster_tasks():
             raise UserError("--distribution=multi_worker needs TF_CONFIG (the cluster and this task); see docs/training.md")
         read_tf_config(require_task=True)
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        try:
+            return tf.distribute.MultiWorkerMirroredStrategy()
+        except RuntimeError as error:  # t2t_lite.train called after the process ran TensorFlow ops
+            raise UserError(f"cannot start multi_worker training in this process ({error}): choose the "
+                            f"distribution before any TensorFlow op, e.g. call t2t_lite.train first") from None
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(local_devices())
     return tf.distribute.get_strategy()
+
+
+def worker_count(strategy: tf.distribute.Strategy | None) -> int:
+    """How many processes train together under strategy: the tasks of its cluster; 1 without a cluster.
+
+    Read from the strategy, not TF_CONFIG: a run given its own strategy trains as that strategy says.
+
+    Args:
+      strategy: None means TensorFlow's default strategy (one process).
+    """
+    resolver = strategy.cluster_resolver if strategy is not None else None
+    if resolver is None:
+        return 1
+    cluster = resolver.cluster_spec()
+    return max(1, sum(cluster.num_tasks(job) for job in cluster.jobs))
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

@@ -1,11 +1,14 @@
-"""How a run trains (not what it trains): the trainer's settings, checked and resolved once.
+"""How a run trains (not what it trains): the trainer's settings, checked when made and resolved once.
 
 RunConfig's fields are t2t-lite-trainer's run flags by their flag names, so
 the command maps flags onto it by name and `t2t_lite.train(**settings)`
-takes the same names. `resolve` turns the settings as given (None for "the
-default") into the ones the run uses, by a pure function of what it needs
-to know: the problem's dev-metric default, the set's train_steps, what "auto"
-precision means on this machine and how many processes train.
+takes the same names. A RunConfig is checked when it is made (`check`).
+`resolve` turns the settings as given (None for "the default") into a
+ResolvedRunConfig, the only kind the Trainer takes, by a pure function of
+what it needs to know: the problem's dev-metric default, the set's
+train_steps, what "auto" precision means on this machine and how many
+processes train; `resolve_for` reads those from the problem, the hparams and
+the strategy.
 """
 import dataclasses
 
@@ -64,9 +67,29 @@ class RunConfig:
     # With warm_start_from, also take the source's Adam moments (the step and schedule restart either way).
     warm_start_optimizer: bool = False
 
+    def __post_init__(self):
+        check(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedRunConfig(RunConfig):
+    """The settings a run trains with: every default filled in for its problem, set, machine and strategy.
+
+    Made by `resolve` alone, from a RunConfig checked when it was made, so it is not checked again; it
+    holds no None where RunConfig has defaults to fill in, and no "auto" precision.
+    """
+
+    def __post_init__(self):
+        unresolved = [name for name in ("train_steps", "eval_bleu_sentences") if getattr(self, name) is None]
+        if self.mixed_precision not in precision.PRECISIONS:
+            unresolved.append("mixed_precision")
+        if unresolved:
+            raise ValueError(f"{', '.join(unresolved)} not resolved (got {self}); make a ResolvedRunConfig with "
+                             f"run_config.resolve")
+
     @property
     def tracked_metric(self) -> str:
-        """best_checkpoint_metric with its default resolved (eval_bleu_sentences must be resolved first)."""
+        """What chooses the best checkpoint: best_checkpoint_metric, else "bleu" when the run decodes dev sentences."""
         return self.best_checkpoint_metric or ("bleu" if self.eval_bleu_sentences > 0 else "loss")
 
 
@@ -75,7 +98,7 @@ SETTINGS = tuple(field.name for field in dataclasses.fields(RunConfig) if field.
 
 
 def from_settings(output_dir: str, settings: dict) -> RunConfig:
-    """A RunConfig from settings by name; an unknown name is a UserError listing the known ones."""
+    """A RunConfig from settings by name, checked; an unknown name is a UserError listing the known ones."""
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
         raise UserError(f"unknown training setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
@@ -84,7 +107,8 @@ def from_settings(output_dir: str, settings: dict) -> RunConfig:
 
 
 def check(run: RunConfig) -> None:
-    """Settings that cannot work, whatever the problem and machine; checked before anything is written."""
+    """Settings that cannot work, whatever the problem and machine: what making a RunConfig checks, before anything
+    is written."""
     if not run.output_dir:
         raise UserError("--output_dir is required")
     for name in ("train_steps", "save_checkpoints_steps", "keep_checkpoint_max", "log_every_steps",
@@ -113,31 +137,52 @@ def check(run: RunConfig) -> None:
 
 
 def resolve(run: RunConfig, dev_metric_sentences: int, default_train_steps: int, auto_precision: str,
-            cluster_tasks: int = 1) -> tuple[RunConfig, list[str]]:
+            workers: int = 1) -> tuple[ResolvedRunConfig, list[str]]:
     """The settings this run trains with, every default filled in, and lines worth telling the user.
 
     Args:
-      run: as given (checked with `check`).
+      run: as given (checked when it was made).
       dev_metric_sentences: the problem's default for eval_bleu_sentences.
       default_train_steps: the hparams set's train.train_steps.
       auto_precision: what "auto" precision means on this machine (precision.resolve).
-      cluster_tasks: processes training together (a time budget needs exactly one).
+      workers: processes training together (a time budget needs exactly one).
     """
-    check(run)
     notes = []
-    run = dataclasses.replace(
-        run, train_steps=run.train_steps or default_train_steps,
-        eval_bleu_sentences=dev_metric_sentences if run.eval_bleu_sentences is None else run.eval_bleu_sentences)
-    if run.tracked_metric == "bleu" and run.eval_bleu_sentences < 1:
+    eval_bleu_sentences = dev_metric_sentences if run.eval_bleu_sentences is None else run.eval_bleu_sentences
+    if run.best_checkpoint_metric == "bleu" and eval_bleu_sentences < 1:
         raise UserError("the best checkpoint can be chosen on the dev metric only when it is computed: "
                         "set --eval_bleu_sentences=N (N > 0), or --best_checkpoint_metric=loss")
-    if run.train_minutes and cluster_tasks > 1:
+    if run.train_minutes and workers > 1:
         # Each worker's clock would end its run at a different step.
         raise UserError("--train_minutes works in one process; give a multi-worker run --train_steps instead")
-    if run.mixed_precision == precision.AUTO:
-        run = dataclasses.replace(run, mixed_precision=auto_precision)
+    mixed_precision, float32_output_projection = run.mixed_precision, run.float32_output_projection
+    if mixed_precision == precision.AUTO:
+        mixed_precision = auto_precision
         notes.append(precision.describe_auto(auto_precision))
-        if run.float32_output_projection and auto_precision == "none":
+        if float32_output_projection and auto_precision == "none":
             notes.append("--float32_output_projection is ignored: training runs in float32 here")
-            run = dataclasses.replace(run, float32_output_projection=False)
-    return run, notes
+            float32_output_projection = False
+    fields = {**{field.name: getattr(run, field.name) for field in dataclasses.fields(RunConfig)},
+              "train_steps": run.train_steps or default_train_steps, "eval_bleu_sentences": eval_bleu_sentences,
+              "mixed_precision": mixed_precision, "float32_output_projection": float32_output_projection}
+    return ResolvedRunConfig(**fields), notes
+
+
+def resolve_for(run: RunConfig, problem, hparams, strategy=None, log=print) -> ResolvedRunConfig:
+    """`resolve` with what it needs read from the problem, the hparams, this machine and the strategy.
+
+    Args:
+      problem: the run's Problem (its dev_metric_sentences).
+      hparams: the run's HParams (train.train_steps).
+      strategy: the tf.distribute strategy the run trains under, which says how many processes train;
+        None: TensorFlow's default (one process).
+      log: receives the lines worth telling the user (what "auto" precision chose).
+    """
+    from t2t_lite.training import distribution
+
+    auto = precision.resolve(precision.AUTO) if run.mixed_precision == precision.AUTO else "none"
+    resolved, notes = resolve(run, problem.dev_metric_sentences, hparams.train.train_steps, auto,
+                              distribution.worker_count(strategy))
+    for line in notes:
+        log(line)
+    return resolved

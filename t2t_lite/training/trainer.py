@@ -1,8 +1,8 @@
 """The Trainer: one run directory's model, optimizer and data, put together with the loop's parts.
 
-The parts: run_config (the settings, resolved once), checkpoints (restore with fallback, save, averaging
-sources), loop (updates until a stop rule says why the run ends), evaluator (dev loss, dev metric, best
-checkpoint, patience). What is left here is building the model and steps under the strategy and
+The parts: run_config (the settings, resolved once before the Trainer is made), checkpoints (restore
+with fallback, save, averaging sources), loop (updates until a stop rule says why the run ends),
+evaluator (dev loss, dev metric, best checkpoint, patience). What is left here is building the model and steps under the strategy and
 precision, and the end of a run.
 """
 import os
@@ -46,22 +46,22 @@ class Trainer:
     Args:
       problem: where the examples come from.
       hparams: the resolved hparams (vocab_size set).
-      run: the run's settings (RunConfig); resolved here by run_config.resolve.
+      run: the run's settings, resolved for this problem, hparams and strategy (run_config.resolve_for).
       log: where progress lines go.
-      strategy: from distribution.make_strategy; default TensorFlow's default (one device).
+      strategy: from distribution.make_strategy; default TensorFlow's default (one device). How many
+        processes train is read from it.
       clock: the monotonic clock the time budget is counted with (tests pass their own).
     """
 
-    def __init__(self, problem: Problem, hparams: HParams, run: run_config.RunConfig, log=print,
+    def __init__(self, problem: Problem, hparams: HParams, run: run_config.ResolvedRunConfig, log=print,
                  strategy: tf.distribute.Strategy | None = None, clock: Callable[[], float] = time.monotonic):
-        auto = precision.resolve(precision.AUTO) if run.mixed_precision == precision.AUTO else "none"
-        self.run, notes = run_config.resolve(run, problem.dev_metric_sentences, hparams.train.train_steps, auto,
-                                             distribution.cluster_tasks())
-        for line in notes:
-            log(line)
-        self.problem, self.hparams, self.log = problem, hparams, log
+        if not isinstance(run, run_config.ResolvedRunConfig):
+            raise TypeError(f"Trainer takes the settings resolved once, by run_config.resolve_for; got a "
+                            f"{type(run).__name__}")
+        self.run, self.problem, self.hparams, self.log = run, problem, hparams, log
         self.strategy = strategy or tf.distribute.get_strategy()
         self.is_chief = distribution.is_chief(self.strategy)
+        self.workers = distribution.worker_count(self.strategy)
         self.clock = TrainingClock(clock)
         self.pace = PaceRecord()  # checkpointed with the clock: a resumed run plans its last step as before
         keras.utils.set_random_seed(self.run.random_seed)
@@ -200,7 +200,7 @@ class Trainer:
             reason = loop.run(lambda vote: self.train_step(iterator, vote), lambda: self.step, rules,
                               self.run.save_checkpoints_steps, self.run.log_every_steps,
                               loop.Hooks(updated, logged, checkpointed, skipped), stop,
-                              several_workers=distribution.cluster_tasks() > 1)
+                              several_workers=self.workers > 1)
         if reason in (StopReason.SIGNAL, StopReason.EARLY_STOPPING):
             if averaging is not None:  # the step a stop vote came with can cross a point
                 averaging.save_if_due(self._averaging_position(), self.step)
