@@ -244,5 +244,8 @@ def export_requested(request: ExportRequest, log: Callable[[str], None]) -> str:
     quantization = request.quantization or "none"
     check_quantization(quantization)
     run = open_run(request.run)
+    if run.decode_hparams.constrained_decoding:
+        raise UserError("--constrained_decoding is for runs and SavedModels: CTranslate2 searches freely; export "
+                        "with --noconstrained_decoding, or as a SavedModel")
     log(f"converting {run.checkpoint} for CTranslate2 ({quantization} weights)")
     return export_ctranslate2(run, request.export_dir, request.model_name, quantization)

@@ -19,6 +19,7 @@ from t2t_lite import precision
 from t2t_lite.config import DecodeHParams, ModelHParams
 from t2t_lite.data.problem import Problem
 from t2t_lite.data.vocabulary import Vocabulary
+from t2t_lite.decoding.constraints import problem_constraint
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
 from t2t_lite.export.export_dir import CTRANSLATE2, FORMATS, SAVED_MODEL, VOCAB_ASSET
@@ -76,7 +77,8 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
     decode = run.decode_hparams
     check_lengths(run.spec.hparams.model, decode, max_input_length)
     vocabulary = text_vocabulary(run.problem, run.problem_name)
-    module = ServingModule(run.model, vocabulary, decode, max_input_length)
+    module = ServingModule(run.model, vocabulary, decode, max_input_length,
+                           constraint=problem_constraint(run.problem, decode))
     model_dir = layout.make_model_dir(request.export_dir, model_name)
     exported = dataclasses.replace(run.spec, problem=run.problem_name,
                                    hparams=dataclasses.replace(run.spec.hparams, decode=decode))

@@ -24,6 +24,7 @@ import tensorflow as tf
 from t2t_lite.config import DecodeHParams
 from t2t_lite.data.problem import EOS_ID, PAD_ID
 from t2t_lite.data.vocabulary import Vocabulary
+from t2t_lite.decoding.constraints import OutputConstraint
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.ops.kernel_layout import IN_OUT
 from t2t_lite.ops.matmul_threads import MATMUL
@@ -50,9 +51,12 @@ class ServingModule(tf.Module):
       vocabulary: the problem's Vocabulary (its tf-text tokenizer is saved in the graph).
       decode_hparams: beam_size, alpha and extra_length, fixed in the export.
       max_input_length: most source ids, EOS included, that are decoded (>= 2).
+      constraint: the problem's OutputConstraint when decode_hparams.constrained_decoding, traced into both
+        signatures; None decodes freely.
     """
 
-    def __init__(self, model, vocabulary: Vocabulary, decode_hparams: DecodeHParams, max_input_length: int):
+    def __init__(self, model, vocabulary: Vocabulary, decode_hparams: DecodeHParams, max_input_length: int,
+                 constraint: OutputConstraint | None = None):
         super().__init__(name="t2t_lite_serving")
         if max_input_length < 2:
             raise ValueError(f"max_input_length must be at least 2 (one token and EOS), got {max_input_length}")
@@ -66,7 +70,7 @@ class ServingModule(tf.Module):
         # here rather than build a second tokenizer that could drift from it.
         self.tokenizer = vocabulary.tokenizer
         self._vocabulary = vocabulary
-        self._decoder = Decoder(model, decode_hparams, EXPORT_STEP_MATMUL)
+        self._decoder = Decoder(model, decode_hparams, EXPORT_STEP_MATMUL, constraint=constraint)
         self._beam_size = decode_hparams.beam_size
         self._max_input_length = max_input_length
         # No Python control flow on tensors here (tf.cond is explicit), so no autograph.
