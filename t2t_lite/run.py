@@ -8,7 +8,6 @@ the model, apply and check the decode settings asked for, and restore the
 model in the precision asked for.
 """
 import dataclasses
-import os
 
 import keras
 import tensorflow as tf
@@ -18,10 +17,11 @@ from t2t_lite.config import DecodeHParams
 from t2t_lite.data.problem import Problem
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
-from t2t_lite.run_dir import AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, RunSpec, load_spec
 
-# What RunRequest.checkpoint may name inside a run directory.
-CHECKPOINT_CHOICES = ("averaged", "best", "latest")
+# Finding the checkpoint and its spec is the run directory's (training's warm start does it too); these names
+# stay importable from here, where the decoding side has always found them.
+from t2t_lite.run_dir import CHECKPOINT_CHOICES  # noqa: F401
+from t2t_lite.run_dir import RunSpec, find_checkpoint, recorded_data_dir, spec_beside
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,56 +104,6 @@ def open_run(request: RunRequest, ensemble: bool = False) -> OpenedRun:
     decode = decode_hparams(spec.hparams.decode, request)
     models = [restore_model(s, c, request.mixed_precision) for s, c in zip(specs, checkpoints)]
     return OpenedRun(tuple(checkpoints), spec, problem_name, problem, decode, tuple(models))
-
-
-def recorded_data_dir(spec: RunSpec, checkpoint: str) -> str | None:
-    """The data_dir the run of `checkpoint` trained on, checked to be still there."""
-    if spec.data_dir and not os.path.isdir(spec.data_dir):
-        raise UserError(f"the run of {checkpoint!r} trained on --data_dir {spec.data_dir!r}, which no longer "
-                        f"exists; pass --data_dir=<where its data is now>")
-    return spec.data_dir
-
-
-def find_checkpoint(output_dir: str | None, checkpoint_path: str | None, choice: str | None = None) -> str:
-    """The checkpoint to open.
-
-    An explicit checkpoint_path wins; otherwise `choice` in output_dir:
-    "averaged" (what training or t2t-lite-avg-checkpoints wrote), "best" (the
-    best on the dev metric so far), "latest" (the newest); None picks the
-    averaged checkpoint if there is one (the paper decodes from it), else the newest.
-    """
-    if checkpoint_path:
-        if not tf.io.gfile.exists(checkpoint_path + ".index"):
-            raise UserError(f"no checkpoint at --checkpoint_path {checkpoint_path!r} "
-                            f"(expected {checkpoint_path}.index)")
-        return checkpoint_path
-    if not output_dir:
-        raise UserError("give --output_dir (a training run) or --checkpoint_path")
-    if choice is not None and choice not in CHECKPOINT_CHOICES:
-        raise UserError(f"--checkpoint must be one of {', '.join(CHECKPOINT_CHOICES)}; got {choice!r} "
-                        f"(a path goes in --checkpoint_path)")
-    subdirs = {None: (AVERAGED_SUBDIR, ""), "averaged": (AVERAGED_SUBDIR,), "best": (BEST_SUBDIR,),
-               "latest": ("",)}[choice]
-    for subdir in subdirs:
-        latest = tf.train.latest_checkpoint(os.path.join(output_dir, subdir))
-        if latest:
-            return latest
-    if choice is None:
-        raise UserError(f"no checkpoint in --output_dir {output_dir!r}; train first or pass --checkpoint_path")
-    where = os.path.join(output_dir, subdirs[0])
-    raise UserError(f"no {choice} checkpoint in --output_dir {output_dir!r} (looked in {where!r}); "
-                    f"pick another --checkpoint")
-
-
-def spec_beside(checkpoint: str, hparams_set: str | None) -> RunSpec:
-    """The hparams.json beside the checkpoint, checked against an explicitly requested set."""
-    spec = load_spec(os.path.dirname(checkpoint))
-    if spec is None:
-        raise UserError(f"no {HPARAMS_FILE} beside {checkpoint!r}: it is not a t2t-lite run directory")
-    if hparams_set and hparams_set != spec.hparams_set:
-        raise UserError(f"checkpoint {checkpoint!r} was trained with hparams set {spec.hparams_set!r}, "
-                        f"not {hparams_set!r}; drop --hparams_set or pick the matching checkpoint")
-    return spec
 
 
 def check_vocab_size(data_vocab_size: int, model_vocab_size: int, data_dir: str | None) -> None:

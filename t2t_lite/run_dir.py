@@ -10,7 +10,10 @@
       averaged/           the mean of the last checkpoints, with averaged.json and hparams.json
       average_sources/    the end-of-run checkpoints averaged under train.average_span
 
-This module is the only one that knows those names. hparams.json records
+This module is the only one that knows those names: the rest of the library
+reaches them through RunDir, and finds checkpoints with `find_checkpoint`.
+best/ and averaged/ are run directories of their own (a checkpoint beside
+hparams.json), so a decoder opens them as it opens the run. hparams.json records
 which problem and hparams set built the checkpoints, so a later command
 rebuilds the model from it instead of trusting its own flags, and where the
 data and the user's registrations (--usr_dir) were, so it needs neither flag
@@ -28,12 +31,74 @@ from t2t_lite.files import atomic_write_text, ensure_writable_dir
 
 HPARAMS_FILE = "hparams.json"
 CHECKPOINT_NAME = "ckpt"  # checkpoints are <dir>/ckpt-<step>
+CHECKPOINT_STATE_FILE = "checkpoint"  # TensorFlow's list of a directory's checkpoints
 AVERAGED_SUBDIR = "averaged"
 BEST_SUBDIR = "best"
 BEST_FILE = "best.json"  # in best/: the best checkpoint's step and scores
+AVERAGED_FILE = "averaged.json"  # in averaged/ (or t2t-lite-avg-checkpoints' --destination_dir): its sources
 SOURCES_SUBDIR = "average_sources"
 DEV_SCORES_FILE = "dev_scores.json"
 TRAIN_LOGS, EVAL_LOGS = "train", "eval"
+# Which checkpoint of a run directory `find_checkpoint` may be asked for.
+CHECKPOINT_CHOICES = ("averaged", "best", "latest")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDir:
+    """The paths of one run directory (the layout above), and the checkpoints in it.
+
+    best/, averaged/ and average_sources/ are RunDirs too: each holds ckpt-<step> files and its own
+    `checkpoint` list (and, but average_sources/, an hparams.json).
+    """
+
+    path: str
+
+    @property
+    def spec_file(self) -> str:
+        return os.path.join(self.path, HPARAMS_FILE)
+
+    @property
+    def checkpoint_state_file(self) -> str:
+        return os.path.join(self.path, CHECKPOINT_STATE_FILE)
+
+    def checkpoint_prefix(self, step: int) -> str:
+        """Where the checkpoint of `step` is (or goes): <path>/ckpt-<step>."""
+        return os.path.join(self.path, f"{CHECKPOINT_NAME}-{step}")
+
+    def latest_checkpoint(self) -> str | None:
+        """The newest checkpoint the directory's `checkpoint` list names; None when there is none."""
+        import tensorflow as tf  # here: reading a spec (a CTranslate2 export's) needs no TensorFlow
+
+        return tf.train.latest_checkpoint(self.path)
+
+    @property
+    def best(self) -> "RunDir":
+        return RunDir(os.path.join(self.path, BEST_SUBDIR))
+
+    @property
+    def best_file(self) -> str:
+        return os.path.join(self.path, BEST_SUBDIR, BEST_FILE)
+
+    @property
+    def averaged(self) -> "RunDir":
+        return RunDir(os.path.join(self.path, AVERAGED_SUBDIR))
+
+    @property
+    def averaged_file(self) -> str:
+        """averaged.json, in a directory holding an averaged checkpoint (averaged/, or a --destination_dir)."""
+        return os.path.join(self.path, AVERAGED_FILE)
+
+    @property
+    def average_sources(self) -> "RunDir":
+        return RunDir(os.path.join(self.path, SOURCES_SUBDIR))
+
+    @property
+    def dev_scores_file(self) -> str:
+        return os.path.join(self.path, DEV_SCORES_FILE)
+
+    def logs(self, name: str) -> str:
+        """The TensorBoard log directory `name` (TRAIN_LOGS or EVAL_LOGS)."""
+        return os.path.join(self.path, name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,12 +123,12 @@ def spec_json(spec: RunSpec, **extra) -> str:
 
 def save_spec(directory: str, spec: RunSpec) -> None:
     """Writes spec as directory/hparams.json, atomically."""
-    atomic_write_text(os.path.join(directory, HPARAMS_FILE), spec_json(spec))
+    atomic_write_text(RunDir(directory).spec_file, spec_json(spec))
 
 
 def load_spec(directory: str) -> RunSpec | None:
     """The RunSpec saved in directory, or None if there is none yet."""
-    path = os.path.join(directory, HPARAMS_FILE)
+    path = RunDir(directory).spec_file
     if not os.path.exists(path):
         return None
     try:
@@ -132,6 +197,57 @@ def check_matches(saved: RunSpec, requested: RunSpec, output_dir: str) -> None:
         changed = ", ".join(f"{k}: {old[k]} -> {new[k]}" for k in sorted(old) if old[k] != new[k])
         raise UserError(f"--output_dir {output_dir!r} was trained with other hparams ({changed}); "
                         f"use a new --output_dir or the original --hparams")
+
+
+def find_checkpoint(output_dir: str | None, checkpoint_path: str | None, choice: str | None = None) -> str:
+    """The checkpoint to open.
+
+    An explicit checkpoint_path wins; otherwise `choice` in output_dir:
+    "averaged" (what training or t2t-lite-avg-checkpoints wrote), "best" (the
+    best on the dev metric so far), "latest" (the newest); None picks the
+    averaged checkpoint if there is one (the paper decodes from it), else the newest.
+    """
+    import tensorflow as tf
+
+    if checkpoint_path:
+        if not tf.io.gfile.exists(checkpoint_path + ".index"):
+            raise UserError(f"no checkpoint at --checkpoint_path {checkpoint_path!r} "
+                            f"(expected {checkpoint_path}.index)")
+        return checkpoint_path
+    if not output_dir:
+        raise UserError("give --output_dir (a training run) or --checkpoint_path")
+    if choice is not None and choice not in CHECKPOINT_CHOICES:
+        raise UserError(f"--checkpoint must be one of {', '.join(CHECKPOINT_CHOICES)}; got {choice!r} "
+                        f"(a path goes in --checkpoint_path)")
+    run = RunDir(output_dir)
+    places = {None: (run.averaged, run), "averaged": (run.averaged,), "best": (run.best,), "latest": (run,)}[choice]
+    for place in places:
+        latest = place.latest_checkpoint()
+        if latest:
+            return latest
+    if choice is None:
+        raise UserError(f"no checkpoint in --output_dir {output_dir!r}; train first or pass --checkpoint_path")
+    raise UserError(f"no {choice} checkpoint in --output_dir {output_dir!r} (looked in {places[0].path!r}); "
+                    f"pick another --checkpoint")
+
+
+def spec_beside(checkpoint: str, hparams_set: str | None) -> RunSpec:
+    """The hparams.json beside the checkpoint, checked against an explicitly requested set."""
+    spec = load_spec(os.path.dirname(checkpoint))
+    if spec is None:
+        raise UserError(f"no {HPARAMS_FILE} beside {checkpoint!r}: it is not a t2t-lite run directory")
+    if hparams_set and hparams_set != spec.hparams_set:
+        raise UserError(f"checkpoint {checkpoint!r} was trained with hparams set {spec.hparams_set!r}, "
+                        f"not {hparams_set!r}; drop --hparams_set or pick the matching checkpoint")
+    return spec
+
+
+def recorded_data_dir(spec: RunSpec, checkpoint: str) -> str | None:
+    """The data_dir the run of `checkpoint` trained on, checked to be still there."""
+    if spec.data_dir and not os.path.isdir(spec.data_dir):
+        raise UserError(f"the run of {checkpoint!r} trained on --data_dir {spec.data_dir!r}, which no longer "
+                        f"exists; pass --data_dir=<where its data is now>")
+    return spec.data_dir
 
 
 def checkpoint_step(checkpoint_path: str) -> int:

@@ -1,5 +1,6 @@
 """Imports flow one way: the library below problems/, hparams/ and bin/; inside it, decoding/ below the
-Translator, the Translator below the line-I/O commands, training below neither.
+Translator, the Translator below the line-I/O commands, training below all three and below run.py (opening a
+run to decode it), whose run-directory reading it shares through run_dir.py.
 
 Every import of every module is read with `ast`, those inside functions included (lazy imports hid a circle once).
 The registry finds the bundled problems and sets by name at its first lookup (importlib), not by an import.
@@ -10,7 +11,7 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "t2t_lite"
-TRANSLATOR, LINE_IO = "t2t_lite.translator", "t2t_lite.lines"
+TRANSLATOR, LINE_IO, OPEN_RUN = "t2t_lite.translator", "t2t_lite.lines", "t2t_lite.run"
 # What sits above the library (installed as t2t_lite.problems, .hparams and .bin) and absl's flags, which only
 # the commands parse.
 ABOVE_THE_LIBRARY = ("t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.bin", "absl.flags")
@@ -20,7 +21,7 @@ FORBIDDEN = {
     ".": ABOVE_THE_LIBRARY,
     "decoding": (TRANSLATOR, LINE_IO),
     "translator.py": (LINE_IO,),
-    "training": (TRANSLATOR, LINE_IO, "t2t_lite.bin"),
+    "training": (TRANSLATOR, LINE_IO, OPEN_RUN, "t2t_lite.bin"),
 }
 
 
@@ -75,6 +76,9 @@ def make_library(root: pathlib.Path) -> None:
     "from t2t_lite import translator\n",
     "from .. import lines\n",  # relative
     "from t2t_lite.bin.run_flags import run_request\n",
+    "from t2t_lite.run import find_checkpoint\n",
+    "def lazy():\n    from t2t_lite import run\n",
+    "from ..run import recorded_data_dir\n",  # relative
 ])
 def test_the_check_finds_a_planted_import(tmp_path, code):
     make_library(tmp_path)
@@ -101,6 +105,13 @@ def test_the_check_finds_the_translator_reading_lines_and_the_library_reading_wh
     planted.write_text(code, encoding="utf-8")
     found = violations(tmp_path, FORBIDDEN)
     assert f"{path}: imports {name}" in found and {line.split(":")[0] for line in found} == {path}
+
+
+def test_the_check_lets_training_read_the_run_directory(tmp_path):
+    make_library(tmp_path)
+    (tmp_path / "training" / "fine.py").write_text(
+        "from t2t_lite.run_dir import find_checkpoint\nfrom t2t_lite import run_dir\n", encoding="utf-8")
+    assert violations(tmp_path, FORBIDDEN) == []
 
 
 def test_the_check_lets_allowed_imports_through(tmp_path):

@@ -88,8 +88,7 @@ def train_run(run: RunConfig, problem: str | None = None, hparams_set: str | Non
 
     from t2t_lite import registry
     from t2t_lite import usr_dir as usr_dirs
-    from t2t_lite.run import recorded_data_dir
-    from t2t_lite.run_dir import RunSpec, absolute, create_or_resume, load_spec
+    from t2t_lite.run_dir import RunSpec, absolute, create_or_resume, load_spec, recorded_data_dir
     from t2t_lite.training import distribution, run_config
     from t2t_lite.training.trainer import Trainer
 

@@ -34,13 +34,9 @@ from t2t_lite.config import TrainHParams
 from t2t_lite.errors import UserError
 from t2t_lite.files import storage_fault, storage_fault_text
 from t2t_lite.models import build_model
-from t2t_lite.run_dir import (AVERAGED_SUBDIR, HPARAMS_FILE, SOURCES_SUBDIR, RunSpec, checkpoint_step, load_spec,
-                              spec_json)
+from t2t_lite.run_dir import AVERAGED_FILE, HPARAMS_FILE, RunDir, RunSpec, checkpoint_step, load_spec, spec_json
 from t2t_lite.training.checkpoint_dir import write_model_dir
 from t2t_lite.training.signals import StopRequest, stop_on_signals
-
-# Written into every averaged directory; only a directory holding it is ever replaced.
-PROVENANCE_FILE = "averaged.json"
 
 
 class _Interrupted(Exception):
@@ -101,7 +97,7 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
     spec = load_spec(output_dir)
     if spec is None:
         raise UserError(f"no {HPARAMS_FILE} in {output_dir!r}: it is not a t2t-lite run directory")
-    destination = destination_dir or os.path.join(output_dir, AVERAGED_SUBDIR)
+    destination = destination_dir or RunDir(output_dir).averaged.path
     _check_replaceable(destination, output_dir)
     shortfall = f" (asked for {last_n}, only {len(paths)} present)" if len(paths) < last_n else ""
     where = f" of {checkpoint_dir}" if checkpoint_dir else ""
@@ -141,7 +137,7 @@ def average_after_training(output_dir: str, last_n: int, log: Callable[[str], No
     """
     if last_n <= 0:
         return None
-    destination = os.path.join(output_dir, AVERAGED_SUBDIR)
+    destination = RunDir(output_dir).averaged.path
     with stop_on_signals() as stop:
         try:
             result = average_checkpoints(output_dir, last_n, log=log, checkpoint_dir=checkpoint_dir, stop=stop)
@@ -169,22 +165,22 @@ def finish_averaging(output_dir: str, train: TrainHParams, log: Callable[[str], 
     """
     if train.average_last_checkpoints <= 0:
         return None
-    sources = os.path.join(output_dir, SOURCES_SUBDIR) if train.average_span > 0 else None
+    run = RunDir(output_dir)
+    sources = run.average_sources.path if train.average_span > 0 else None
     try:
         paths = checkpoints_to_average(sources or output_dir, train.average_last_checkpoints)
     except UserError:
         return None  # no checkpoint: nothing was trained
-    if _averaged_sources(os.path.join(output_dir, AVERAGED_SUBDIR)) == _relative(paths, output_dir):
+    if _averaged_sources(run.averaged.path) == _relative(paths, output_dir):
         return None
-    log(f"training ended in an earlier run, which did not write {os.path.join(output_dir, AVERAGED_SUBDIR)}: "
-        f"averaging now")
+    log(f"training ended in an earlier run, which did not write {run.averaged.path}: averaging now")
     return average_after_training(output_dir, train.average_last_checkpoints, log, sources)
 
 
 def _averaged_sources(destination: str) -> list[str] | None:
     """The checkpoints (relative to the run directory) an averaged directory was made from; None without one."""
     try:
-        with open(os.path.join(destination, PROVENANCE_FILE), encoding="utf-8") as f:
+        with open(RunDir(destination).averaged_file, encoding="utf-8") as f:
             return json.load(f)["checkpoints"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -249,7 +245,8 @@ def _check_replaceable(destination: str, output_dir: str) -> None:
         raise UserError(f"--destination_dir {destination!r} would replace the run directory {output_dir!r}")
     if os.path.exists(dest) and not os.path.isdir(dest):
         raise UserError(f"--destination_dir {destination!r} exists and is not a directory")
-    if os.path.isdir(dest) and os.listdir(dest) and not os.path.exists(os.path.join(dest, PROVENANCE_FILE)):
+    # Only a directory holding averaged.json is ever replaced.
+    if os.path.isdir(dest) and os.listdir(dest) and not os.path.exists(RunDir(dest).averaged_file):
         raise UserError(f"--destination_dir {destination!r} holds files that are not an averaged checkpoint; "
                         "choose an empty or new directory")
 
@@ -260,4 +257,4 @@ def _save_atomically(model: keras.Model, spec: RunSpec, output_dir: str, sources
     step = checkpoint_step(sources[-1])
     provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": _relative(sources, output_dir)}
     return write_model_dir(model, destination, step, {HPARAMS_FILE: spec_json(spec),
-                                                      PROVENANCE_FILE: json.dumps(provenance, indent=2) + "\n"})
+                                                      AVERAGED_FILE: json.dumps(provenance, indent=2) + "\n"})

@@ -7,11 +7,10 @@ beside, not among, the regular checkpoints, so keep_checkpoint_max never deletes
 own manager keeps the newest `average_last_checkpoints`.
 """
 import math
-import os
 
 import tensorflow as tf
 
-from t2t_lite.run_dir import checkpoint_step
+from t2t_lite.run_dir import CHECKPOINT_NAME, RunDir, checkpoint_step
 from t2t_lite.training.progress import clock
 
 
@@ -115,6 +114,6 @@ def sources_manager(checkpoint: tf.train.Checkpoint, directory: str, count: int,
                     all_model_checkpoint_timestamps=[times[p] for p in kept],
                     last_preserved_timestamp=state.last_preserved_timestamp)
             else:
-                tf.io.gfile.remove(os.path.join(directory, "checkpoint"))
-    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=count, checkpoint_name="ckpt")
+                tf.io.gfile.remove(RunDir(directory).checkpoint_state_file)
+    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=count, checkpoint_name=CHECKPOINT_NAME)
 

@@ -21,7 +21,7 @@ import keras
 import tensorflow as tf
 
 from t2t_lite.files import atomic_write_text
-from t2t_lite.run_dir import BEST_FILE, BEST_SUBDIR, DEV_SCORES_FILE, HPARAMS_FILE
+from t2t_lite.run_dir import BEST_FILE, HPARAMS_FILE, RunDir
 from t2t_lite.training.checkpoint_dir import write_model_dir
 
 
@@ -53,7 +53,7 @@ class BestCheckpoint:
     def __init__(self, output_dir: str, higher_is_better: bool, patience: int = 0,
                  log: Callable[[str], None] = print):
         self.output_dir, self.higher_is_better, self.patience, self.log = output_dir, higher_is_better, patience, log
-        self.best_dir = os.path.join(output_dir, BEST_SUBDIR)
+        self.best_dir = RunDir(output_dir).best.path
         self.state = load_state(output_dir)
 
     @property
@@ -99,7 +99,7 @@ class BestCheckpoint:
         else:
             state.evaluations_without_improvement += 1
         state.evaluations.append({"step": step, **{k: float(v) for k, v in scores.items()}})
-        atomic_write_text(os.path.join(self.output_dir, DEV_SCORES_FILE),
+        atomic_write_text(RunDir(self.output_dir).dev_scores_file,
                           json.dumps(dataclasses.asdict(state), indent=2) + "\n")
         return improved
 
@@ -110,7 +110,7 @@ class BestCheckpoint:
 
 def load_state(output_dir: str) -> BestState:
     """dev_scores.json of output_dir (a fresh BestState if absent), its best taken from best/best.json if newer."""
-    path = os.path.join(output_dir, DEV_SCORES_FILE)
+    path = RunDir(output_dir).dev_scores_file
     state = BestState()
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
@@ -125,7 +125,7 @@ def load_state(output_dir: str) -> BestState:
 
 def read_best_json(output_dir: str) -> dict | None:
     """best/best.json of output_dir: {"step", "metric", "score", "scores"}; None when there is no best yet."""
-    path = os.path.join(output_dir, BEST_SUBDIR, BEST_FILE)
+    path = RunDir(output_dir).best_file
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as f:
@@ -148,7 +148,7 @@ def save_model_weights_as_best(model: keras.Model, checkpoint: str, output_dir: 
     """
     tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
     files = {BEST_FILE: json.dumps(best_json, indent=2) + "\n"}
-    hparams_path = os.path.join(output_dir, HPARAMS_FILE)
+    hparams_path = RunDir(output_dir).spec_file
     if os.path.exists(hparams_path):
         with open(hparams_path, encoding="utf-8") as f:
             files[HPARAMS_FILE] = f.read()

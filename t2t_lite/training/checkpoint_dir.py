@@ -14,6 +14,7 @@ import keras
 import tensorflow as tf
 
 from t2t_lite.files import atomic_write_text
+from t2t_lite.run_dir import CHECKPOINT_NAME, RunDir
 
 
 def write_model_dir(model: keras.Model, destination: str, step: int, files: dict[str, str]) -> str:
@@ -32,7 +33,7 @@ def write_model_dir(model: keras.Model, destination: str, step: int, files: dict
     staging = tempfile.mkdtemp(dir=parent, prefix=f".tmp-{os.path.basename(os.path.abspath(destination))}-")
     try:
         manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging, max_to_keep=1,
-                                             checkpoint_name="ckpt")
+                                             checkpoint_name=CHECKPOINT_NAME)
         manager.save(checkpoint_number=step)  # the state file records relative paths, so the rename keeps it valid
         for name, text in files.items():
             atomic_write_text(os.path.join(staging, name), text)
@@ -40,7 +41,7 @@ def write_model_dir(model: keras.Model, destination: str, step: int, files: dict
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return os.path.join(destination, f"ckpt-{step}")
+    return RunDir(destination).checkpoint_prefix(step)
 
 
 def replace_dir(new: str, destination: str) -> None:

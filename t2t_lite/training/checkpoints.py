@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from t2t_lite.errors import UserError
 from t2t_lite.files import storage_fault, storage_fault_text
-from t2t_lite.run_dir import CHECKPOINT_NAME, SOURCES_SUBDIR, checkpoint_step
+from t2t_lite.run_dir import CHECKPOINT_NAME, RunDir, checkpoint_step
 from t2t_lite.training.averaging_schedule import AveragingSources
 
 REQUIRED_STATE = ("model", "optimizer")
@@ -129,13 +129,13 @@ class Checkpoints:
     def _remove_unlisted(self, step: int) -> None:
         """Removes what a failed save of `step` left: its temporary files, and its files unless the state
         file already lists it as the newest (the failure came after it was recorded)."""
-        prefix = os.path.join(self.directory, f"{CHECKPOINT_NAME}-{step}")
+        prefix = RunDir(self.directory).checkpoint_prefix(step)
         listed = tf.train.get_checkpoint_state(self.directory)
         recorded = (listed is not None and os.path.basename(listed.model_checkpoint_path) == os.path.basename(prefix)
                     and tf.io.gfile.exists(prefix + ".index"))
         # <prefix>_temp/ holds the shards being written; checkpoint.tmp<hex> a state file being written.
-        leftovers = tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(os.path.join(self.directory,
-                                                                                          "checkpoint.tmp*"))
+        leftovers = (tf.io.gfile.glob(prefix + "_temp*")
+                     + tf.io.gfile.glob(RunDir(self.directory).checkpoint_state_file + ".tmp*"))
         if not recorded:
             leftovers += tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
         for path in leftovers:
@@ -168,7 +168,7 @@ class Checkpoints:
                           step: int) -> AveragingSources:
         """The end-of-run checkpoints to average (averaging_schedule.py), kept beside the regular ones."""
         return AveragingSources(points, position, tf.train.Checkpoint(model=model),
-                                os.path.join(self.directory, SOURCES_SUBDIR), count, step)
+                                RunDir(self.directory).average_sources.path, count, step)
 
     def close(self) -> None:
         """Removes a non-chief's scratch directory: call once nothing more is saved."""

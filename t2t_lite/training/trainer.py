@@ -5,7 +5,6 @@ with fallback, save, averaging sources), loop (updates until a stop rule says wh
 evaluator (dev loss, dev metric, best checkpoint, patience). What is left here is building the model and steps under the strategy and
 precision, and the end of a run.
 """
-import os
 import time
 from collections.abc import Callable
 
@@ -16,7 +15,7 @@ from t2t_lite import precision
 from t2t_lite.config import HParams
 from t2t_lite.data.problem import Problem
 from t2t_lite.models import build_model
-from t2t_lite.run_dir import EVAL_LOGS, TRAIN_LOGS
+from t2t_lite.run_dir import EVAL_LOGS, TRAIN_LOGS, RunDir
 from t2t_lite.training import checkpoints as ckpt
 from t2t_lite.training import distribution, loop, run_config
 from t2t_lite.training.averaging import average_after_training, finish_averaging
@@ -80,7 +79,7 @@ class Trainer:
                                         t.batch_size, t.accumulation_steps, self.run.jit_compile,
                                         self.run.float32_output_projection)
         self._eval_step = make_eval_step(self.model, t.label_smoothing)
-        self._writers = {name: (tf.summary.create_file_writer(os.path.join(self.run.output_dir, name))
+        self._writers = {name: (tf.summary.create_file_writer(RunDir(self.run.output_dir).logs(name))
                                 if self.is_chief else tf.summary.create_noop_writer())
                          for name in (TRAIN_LOGS, EVAL_LOGS)}
         # Read by every worker (a finished early stop ends them all); decoded and written by the chief.

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from t2t_lite.config import HParams
 from t2t_lite.errors import UserError
-from t2t_lite.run import find_checkpoint, spec_beside
+from t2t_lite.run_dir import find_checkpoint, spec_beside
 
 # Model settings that change no weight's shape or meaning: a fine-tuning run may choose its own.
 FREE_MODEL_FIELDS = ("dropout", "attention_dropout", "relu_dropout")
