@@ -7,7 +7,7 @@ FLAGS = flags.FLAGS
 
 def define(verb: str, decoding_settings: bool = True) -> None:
     """Defines --output_dir, --checkpoint_path and --data_dir; with decoding_settings, also --problem,
-    --hparams_set, --beam_size, --alpha, --extra_length and --mixed_precision.
+    --hparams_set, --beam_size, --alpha, --extra_length, --constrained_decoding and --mixed_precision.
 
     Args:
       verb: what the command does to the run, for the help: e.g. "decodes".
@@ -28,6 +28,9 @@ def define(verb: str, decoding_settings: bool = True) -> None:
     flags.DEFINE_integer("beam_size", None, "Default: the run's decode.beam_size (paper: 4). 1 = greedy.")
     flags.DEFINE_float("alpha", None, "Length penalty exponent; default the run's (paper: 0.6).")
     flags.DEFINE_integer("extra_length", None, "Max output length = input length + this; default the run's (50).")
+    flags.DEFINE_boolean("constrained_decoding", None, "Emit only outputs the problem allows: for parsing, "
+                         "well-formed trees with a POS tag per input word (docs/decoding.md); default the run's "
+                         "(off). Refused for problems without a constraint and for CTranslate2 exports.")
     flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_bfloat16", "mixed_float16"],
                       "Compute dtype, whatever the run trained in: mixed_bfloat16 runs the matmuls in bfloat16 "
                       "(fast on CPUs with AMX or AVX512_BF16; outputs can differ slightly, see docs/decoding.md).")
@@ -38,5 +41,5 @@ def run_request(**settings):
     from t2t_lite.run import RunRequest
 
     names = ("output_dir", "checkpoint_path", "checkpoint", "data_dir", "usr_dir", "problem", "hparams_set",
-             "beam_size", "alpha", "extra_length", "mixed_precision")
+             "beam_size", "alpha", "extra_length", "constrained_decoding", "mixed_precision")
     return RunRequest(**{name: FLAGS[name].value for name in names if name in FLAGS}, **settings)

@@ -185,6 +185,12 @@ def check_export_request(request: DecodeFileRequest, exported: DecodeHParams, ct
     if request.sampling_temperature > 0:
         raise UserError("an export decodes with beam search; sample from the run (--output_dir instead of "
                         "--export_dir)")
+    if run.constrained_decoding is not None and run.constrained_decoding != exported.constrained_decoding:
+        raise UserError("a CTranslate2 export searches freely: --constrained_decoding is for runs and SavedModels"
+                        if ctranslate2 else
+                        f"a SavedModel decodes with the constrained_decoding it was exported with "
+                        f"({exported.constrained_decoding}); export again with --constrained_decoding, or decode "
+                        "the run")
     if not ctranslate2:
         if request.compute_type != "default":
             raise UserError("--compute_type is for CTranslate2 exports; a SavedModel computes as it was exported")
@@ -370,7 +376,7 @@ def score_file(request: ScoreFileRequest, log: Callable[[str], None] = lambda li
     """
     if not request.source_file or not request.target_file:
         raise UserError("--source_file and --target_file are both required")
-    for name in ("beam_size", "extra_length"):
+    for name in ("beam_size", "extra_length", "constrained_decoding"):
         if getattr(request.run, name) is not None:
             raise UserError(f"--{name} is a search setting, and scoring searches nothing (it scores the given "
                             f"targets); drop --{name}")

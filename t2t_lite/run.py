@@ -48,6 +48,8 @@ class RunRequest:
     alpha: float | None = None
     extra_length: int | None = None
     batch_size: int | None = None
+    # Emit only what the problem allows (Problem.output_constraint); None: the run's decode setting.
+    constrained_decoding: bool | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,8 +116,10 @@ def check_vocab_size(data_vocab_size: int, model_vocab_size: int, data_dir: str 
 
 
 def decode_hparams(defaults: DecodeHParams, request: RunRequest) -> DecodeHParams:
-    """The run's decode hparams with the request's beam_size / alpha / extra_length / batch_size, checked."""
-    given = {name: getattr(request, name) for name in ("beam_size", "alpha", "extra_length", "batch_size")
+    """The run's decode hparams with the request's beam_size / alpha / extra_length / batch_size /
+    constrained_decoding, checked."""
+    given = {name: getattr(request, name)
+             for name in ("beam_size", "alpha", "extra_length", "batch_size", "constrained_decoding")
              if getattr(request, name) is not None}
     decode = dataclasses.replace(defaults, **given)
     if decode.beam_size < 1 or decode.batch_size < 1 or decode.extra_length < 0 or decode.alpha < 0:

@@ -8,6 +8,7 @@ import pytest
 from t2t_lite.data.trees import linearize, read_mrg, strip_tree
 from t2t_lite.errors import UserError
 from t2t_lite.problems import ptb_sample
+from t2t_lite.problems.wsj_parsing import read_mrg_pairs
 from t2t_lite.registry import problems
 from local_server import offline_fetch, serving
 from shared_data import require_shared
@@ -109,3 +110,47 @@ def test_offline_without_the_files_one_line_says_what_to_put_where(tmp_path, mon
     assert "\n" not in message and "wsj_0001.mrg ... wsj_0199.mrg (NLTK's treebank/combined/) in --tmp_dir=" in message
     with pytest.raises(UserError, match="needs --tmp_dir"):
         problem.generate_data(None, log=lambda line: None)
+
+
+@pytest.fixture(scope="module")
+def parser_run(tmp_path_factory):
+    """parsing_ptb_sample prepared offline from an NLTK layout of the shared files, a tiny parser trained 40 steps."""
+    import t2t_lite
+
+    root = tmp_path_factory.mktemp("parser")
+    combined = nltk_layout(root / "nltk")
+    data_dir, output_dir = str(root / "data"), str(root / "run")
+    problem = problems.get("parsing_ptb_sample")(data_dir)
+    problem.generate_data(str(root / "nltk"), vocab_size=1000, num_shards=1, log=lambda line: None)
+    t2t_lite.train(problem="parsing_ptb_sample", hparams_set="transformer_wsj_parsing_tiny", output_dir=output_dir,
+                   data_dir=data_dir,
+                   hparams="d_model=32,d_ff=64,num_encoder_layers=1,num_decoder_layers=1,train.batch_size=2048",
+                   train_steps=40, eval_steps=1, save_checkpoints_steps=40, log_every_steps=40,
+                   eval_bleu_sentences=0, mixed_precision="none", log=lambda _: None)
+    pairs = list(read_mrg_pairs(ptb_sample.split_files(combined, "dev")))[:24]
+    return root, output_dir, [words for words, _ in pairs], [tree for _, tree in pairs]
+
+
+def well_formed_share(problem, outputs, references, sources) -> str:
+    return next(line for line in problem.score(outputs, references, sources) if line.startswith("Well-formed"))
+
+
+def test_a_trained_parser_decodes_only_trees_with_constrained_decoding_and_its_savedmodel_too(parser_run):
+    from t2t_lite import Translator
+    from t2t_lite.export.exporter import ExportRequest, export_run
+    from t2t_lite.run import RunRequest
+
+    root, output_dir, words, trees = parser_run
+    settings = dict(beam_size=2, extra_length=12, batch_size=8)
+    free = Translator.from_run(output_dir, **settings)
+    problem = free._backend.run.problem
+    assert well_formed_share(problem, free.translate(words), trees, words) != "Well-formed before repair  = 100.00 %"
+    constrained = Translator.from_run(output_dir, constrained_decoding=True, **settings)
+    outputs = constrained.translate(words)
+    assert well_formed_share(problem, outputs, trees, words) == "Well-formed before repair  = 100.00 %"
+
+    run = RunRequest(output_dir=output_dir, constrained_decoding=True, **settings)
+    version = export_run(ExportRequest(run=run, export_dir=str(root / "export")))
+    assert Translator.from_export(version).translate(words) == outputs
+    with pytest.raises(UserError, match="--constrained_decoding is for runs and SavedModels"):
+        export_run(ExportRequest(run=run, export_dir=str(root / "ct2"), export_format="ctranslate2"))

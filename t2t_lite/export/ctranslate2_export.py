@@ -227,6 +227,10 @@ def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None =
     return publish(model_dir, export_dir, lambda path: write_ctranslate2(run, path, quantization, max_positions))
 
 
+CONSTRAINED_REFUSED = ("--constrained_decoding is for runs and SavedModels: CTranslate2 searches freely; export "
+                       "with --noconstrained_decoding, or as a SavedModel")
+
+
 def export_requested(request: ExportRequest, log: Callable[[str], None]) -> str:
     """exporter.export_run's CTranslate2 half: request's settings checked, its run opened and exported.
 
@@ -240,12 +244,13 @@ def export_requested(request: ExportRequest, log: Callable[[str], None]) -> str:
     if request.run.mixed_precision != "none":
         raise UserError("--mixed_precision is for --export_format=saved_model; a CTranslate2 export's weights "
                         "are --quantization's (e.g. bfloat16), its computation the caller's compute_type")
+    if request.run.constrained_decoding:
+        raise UserError(CONSTRAINED_REFUSED)
     require_ctranslate2()  # before the run is opened, its model restored
     quantization = request.quantization or "none"
     check_quantization(quantization)
     run = open_run(request.run)
-    if run.decode_hparams.constrained_decoding:
-        raise UserError("--constrained_decoding is for runs and SavedModels: CTranslate2 searches freely; export "
-                        "with --noconstrained_decoding, or as a SavedModel")
+    if run.decode_hparams.constrained_decoding:  # the run's own setting
+        raise UserError(CONSTRAINED_REFUSED)
     log(f"converting {run.checkpoint} for CTranslate2 ({quantization} weights)")
     return export_ctranslate2(run, request.export_dir, request.model_name, quantization)

@@ -12,6 +12,7 @@ import keras
 from t2t_lite.config import DecodeHParams
 from t2t_lite.data.problem import Problem, strip_ids
 from t2t_lite.decoding.batching import decode_lines
+from t2t_lite.decoding.constraints import problem_constraint
 from t2t_lite.decoding.decoder import Decoder
 
 
@@ -61,19 +62,21 @@ class DevScorer:
     Args:
       problem: the run's problem.
       model: the model being trained.
-      decode_hparams: the run's beam size, alpha, extra length and batch size (hparams.decode).
+      decode_hparams: the run's beam size, alpha, extra length, batch size and constrained decoding (hparams.decode).
       count: dev sentences to decode, at least 1.
     """
 
     def __init__(self, problem: Problem, model: keras.Model, decode_hparams: DecodeHParams, count: int):
         self.problem, self.decode_hparams = problem, decode_hparams
         self.sample = read_dev_sample(problem, count)
-        self.decoder = Decoder(model, decode_hparams)
+        # As the decoder will decode: a run whose set asks for constrained decoding is chosen on it.
+        self.constraint = problem_constraint(problem, decode_hparams)
+        self.decoder = Decoder(model, decode_hparams, constraint=self.constraint)
 
     def score(self) -> DevScore:
         return score_outputs(self.problem, self.decoder, self.sample, self.decode_hparams.batch_size)
 
     def score_other(self, model: keras.Model) -> DevScore:
         """The same sample's score for another model (e.g. the averaged checkpoint's)."""
-        return score_outputs(self.problem, Decoder(model, self.decode_hparams), self.sample,
+        return score_outputs(self.problem, Decoder(model, self.decode_hparams, constraint=self.constraint), self.sample,
                              self.decode_hparams.batch_size)
