@@ -42,7 +42,7 @@ def loss_curve(mixed_precision: str, steps: int, every: int, rounded_start: bool
     import t2t_lite.problems  # noqa: F401
     from t2t_lite import config
     from t2t_lite.registry import hparams_sets, problems
-    from t2t_lite.training.run_config import RunConfig
+    from t2t_lite.training.run_config import RunConfig, resolve_for
     from t2t_lite.training.trainer import Trainer
 
     problem = problems.get("algorithmic_reverse")()
@@ -58,7 +58,7 @@ def loss_curve(mixed_precision: str, steps: int, every: int, rounded_start: bool
     run = RunConfig(output_dir=tempfile.mkdtemp(prefix="bench_bf16_"), train_steps=steps, eval_steps=1,
                     save_checkpoints_steps=10**9, log_every_steps=1, mixed_precision=mixed_precision,
                     random_seed=seed, float32_output_projection=float32_output_projection)
-    trainer = Trainer(problem, hparams, run, log=on_log)
+    trainer = Trainer(problem, hparams, resolve_for(run, problem, hparams, log=on_log), log=on_log)
     if rounded_start:
         for weight in trainer.model.weights:
             weight.assign(tf.cast(tf.cast(weight, tf.bfloat16), weight.dtype))

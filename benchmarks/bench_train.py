@@ -61,7 +61,7 @@ def protocol_trainer(hparams_set: str, run_options: dict, log, overrides: str = 
     from t2t_lite import config
     from t2t_lite.data.problem import Problem, dataset_from_lists
     from t2t_lite.registry import hparams_sets
-    from t2t_lite.training.run_config import RunConfig
+    from t2t_lite.training.run_config import RunConfig, resolve_for
     from t2t_lite.training.trainer import Trainer
 
     inputs, targets = training_corpus()
@@ -78,7 +78,8 @@ def protocol_trainer(hparams_set: str, run_options: dict, log, overrides: str = 
     # No dev BLEU: the synthetic corpus has no text to decode, and the protocol times training steps alone.
     run = RunConfig(output_dir=tempfile.mkdtemp(prefix="bench_train_"), eval_steps=1, save_checkpoints_steps=10**9,
                     log_every_steps=1, eval_bleu_sentences=0, **run_options)
-    return Trainer(Synthetic(), hparams, run, log=log)
+    problem = Synthetic()
+    return Trainer(problem, hparams, resolve_for(run, problem, hparams, log=log), log=log)
 
 
 def profiled_steps(mixed_precision: str, steps: int):
