@@ -149,7 +149,9 @@ def test_search_with_the_constraint_gives_trees_the_same_model_does_not(beams):
             assert is_tree_over(tokens, count), tokens
 
 
-@pytest.mark.parametrize("search", ["beam", "greedy", "sampling", "ensemble"])
+# Beam 1 searches greedily or samples through one path (greedy_decode), and an ensemble's mean is taken inside
+# the model function the constraint wraps: beam search and sampling cover the decoder's two searches.
+@pytest.mark.parametrize("search", ["beam", "sampling"])
 def test_the_decoder_with_a_constraint_gives_only_trees(search):
     import dataclasses
 
@@ -164,10 +166,9 @@ def test_the_decoder_with_a_constraint_gives_only_trees(search):
 
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"vocab_size={V}")
     models = []
-    for seed in (1, 2) if search == "ensemble" else (1,):
-        keras.utils.set_random_seed(seed)
-        models.append(build_model(hparams))
-    decode = dataclasses.replace(hparams.decode, beam_size=1 if search in ("greedy", "sampling") else 3,
+    keras.utils.set_random_seed(1)
+    models.append(build_model(hparams))
+    decode = dataclasses.replace(hparams.decode, beam_size=1 if search == "sampling" else 3,
                                  extra_length=12)
     sampling = SamplingSettings(temperature=1.0, seed=7) if search == "sampling" else None
     counts = [1, 2, 4, 3, 5]
