@@ -9,7 +9,8 @@
   python benchmarks/bench_decode.py --quick         # 64 sentences, a smoke run
 
 Weights are random (transformer_base, shared vocabulary 32,768): speed does not depend on them
-when every output has the same forced length.
+when every output has the same forced length. First the matmul ceilings in this process, float32 and
+bfloat16, at 4096^3 and at a decoding step's shapes (benchmarks/ceilings.py).
 """
 import argparse
 import concurrent.futures
@@ -17,6 +18,7 @@ import dataclasses
 import time
 import types
 
+from ceilings import STEP_SHAPES, matmul_gflops, print_ceilings
 from common import PROTOCOL_VOCAB, decode_inputs, peak_rss_gib
 
 
@@ -76,6 +78,12 @@ def main():
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     sentences = decode_inputs()[: 64 if args.quick else args.sentences]
+    if not args.quick:
+        print_ceilings(("float32", "bfloat16"))
+        for rows, depth, width in STEP_SHAPES:
+            figures = ", ".join(f"{dtype} {matmul_gflops(rows, depth, width, dtype):.0f}"
+                                for dtype in ("float32", "bfloat16"))
+            print(f"ceiling at a step's [{rows},{depth}]x[{depth},{width}]: {figures} GFLOP/s", flush=True)
     lengths = [32, 64, 128, 256] if args.length_sweep else [args.output_length]
     for length in lengths:
         seconds = time_decoding(build_decoder(args, length), sentences, args.batch_size, args.parallel_batches)

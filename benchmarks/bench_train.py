@@ -10,8 +10,9 @@
 Protocol: 20,000 synthetic pairs (lengths 10-50, 32,768 shared vocabulary, seed 1234), ~4096-token
 batches with the project's bucketing, transformer_base (dropout 0.1, label smoothing 0.1), Adam.
 40 steps; the first 10 are discarded; reported: median step time, target and source+target
-tokens/s, peak RSS, and MFU = 6 x parameters x target tokens per step / step time / the fp32
-matmul ceiling measured in the same process.
+tokens/s, peak RSS, and MFU = 6 x parameters x target tokens per step / step time / the matmul
+ceiling of the precision that ran (float32, or bfloat16 under mixed_bfloat16), both ceilings
+measured in the same process first (benchmarks/ceilings.py).
 """
 import argparse
 import re
@@ -20,7 +21,8 @@ import time
 
 import numpy as np
 
-from common import PROTOCOL_VOCAB, matmul_ceiling_gflops, peak_rss_gib, training_corpus
+from ceilings import compute_dtype, print_ceilings
+from common import PROTOCOL_VOCAB, peak_rss_gib, training_corpus
 
 PROGRESS = re.compile(r"^step (\d+)/\d+ .*target tokens/s ([\d,]+)")
 
@@ -41,8 +43,8 @@ def main():
     if args.quick:
         args.hparams_set, args.steps, args.discard = "transformer_small", 12, 2
 
-    ceiling = matmul_ceiling_gflops()
-    print(f"fp32 matmul ceiling (4096^3, median of 10): {ceiling:.1f} GFLOP/s", flush=True)
+    dtype = compute_dtype(args.mixed_precision)
+    ceiling = print_ceilings(("float32", "bfloat16"))[dtype]
     step_times, target_tokens, parameters = run_training(args)
     kept_times, kept_tokens = np.array(step_times[args.discard:]), np.array(target_tokens[args.discard:])
     median_time = float(np.median(kept_times))
@@ -52,7 +54,7 @@ def main():
           f"{', float32 output projection' if args.float32_output_projection else ''}"
           f"{', XLA' if args.jit_compile else ''}{', longer-side buckets' if args.longer_side else ''}: steps {args.discard + 1}-{args.steps}, "
           f"median step {median_time:.2f} s, {tokens_per_step / median_time:,.0f} target tokens/s "
-          f"({tokens_per_step:.0f} target tokens/step), MFU {mfu:.2f}, peak RSS {peak_rss_gib():.2f} GiB")
+          f"({tokens_per_step:.0f} target tokens/step), MFU {mfu:.2f} of the {dtype} ceiling, peak RSS {peak_rss_gib():.2f} GiB")
 
 
 def protocol_trainer(hparams_set: str, run_options: dict, log, overrides: str = ""):

@@ -1,11 +1,10 @@
-"""Shared pieces of the benchmarks: the peers' synthetic protocol, the matmul ceiling, memory."""
+"""Shared pieces of the benchmarks: the peers' synthetic protocol and memory (the ceilings are ceilings.py's)."""
 import resource
-import time
 
 import numpy as np
 
 # Before anything imports TensorFlow: t2t_lite sets the allocator TensorFlow
-# reads when it makes its first tensor (the matmul ceiling below would be first).
+# reads when it makes its first tensor.
 import t2t_lite  # noqa: F401,E402
 
 PROTOCOL_VOCAB = 32_768
@@ -14,23 +13,6 @@ PROTOCOL_VOCAB = 32_768
 def peak_rss_gib() -> float:
     """Peak resident memory of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-
-
-def matmul_ceiling_gflops(n: int = 4096, reps: int = 10) -> float:
-    """Median fp32 GFLOP/s of an n^3 tf.matmul in a tf.function after warm-up (the peers' ceiling)."""
-    import tensorflow as tf
-
-    a = tf.random.stateless_normal((n, n), seed=(1, 2))
-    b = tf.random.stateless_normal((n, n), seed=(3, 4))
-    matmul = tf.function(tf.matmul)
-    for _ in range(3):
-        matmul(a, b).numpy()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        matmul(a, b).numpy()
-        times.append(time.perf_counter() - start)
-    return 2.0 * n**3 / float(np.median(times)) / 1e9
 
 
 def training_corpus(pairs: int = 20_000, seed: int = 1234) -> tuple[list[list[int]], list[list[int]]]:

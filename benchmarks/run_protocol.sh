@@ -36,7 +36,7 @@ note() { echo "# $(date -u +%H:%M:%S) $*" | tee -a "$LOG"; }
 # logging included, to LOG.raw, which is where a failure's traceback is.
 ours() {
   note "\$ python $*"
-  if ! "$PYTHON" "$@" 2>&1 | tee -a "$LOG.raw" | grep -E '^(train|decode|pipeline|seed|fp32 matmul)' | tee -a "$LOG"; then
+  if ! "$PYTHON" "$@" 2>&1 | tee -a "$LOG.raw" | grep -E '^(train|decode|pipeline|seed|ceiling)' | tee -a "$LOG"; then
     echo "run_protocol.sh: python $* failed or printed no result; its output is in $LOG.raw" >&2
     exit 1
   fi
