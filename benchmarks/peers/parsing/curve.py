@@ -12,30 +12,16 @@ installed, the PNG.
 """
 import argparse
 import csv
-import glob
 import os
-import re
 import shlex
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # benchmarks/
+from plot_quality_curve import checkpoints, minutes_since_start  # noqa: E402
 from score import read, scores  # noqa: E402
-
-
-def checkpoints(run_dir: str) -> list[tuple[int, str]]:
-    found = []
-    for index in glob.glob(os.path.join(run_dir, "ckpt-*.index")):
-        match = re.search(r"ckpt-(\d+)\.index$", index)
-        if match:
-            found.append((int(match.group(1)), index[: -len(".index")]))
-    return sorted(found)
-
-
-def minutes(prefix: str, work: str) -> float:
-    start = float(open(os.path.join(work, "train.start")).read())
-    return (os.path.getmtime(prefix + ".index") - start) / 60
 
 
 def decode_ours(work: str, checkpoint: str, source: str, scratch: str, flags: list[str]) -> list[str]:
@@ -77,7 +63,7 @@ def curve(args) -> list[dict]:
                 else:
                     outputs = decode_peer(work, prefix, pieces, scratch, args.venv, spm_model)
                 s = scores(words, trees, outputs)
-                points.append(dict(toolkit=toolkit, step=step, minutes=round(minutes(prefix, work), 2),
+                points.append(dict(toolkit=toolkit, step=step, minutes=round(minutes_since_start(prefix, work), 2),
                                    f1=round(s["f1"], 2), well_formed=round(s["well_formed"], 1),
                                    exact=round(s["exact"], 1)))
                 print(f"{toolkit} step {step}: {points[-1]['minutes']:.1f} min, dev F1 {s['f1']:.2f}, "
