@@ -12,6 +12,15 @@ from t2t_lite.data.ids import strip_ids
 from t2t_lite.errors import UserError
 
 
+def read_model_file(path: str) -> bytes:
+    """A SentencePiece model file's bytes; one UserError line when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as error:
+        raise UserError(f"cannot read the vocabulary {path}: {error.strerror or error}") from None
+
+
 class SentencePieceCodec:
     """One SentencePiece model's encode and decode, as Vocabulary's.
 
@@ -43,12 +52,7 @@ class SentencePieceCodec:
         Raises:
           UserError: the file cannot be read or is not a SentencePiece model.
         """
-        try:
-            with open(path, "rb") as f:
-                model = f.read()
-        except OSError as error:
-            raise UserError(f"cannot read the vocabulary {path}: {error.strerror or error}") from None
-        return cls(model, source=path)
+        return cls(read_model_file(path), source=path)
 
     @property
     def pieces(self) -> list[str]:

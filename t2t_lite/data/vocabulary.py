@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from t2t_lite import compat
 from t2t_lite.data.problem import EOS_ID, PAD_ID
+from t2t_lite.data.pieces import read_model_file
 from t2t_lite.errors import UserError
 
 UNK_ID = 2
@@ -151,12 +152,7 @@ class Vocabulary:
         Raises:
           UserError: the file cannot be read or is not a SentencePiece model.
         """
-        try:
-            with open(path, "rb") as f:
-                model = f.read()
-        except OSError as error:
-            raise UserError(f"cannot read the vocabulary {path}: {error.strerror or error}") from None
-        return cls(model, source=path)
+        return cls(read_model_file(path), source=path)
 
     def tf_encode(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Strings -> ids, without EOS; usable in tf.data and tf.function.
