@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Quality in a fixed CPU budget: Multi30k En->De, the protocol of
-# ../shared/peers/quality_multi30k (OpenNMT-tf, its run 2): shared BPE 8k,
+# benchmarks/peers/multi30k (OpenNMT-tf, its run 2): shared BPE 8k,
 # Transformer 3+3 layers, d 256, d_ff 1024, 4 heads (the transformer_small_data
 # set: its learning rate, dropout, label smoothing and batch), BUDGET seconds of
 # training (default 2100 = 35 min, --train_minutes: the trainer stops, saves and

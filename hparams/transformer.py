@@ -122,7 +122,7 @@ def transformer_tiny() -> HParams:
 def transformer_small_data() -> HParams:
     """For a small corpus (~30k sentence pairs, e.g. Multi30k) on a CPU: the Multi30k protocol's model and settings.
 
-    Each value and why (the peer protocol is ../shared/peers/quality_multi30k, OpenNMT-tf):
+    Each value and why (the peer protocol is benchmarks/peers/multi30k, OpenNMT-tf):
     - 3+3 layers, d_model 256, d_ff 1024, 4 heads (~7.6M parameters with an 8k vocabulary): the protocol's
       size; a base model (60M) has far more capacity than 30k pairs can fill and takes 8x longer per step.
     - norm_position "pre" (from transformer_base_v3): trains without the long warmup post-norm needs.
