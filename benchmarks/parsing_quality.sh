@@ -27,6 +27,8 @@ t2t-lite-datagen --problem=parsing_ptb_sample --data_dir="$WORK/data" --tmp_dir=
 # The dev split as text: the words to parse and the gold linearised trees, one per line.
 python3 - "$PTB" "$WORK" <<'EOF'
 import sys
+# Not the working directory: run from a checkout, its t2t_lite/ would hide the installed package's problems.
+sys.path = [path for path in sys.path if path not in ("", ".")]
 from t2t_lite.problems.ptb_sample import sample_directory, split_files
 from t2t_lite.problems.wsj_parsing import read_mrg_pairs
 
