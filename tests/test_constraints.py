@@ -1,13 +1,21 @@
 """Constrained decoding (decoding/constraints.py): TreeConstraint against a plain-Python reference, and
 beam and greedy search with it giving only well-formed trees where the same model unconstrained does not."""
+import dataclasses
+
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import t2t_lite.hparams  # noqa: F401
+from t2t_lite import config
 from t2t_lite.data.trees import delinearize, linearize
 from t2t_lite.decoding.beam_search import SplitState, beam_search
 from t2t_lite.decoding.constraints import TreeConstraint, constrain
-from t2t_lite.decoding.sampling import greedy_decode
+from t2t_lite.decoding.decoder import Decoder
+from t2t_lite.decoding.sampling import SamplingSettings, greedy_decode
+from t2t_lite.models import build_model
+from t2t_lite.registry import hparams_sets
 
 # A toy vocabulary: PAD, EOS, phrase opens and closes, leaves, input words, a word-internal piece.
 # As a model trained without SentencePiece's dummy prefix has them: a text's first piece has no "▁"
@@ -153,21 +161,9 @@ def test_search_with_the_constraint_gives_trees_the_same_model_does_not(beams):
 # the model function the constraint wraps: beam search and sampling cover the decoder's two searches.
 @pytest.mark.parametrize("search", ["beam", "sampling"])
 def test_the_decoder_with_a_constraint_gives_only_trees(search):
-    import dataclasses
-
-    import keras
-
-    import t2t_lite.hparams  # noqa: F401
-    from t2t_lite import config
-    from t2t_lite.decoding.decoder import Decoder
-    from t2t_lite.decoding.sampling import SamplingSettings
-    from t2t_lite.models import build_model
-    from t2t_lite.registry import hparams_sets
-
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"vocab_size={V}")
-    models = []
     keras.utils.set_random_seed(1)
-    models.append(build_model(hparams))
+    models = build_model(hparams)
     decode = dataclasses.replace(hparams.decode, beam_size=1 if search == "sampling" else 3,
                                  extra_length=12)
     sampling = SamplingSettings(temperature=1.0, seed=7) if search == "sampling" else None
