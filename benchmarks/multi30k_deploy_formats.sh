@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# One trained run decoded four ways on Multi30k test_2016_flickr: the decoder, its SavedModel export, and its
-# CTranslate2 exports in float32 and int8; sacreBLEU of each and how many sentences equal the decoder's output.
+# One trained run decoded six ways on Multi30k test_2016_flickr, one after the other in this sitting: the decoder in
+# float32 and in bfloat16 (--mixed_precision=mixed_bfloat16), its SavedModel export, its CTranslate2 exports in
+# float32 and int8 (in the decoder's process), and the decoder with --mixed_precision=auto; val too for the
+# decoder's two precisions. For each: sacreBLEU, the rate the decoder reports (sentences/s, after start-up) and
+# how many sentences equal the float32 decoder's output. Beam 4, alpha 0.6 (the run's), real lengths, the batch
+# the decoder chooses.
 #
 #   bash benchmarks/multi30k_deploy_formats.sh [WORK_DIR]
 #
-# WORK_DIR is a benchmarks/multi30k_quality.sh work directory (its run/ and its decoder output
-# test_2016_flickr.hyp.de, beam 4, alpha 0.6); the exports go to WORK_DIR/exports.
+# WORK_DIR is a benchmarks/multi30k_quality.sh work directory (its run/); the exports go to WORK_DIR/exports,
+# the outputs to WORK_DIR/formats.
 # Environment: MULTI30K_DIR (the release files, as for multi30k_quality.sh; default WORK_DIR/tmp, where that
 # script's datagen put them), PYTHON (t2t-lite's python). Their plain copies go to WORK_DIR/raw
 # (benchmarks/peers/multi30k_raw.py, which downloads any that are missing).
@@ -17,22 +21,52 @@ WORK=${1:-/tmp/t2t_lite_multi30k}
 RAW=$WORK/raw
 "${PYTHON:-python}" "$(dirname "$0")/peers/multi30k_raw.py" "${MULTI30K_DIR:-$WORK/tmp}" "$RAW"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-rm -rf "$WORK/exports"
+rm -rf "$WORK/exports" "$WORK/formats"
+mkdir -p "$WORK/formats"
 t2t-lite-exporter --output_dir="$WORK/run" --export_dir="$WORK/exports" --model_name=saved_model
 t2t-lite-exporter --output_dir="$WORK/run" --export_dir="$WORK/exports" --model_name=ct2_float32 --export_format=ctranslate2
 t2t-lite-exporter --output_dir="$WORK/run" --export_dir="$WORK/exports" --model_name=ct2_int8 --export_format=ctranslate2 \
   --quantization=int8
-for name in saved_model ct2_float32 ct2_int8; do
-  echo "$name:"
-  t2t-lite-decoder --export_dir="$WORK/exports/$name/1" --decode_from_file="$RAW/test_2016_flickr.en" \
-    --decode_to_file="$WORK/test_2016_flickr.$name.de" --decode_reference="$RAW/test_2016_flickr.de" 2>&1 | grep "BLEU"
+decode() {  # NAME SPLIT FLAGS...: WORK/formats/NAME.SPLIT.de and its log
+  local name=$1 split=$2; shift 2
+  t2t-lite-decoder "$@" --decode_from_file="$RAW/$split.en" --decode_to_file="$WORK/formats/$name.$split.de" \
+    --decode_reference="$RAW/$split.de" > "$WORK/formats/$name.$split.log" 2>&1
+  grep "BLEU" "$WORK/formats/$name.$split.log" | sed "s/^/$name $split: /"
+}
+for split in test_2016_flickr val; do
+  decode float32 "$split" --output_dir="$WORK/run" --mixed_precision=none
+  decode bfloat16 "$split" --output_dir="$WORK/run" --mixed_precision=mixed_bfloat16
 done
-python3 - "$WORK" <<'PY'
+decode auto test_2016_flickr --output_dir="$WORK/run" --mixed_precision=auto
+for name in saved_model ct2_float32 ct2_int8; do
+  decode "$name" test_2016_flickr --export_dir="$WORK/exports/$name/1"
+done
+python3 - "$WORK/formats" <<'PY'
+import re
 import sys
-work = sys.argv[1]
-decoder = open(f"{work}/test_2016_flickr.hyp.de", encoding="utf-8").read().splitlines()
-for name in ["saved_model", "ct2_float32", "ct2_int8"]:
-    other = open(f"{work}/test_2016_flickr.{name}.de", encoding="utf-8").read().splitlines()
-    same = sum(a == b for a, b in zip(decoder, other))
-    print(f"{name}: {same}/{len(decoder)} sentences identical to the decoder's output ({100 * same / len(decoder):.1f} %)")
+
+formats = sys.argv[1]
+
+
+def lines(name, split):
+    with open(f"{formats}/{name}.{split}.de", encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def reported(name, split, pattern):
+    with open(f"{formats}/{name}.{split}.log", encoding="utf-8") as f:
+        found = re.findall(pattern, f.read())
+    return found[-1] if found else "?"
+
+
+print("| decoded by | split | BLEU | sentences/s | outputs equal to float32's |")
+print("|---|---|---|---|---|")
+for name, split in [("float32", "test_2016_flickr"), ("bfloat16", "test_2016_flickr"), ("auto", "test_2016_flickr"),
+                    ("saved_model", "test_2016_flickr"), ("ct2_float32", "test_2016_flickr"),
+                    ("ct2_int8", "test_2016_flickr"), ("float32", "val"), ("bfloat16", "val")]:
+    reference, output = lines("float32", split), lines(name, split)
+    same = sum(a == b for a, b in zip(reference, output))
+    bleu = reported(name, split, r"BLEU \(sacreBLEU 13a, detokenized\) = ([0-9.]+)")
+    rate = reported(name, split, r"\(([0-9.]+) sentences/s\)")
+    print(f"| {name} | {split} | {bleu} | {rate} | {same}/{len(reference)} |")
 PY

@@ -22,7 +22,7 @@ from t2t_lite.export.export_dir import CTRANSLATE2, find_export
 from t2t_lite.files import atomic_write_text, decode_line, read_lines
 from t2t_lite.metrics.bleu import compound_split_bleu
 from t2t_lite.ops.step_matmul import StepMatmulSettings
-from t2t_lite.precision import compute_dtype
+from t2t_lite.precision import AUTO, compute_dtype
 from t2t_lite.run import RunRequest
 from t2t_lite.translator import Translator
 
@@ -97,7 +97,7 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     else:
         translator = Translator.from_request(request.run, step_matmul=request.step_matmul)
         hp, problem = translator.run.decode_hparams, translator.run.problem
-        source = f"{' + '.join(translator.run.checkpoints)} in {compute_dtype(request.run.mixed_precision)}"
+        source = f"{' + '.join(translator.run.checkpoints)} in {compute_dtype(translator.run.mixed_precision)}"
     if request.nbest > hp.beam_size:
         raise UserError(f"--nbest={request.nbest} is more than the beam size {hp.beam_size}; "
                         f"raise --beam_size or lower --nbest")
@@ -178,7 +178,7 @@ def check_export_request(request: DecodeFileRequest, exported: DecodeHParams, ct
         if getattr(run, name) is not None:
             raise UserError(f"--{name} picks a run, but --export_dir decodes an export: drop --{name}, or drop "
                             f"--export_dir to decode the run")
-    if run.mixed_precision != "none":
+    if run.mixed_precision not in ("none", AUTO):  # AUTO: whatever suits; an export computes as it is
         raise UserError("--mixed_precision is for runs; " + (
             "a CTranslate2 export takes --compute_type" if ctranslate2 else
             "a SavedModel computes as it was exported (t2t-lite-exporter --mixed_precision)"))
@@ -389,7 +389,7 @@ def score_file(request: ScoreFileRequest, log: Callable[[str], None] = lambda li
     translator = Translator.from_request(request.run)
     run, hp = translator.run, translator.run.decode_hparams
     log(f"scoring {len(sources)} pairs with {' + '.join(run.checkpoints)} (alpha {hp.alpha}) in "
-        f"{compute_dtype(request.run.mixed_precision)}")
+        f"{compute_dtype(run.mixed_precision)}")
     scores = translator.score(sources, targets, progress=log)
     text = "".join(format_score(score) + "\n" for score in scores)
     if request.output_file:

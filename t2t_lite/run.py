@@ -42,7 +42,8 @@ class RunRequest:
     problem: str | None = None
     # If given, must match the run's set: a guard against opening the wrong run.
     hparams_set: str | None = None
-    # The compute dtype of the restored model, whatever the run trained in (precision.PRECISIONS).
+    # The compute dtype of the restored model, whatever the run trained in: one of precision.PRECISIONS, or
+    # precision.AUTO (bfloat16 where the CPU multiplies it natively, else float32).
     mixed_precision: str = "none"
     beam_size: int | None = None
     alpha: float | None = None
@@ -64,6 +65,8 @@ class OpenedRun:
     # The run's decode hparams with the request's overrides.
     decode_hparams: DecodeHParams
     models: tuple[keras.Model, ...]
+    # What the models compute in: the request's mixed_precision, AUTO resolved (one of precision.PRECISIONS).
+    mixed_precision: str = "none"
 
     @property
     def checkpoint(self) -> str:
@@ -82,8 +85,8 @@ def open_run(request: RunRequest, ensemble: bool = False) -> OpenedRun:
     Args:
       ensemble: whether the caller can use several models (request.checkpoint_path "A,B,...").
     """
-    if request.mixed_precision not in precision.PRECISIONS:
-        raise UserError(f"--mixed_precision must be one of {', '.join(precision.PRECISIONS)}; "
+    if request.mixed_precision not in (precision.AUTO, *precision.PRECISIONS):
+        raise UserError(f"--mixed_precision must be one of {precision.AUTO}, {', '.join(precision.PRECISIONS)}; "
                         f"got {request.mixed_precision!r}")
     paths = [path for path in (request.checkpoint_path or "").split(",") if path] or [None]
     if len(paths) > 1 and not ensemble:
@@ -104,8 +107,9 @@ def open_run(request: RunRequest, ensemble: bool = False) -> OpenedRun:
     problem = registry.problems.get(problem_name)(data_dir)
     check_vocab_size(problem.vocab_size, spec.hparams.model.vocab_size, data_dir)
     decode = decode_hparams(spec.hparams.decode, request)
-    models = [restore_model(s, c, request.mixed_precision) for s, c in zip(specs, checkpoints)]
-    return OpenedRun(tuple(checkpoints), spec, problem_name, problem, decode, tuple(models))
+    mixed_precision = precision.resolve(request.mixed_precision)
+    models = [restore_model(s, c, mixed_precision) for s, c in zip(specs, checkpoints)]
+    return OpenedRun(tuple(checkpoints), spec, problem_name, problem, decode, tuple(models), mixed_precision)
 
 
 def check_vocab_size(data_vocab_size: int, model_vocab_size: int, data_dir: str | None) -> None:

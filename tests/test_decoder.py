@@ -112,7 +112,7 @@ def _bad_utf8(tmp_path):
 CLI_REFUSALS = {
     "invalid_utf8": "line 2 is not valid UTF-8",
     "zero_parallel_batches": "--parallel_batches=0: 0 is not a positive integer",
-    "unknown_precision": "--mixed_precision=float8: value should be one of <none|mixed_bfloat16|mixed_float16>",
+    "unknown_precision": "--mixed_precision=float8: value should be one of <none|auto|mixed_bfloat16|mixed_float16>",
 }
 
 

@@ -344,7 +344,7 @@ def refused(run, tmp_path_factory):
                                "no checkpoint in --output_dir"),
         "unknown precision": ([f"--output_dir={run['output_dir']}", f"--data_dir={run['data_dir']}",
                                f"--export_dir={tmp / 'exports'}", "--mixed_precision=float8"],
-                              "--mixed_precision=float8: value should be one of <none|mixed_bfloat16|mixed_float16>"),
+                              "--mixed_precision=float8: value should be one of <none|auto|mixed_bfloat16|mixed_float16>"),
     }
     done = run_tools({name: ("exporter", flags) for name, (flags, _) in cases.items()}, max_running=2)
     return tmp, {name: (done[name].returncode, done[name].stdout, done[name].stderr, cases[name][1])
@@ -372,7 +372,7 @@ def test_library_refusals_are_user_errors(run, tmp_path):
         text_vocabulary(problems.get("algorithmic_reverse")(), "algorithmic_reverse")
     good = RunRequest(output_dir=run["output_dir"], data_dir=run["data_dir"])
     export_dir = str(run["tmp"] / "x")
-    with pytest.raises(UserError, match="--mixed_precision must be one of none, mixed_float16, mixed_bfloat16"):
+    with pytest.raises(UserError, match="--mixed_precision must be one of auto, none, mixed_float16, mixed_bfloat16"):
         export_run(ExportRequest(export_dir, dataclasses.replace(good, mixed_precision="bfloat16")))
     with pytest.raises(UserError, match="--model_name must be"):
         export_run(ExportRequest(export_dir, good, model_name="../escape"))

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import t2t_lite.hparams  # noqa: F401
 import t2t_lite.problems  # noqa: F401
-from t2t_lite import config
+from t2t_lite import config, precision
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
@@ -88,9 +88,21 @@ def test_a_reduced_precision_run_keeps_the_float32_weights_and_unknown_precision
     for reduced, full in zip(opened.model.weights, saved.weights):
         assert reduced.dtype == "float32"
         np.testing.assert_array_equal(reduced.numpy(), full.numpy())
-    with pytest.raises(UserError, match="^--mixed_precision must be one of none, mixed_float16, mixed_bfloat16; got "
-                                        "'bfloat16'$"):
+    with pytest.raises(UserError, match="^--mixed_precision must be one of auto, none, mixed_float16, mixed_bfloat16; "
+                                        "got 'bfloat16'$"):
         open_run(RunRequest(output_dir=output_dir, mixed_precision="bfloat16"))
+
+
+@pytest.mark.parametrize("flags, has_gpu, chosen, dtype", [
+    ({"avx512_bf16"}, False, "mixed_bfloat16", "bfloat16"), ({"amx_bf16"}, False, "mixed_bfloat16", "bfloat16"),
+    ({"avx512f"}, False, "none", "float32"), ({"avx512_bf16"}, True, "none", "float32")])
+def test_auto_precision_decodes_in_bfloat16_only_on_a_cpu_that_multiplies_it_natively(run, monkeypatch, flags,
+                                                                                       has_gpu, chosen, dtype):
+    output_dir, _ = run
+    monkeypatch.setattr(precision, "cpu_flags", lambda: flags)
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["GPU:0"] if has_gpu and kind == "GPU" else [])
+    opened = open_run(RunRequest(checkpoint_path=os.path.join(output_dir, "ckpt-200"), mixed_precision="auto"))
+    assert opened.mixed_precision == chosen and opened.model.compute_dtype == dtype
 
 
 def test_a_vocabulary_of_another_size_is_refused(tmp_path):

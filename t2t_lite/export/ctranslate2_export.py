@@ -241,7 +241,7 @@ def export_requested(request: ExportRequest, log: Callable[[str], None]) -> str:
     if request.max_input_length is not None:
         raise UserError("--max_input_length is for --export_format=saved_model; a CTranslate2 export takes "
                         f"sources of up to {MAX_POSITIONS - 1} tokens (its position table)")
-    if request.run.mixed_precision != "none":
+    if request.run.mixed_precision not in ("none", "auto"):  # auto: whatever suits; here that is --quantization
         raise UserError("--mixed_precision is for --export_format=saved_model; a CTranslate2 export's weights "
                         "are --quantization's (e.g. bfloat16), its computation the caller's compute_type")
     if request.run.constrained_decoding:

@@ -82,7 +82,7 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
     model_dir = layout.make_model_dir(request.export_dir, model_name)
     exported = dataclasses.replace(run.spec, problem=run.problem_name,
                                    hparams=dataclasses.replace(run.spec.hparams, decode=decode))
-    mixed_precision = request.run.mixed_precision
+    mixed_precision = run.mixed_precision
     export_info = {"checkpoint": os.path.abspath(run.checkpoint), "model_name": model_name,
                    "max_input_length": max_input_length, "mixed_precision": mixed_precision}
     log(f"tracing beam search of {run.checkpoint} (beam {decode.beam_size}, alpha {decode.alpha}, extra length "
