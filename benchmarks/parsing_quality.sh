@@ -7,7 +7,7 @@
 #   bash benchmarks/parsing_quality.sh WORK_DIR [SECONDS]
 #
 # Environment: PTB_DIR (the sample's .mrg files or an NLTK data directory; default WORK_DIR/tmp, where
-# datagen downloads what is missing), HPARAMS_SET (transformer_wsj_parsing_tiny), HPARAMS (overrides),
+# datagen downloads what is missing), HPARAMS_SET (transformer_parsing_small_data), HPARAMS (overrides),
 # VOCAB_SIZE (the problem's default), TRAIN_FLAGS (extra trainer flags), DECODE_FLAGS (extra decoder flags:
 # a model that has not learned to end its trees runs every sentence to the set's extra_length of 300 with
 # beam 21, so a smoke run wants e.g. DECODE_FLAGS='--beam_size=1 --extra_length=5').
@@ -17,7 +17,7 @@ set -euo pipefail
 WORK=${1:?usage: parsing_quality.sh WORK_DIR [SECONDS]}
 SECONDS_BUDGET=${2:-600}
 PTB=${PTB_DIR:-$WORK/tmp}
-SET=${HPARAMS_SET:-transformer_wsj_parsing_tiny}
+SET=${HPARAMS_SET:-transformer_parsing_small_data}
 mkdir -p "$WORK"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 

@@ -16,7 +16,7 @@
 #   bash benchmarks/parsing_side_by_side.sh WORK_DIR [SECONDS]
 #
 # Environment: PTB_DIR (the sample's .mrg files or an NLTK data directory; default WORK_DIR/ptb, where datagen
-# downloads what is missing), HPARAMS_SET (transformer_wsj_parsing_tiny), HPARAMS (overrides, applied to both
+# downloads what is missing), HPARAMS_SET (transformer_parsing_small_data), HPARAMS (overrides, applied to both
 # toolkits: e.g. beam_size=1,extra_length=5 for a smoke run), VOCAB_SIZE, TRAIN_FLAGS (extra t2t-lite trainer
 # flags), DECODE_FLAGS (extra t2t-lite decoder flags; the peer does not see them: prefer HPARAMS),
 # CHECKPOINT_STEPS (200), CURVE (1), CURVE_SENTENCES (dev sentences per curve point, default 100), PEERS_DIR
@@ -28,7 +28,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=${1:?usage: bash benchmarks/parsing_side_by_side.sh WORK_DIR [SECONDS]}
 SECONDS_BUDGET=${2:-600}
-SET=${HPARAMS_SET:-transformer_wsj_parsing_tiny}
+SET=${HPARAMS_SET:-transformer_parsing_small_data}
 CHECKPOINT_STEPS=${CHECKPOINT_STEPS:-200}
 PYTHON=${PYTHON:-python}
 PEERS=${PEERS_DIR:-/tmp/peers}
