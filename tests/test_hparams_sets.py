@@ -37,3 +37,17 @@ def test_small_data_model_builds_at_the_protocols_size():
     hparams = config.apply_overrides(hparams_sets.get("transformer_small_data")(), "vocab_size=8000")
     parameters = build_model(hparams).count_params()
     assert 7_000_000 < parameters < 8_000_000, parameters  # ~7.6M with the 8k shared vocabulary
+
+
+def test_parsing_small_data_set_has_tiny_sizes_small_datas_schedule_and_its_documented_peak():
+    hparams = hparams_sets.get("transformer_parsing_small_data")()
+    m, t, d = hparams.model, hparams.train, hparams.decode
+    assert (m.num_encoder_layers, m.num_decoder_layers, m.d_model, m.d_ff, m.num_heads) == (2, 2, 128, 512, 4)
+    assert (m.norm_position, m.dropout, m.attention_dropout, m.relu_dropout) == ("pre", 0.1, 0.1, 0.1)
+    assert (t.schedule, t.warmup_fraction, t.batch_size, t.max_length, t.label_smoothing) == (
+        "linear_decay", 0.1, 1024, 512, 0.1)
+    assert (d.beam_size, d.alpha, d.extra_length) == (4, 0.3, 150)
+    # The peak its docstring gives (3.1e-3), read off the schedule a run builds.
+    rates = keras.ops.convert_to_numpy(learning_rate_schedule(hparams)(np.arange(t.train_steps)))
+    assert abs(rates.max() - 3.125e-3) < 1e-5 and "peak 3.1e-3" in hparams_sets.get("transformer_parsing_small_data").__doc__
+    assert config.validate(hparams) is hparams
