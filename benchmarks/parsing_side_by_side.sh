@@ -5,7 +5,7 @@
 #      keeping a checkpoint every CHECKPOINT_STEPS steps for the curve;
 #   2. OpenNMT-tf: the same train split as text (benchmarks/peers/parsing/prepare.py), encoded with t2t-lite's own
 #      SentencePiece model (same vocabulary and size), a Transformer of the t2t-lite set's sizes, dropouts,
-#      optimiser, learning-rate schedule, batch and decoding settings (benchmarks/peers/parsing/make_onmt.py),
+#      optimiser, learning-rate schedule (Noam at the same peak where the set's schedule is not rsqrt), batch and decoding settings (benchmarks/peers/parsing/make_onmt.py),
 #      SECONDS from the launch of its training process (benchmarks/peers/multi30k/train_budget.py), its last
 #      checkpoint (or the average of the set's average_last_checkpoints) decoded on dev;
 #   3. both dev outputs scored by t2t-lite's parsing scorer (benchmarks/peers/parsing/score.py: EVALB bracket F1,
