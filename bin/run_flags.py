@@ -31,10 +31,11 @@ def define(verb: str, decoding_settings: bool = True) -> None:
     flags.DEFINE_boolean("constrained_decoding", None, "Emit only outputs the problem allows: for parsing, "
                          "well-formed trees with a POS tag per input word (docs/decoding.md); default the run's "
                          "(off). Refused for problems without a constraint and for CTranslate2 exports.")
-    flags.DEFINE_enum("mixed_precision", "none", ["none", "auto", "mixed_bfloat16", "mixed_float16"],
+    flags.DEFINE_enum("mixed_precision", "auto", ["auto", "none", "mixed_bfloat16", "mixed_float16"],
                       "Compute dtype, whatever the run trained in: mixed_bfloat16 runs the matmuls in bfloat16 "
                       "(fast on CPUs with AMX or AVX512_BF16; outputs can differ slightly, see docs/decoding.md); "
-                      "auto: bfloat16 where the CPU multiplies it natively, float32 elsewhere.")
+                      "auto (the default): bfloat16 where the CPU multiplies it natively, float32 elsewhere and on GPUs; "
+                      "none: float32.")
 
 
 def run_request(**settings):

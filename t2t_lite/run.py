@@ -43,8 +43,9 @@ class RunRequest:
     # If given, must match the run's set: a guard against opening the wrong run.
     hparams_set: str | None = None
     # The compute dtype of the restored model, whatever the run trained in: one of precision.PRECISIONS, or
-    # precision.AUTO (bfloat16 where the CPU multiplies it natively, else float32).
-    mixed_precision: str = "none"
+    # precision.AUTO (bfloat16 where the CPU multiplies it natively, else float32; the outputs it changes are
+    # within BLEU's noise: docs/performance.md).
+    mixed_precision: str = precision.AUTO
     beam_size: int | None = None
     alpha: float | None = None
     extra_length: int | None = None

@@ -112,7 +112,7 @@ def test_training_keeps_the_best_checkpoint_on_the_dev_metric_and_the_decoder_op
     assert any(line.startswith("step 3: dev loss") and "dev exact match" in line and "sentences decoded in" in line
                for line in lines)
     assert any(line.startswith("averaged checkpoint") and "best checkpoint" in line for line in lines)
-    opened = open_run(RunRequest(output_dir=str(tmp_path), checkpoint="best"))
+    opened = open_run(RunRequest(output_dir=str(tmp_path), checkpoint="best", mixed_precision="none"))
     assert opened.checkpoint == os.path.join(str(tmp_path), BEST_SUBDIR, f"ckpt-{best['step']}")
     # The best directory holds that step's weights: its dev loss is the one recorded for it.
     restored = trainer.dev_loss(_eval_step(opened.model, trainer))

@@ -66,7 +66,7 @@ def test_gnmt_score_undoes_ctranslate2_penalty():
 def exported(multi30k_run, tmp_path_factory):
     """The float32 export of the tiny Multi30k run, its backend, its Translator and the dev sentences."""
     request = RunRequest(output_dir=multi30k_run["output_dir"], data_dir=multi30k_run["data_dir"],
-                         extra_length=EXTRA_LENGTH)
+                         extra_length=EXTRA_LENGTH, mixed_precision="none")  # float32, as the export
     run = open_run(request)
     path = ctranslate2_export.export_ctranslate2(run, str(tmp_path_factory.mktemp("ct2")), "multi30k")
     with open(multi30k_run["raw"] / "val.en", encoding="utf-8") as f:

@@ -99,7 +99,7 @@ def deployment(multi30k_run, tmp_path_factory):
                           "--quiet", "--target", str(installed), str(source)], capture_output=True, text=True)
     assert pip.returncode == 0, pip.stderr[-3000:]
     request = RunRequest(output_dir=multi30k_run["output_dir"], data_dir=multi30k_run["data_dir"],
-                         extra_length=EXTRA_LENGTH)
+                         extra_length=EXTRA_LENGTH, mixed_precision="none")  # float32, as the export
     path = export_run(ExportRequest(str(tmp / "exports"), request, "m", export_format="ctranslate2"))
     with open(multi30k_run["raw"] / "val.en", encoding="utf-8") as f:
         sentences = f.read().splitlines()[:DEV_SENTENCES] + [""]

@@ -112,7 +112,7 @@ def _bad_utf8(tmp_path):
 CLI_REFUSALS = {
     "invalid_utf8": "line 2 is not valid UTF-8",
     "zero_parallel_batches": "--parallel_batches=0: 0 is not a positive integer",
-    "unknown_precision": "--mixed_precision=float8: value should be one of <none|auto|mixed_bfloat16|mixed_float16>",
+    "unknown_precision": "--mixed_precision=float8: value should be one of <auto|none|mixed_bfloat16|mixed_float16>",
 }
 
 
@@ -278,7 +278,7 @@ def test_forced_length_makes_every_output_exactly_that_long(run, beam_size):
 
 @pytest.mark.parametrize("precision, compute_dtype", [("mixed_bfloat16", "bfloat16"), ("mixed_float16", "float16")])
 def test_a_float32_run_decodes_in_reduced_precision_to_nearly_the_float32_results(run, precision, compute_dtype):
-    opened = open_run(RunRequest(output_dir=run, beam_size=3, extra_length=6))
+    opened = open_run(RunRequest(output_dir=run, beam_size=3, extra_length=6, mixed_precision="none"))
     full, decode = opened.model, opened.decode_hparams
     reduced = open_run(RunRequest(output_dir=run, mixed_precision=precision)).model
     inputs = np.array([[3, 4, 1, 0], [5, 6, 7, 1]], np.int32)

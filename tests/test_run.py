@@ -68,7 +68,7 @@ def test_the_averaged_checkpoint_wins_over_the_newest_and_an_explicit_path_over_
 
 def test_a_reopened_run_gives_the_logits_of_the_model_that_was_saved(run):
     output_dir, saved = run
-    opened = open_run(RunRequest(checkpoint_path=os.path.join(output_dir, "ckpt-200")))
+    opened = open_run(RunRequest(checkpoint_path=os.path.join(output_dir, "ckpt-200"), mixed_precision="none"))
     assert opened.spec == tiny_spec() and opened.problem_name == "algorithmic_reverse"
     assert opened.decode_hparams == tiny_spec().hparams.decode
     features = {"inputs": np.array([[3, 4, 5, 1], [6, 7, 1, 0]], np.int32),
@@ -76,7 +76,7 @@ def test_a_reopened_run_gives_the_logits_of_the_model_that_was_saved(run):
     expected = saved(features).numpy()  # [B, T, V]
     np.testing.assert_array_equal(opened.model(features).numpy(), expected)
     # The averaged checkpoint holds other weights (seed 1): the default choice really opened it.
-    averaged = open_run(RunRequest(output_dir=output_dir)).model(features).numpy()
+    averaged = open_run(RunRequest(output_dir=output_dir, mixed_precision="none")).model(features).numpy()
     assert np.abs(averaged - expected).max() > 1e-3
 
 
@@ -96,12 +96,12 @@ def test_a_reduced_precision_run_keeps_the_float32_weights_and_unknown_precision
 @pytest.mark.parametrize("flags, has_gpu, chosen, dtype", [
     ({"avx512_bf16"}, False, "mixed_bfloat16", "bfloat16"), ({"amx_bf16"}, False, "mixed_bfloat16", "bfloat16"),
     ({"avx512f"}, False, "none", "float32"), ({"avx512_bf16"}, True, "none", "float32")])
-def test_auto_precision_decodes_in_bfloat16_only_on_a_cpu_that_multiplies_it_natively(run, monkeypatch, flags,
-                                                                                       has_gpu, chosen, dtype):
+def test_by_default_a_run_decodes_in_bfloat16_only_on_a_cpu_that_multiplies_it_natively(run, monkeypatch, flags,
+                                                                                        has_gpu, chosen, dtype):
     output_dir, _ = run
     monkeypatch.setattr(precision, "cpu_flags", lambda: flags)
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["GPU:0"] if has_gpu and kind == "GPU" else [])
-    opened = open_run(RunRequest(checkpoint_path=os.path.join(output_dir, "ckpt-200"), mixed_precision="auto"))
+    opened = open_run(RunRequest(checkpoint_path=os.path.join(output_dir, "ckpt-200")))  # the default: auto
     assert opened.mixed_precision == chosen and opened.model.compute_dtype == dtype
 
 
