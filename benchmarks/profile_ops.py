@@ -1,52 +1,95 @@
-"""Where the time goes: TensorFlow's profiler around decoding or training steps, summed by op type.
+"""Where the time goes: TensorFlow's profiler around decoding or training, summed by op type.
 
   python benchmarks/profile_ops.py decode            # 2 batches of the decode protocol (beam 4, batch 32, 60 tokens)
   python benchmarks/profile_ops.py train             # 3 transformer_base steps on the training protocol
+  python benchmarks/profile_ops.py decode_run --output_dir=RUN --source=test.en --sentences=200
+                                                     # a trained run on real sentences, as the decoder batches them
   python benchmarks/profile_ops.py decode --top=30 --mixed_precision=mixed_bfloat16
 
-Prints one line per op type: self time (host, all threads), its share, the
-number of executions. Needs `pip install tensorboard-plugin-profile` (xprof)
-to read the trace; the profiled work is the benchmarks' own.
+Prints the work's wall time, then one line per op type: the time its kernels
+ran (summed over threads, a kernel's inner threads not counted twice), its
+share of all kernel time, the calls, and the mean per call; and how much of
+the executors' time ran no kernel (scheduling between ops). The trace is
+TensorFlow's own XPlane, read with the protobuf TensorFlow ships; nothing to
+install. The profiled work is the benchmarks' own.
 """
 import argparse
 import collections
-import csv
 import glob
-import io
-import json
 import os
 import tempfile
+import time
 
 import numpy as np
 
 from common import decode_inputs
 
+EXECUTOR_EVENT = "ExecutorState::Process"
 
-def profile(work, logdir: str) -> None:
+
+def profile(work, logdir: str) -> float:
+    """Runs work() under the profiler, every kernel traced; returns its wall seconds."""
     import tensorflow as tf
 
-    tf.profiler.experimental.start(logdir)
+    # Level 3 traces every kernel; the default (2) only the ones TensorFlow deems expensive.
+    options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=3, python_tracer_level=0)
+    tf.profiler.experimental.start(logdir, options=options)
+    start = time.perf_counter()
     work()
+    seconds = time.perf_counter() - start
     tf.profiler.experimental.stop()
+    return seconds
 
 
-def op_type_table(logdir: str) -> list[tuple[str, float, int]]:
-    """[(op type, self time in ms, occurrences)], largest first, from the profile in logdir."""
-    from xprof.convert import raw_to_tool_data
+def kernel_events(logdir: str):
+    """Yields (thread name, op type, start ps, duration ps) of every kernel and executor event in logdir's trace."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    paths = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
-    data, _ = raw_to_tool_data.xspace_to_tool_data(paths, "framework_op_stats", {})
-    tables = json.loads(data)
-    table = tables[0] if isinstance(tables, list) else tables
-    columns = [c["id"] if isinstance(c, dict) else c for c in table["cols"]]
+    for path in glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True):
+        space = xplane_pb2.XSpace()
+        with open(path, "rb") as f:
+            space.ParseFromString(f.read())
+        for plane in space.planes:
+            if not plane.name.startswith("/host"):
+                continue
+            for line in plane.lines:
+                for event in line.events:
+                    meta = plane.event_metadata[event.metadata_id]
+                    # A kernel is traced as "op name:op type", its display name the type.
+                    kind = meta.display_name or (EXECUTOR_EVENT if meta.name == EXECUTOR_EVENT else None)
+                    if kind:
+                        yield line.name, kind, line.timestamp_ns * 1000 + event.offset_ps, event.duration_ps
+
+
+def op_type_table(logdir: str) -> tuple[list[tuple[str, float, int]], float]:
+    """([(op type, kernel ms, calls)] largest first, executor ms outside any kernel) from logdir's trace.
+
+    A kernel's time is its self time: a kernel running inside another on the same thread (a function
+    call op) is counted once, in the inner one.
+    """
     totals, counts = collections.Counter(), collections.Counter()
-    for row in table["rows"]:
-        values = dict(zip(columns, [cell.get("v") if isinstance(cell, dict) else cell for cell in row["c"]]))
-        if values.get("host_or_device") not in (None, "Host"):
-            continue
-        totals[values["type"]] += float(values["total_self_time"]) / 1000.0  # us -> ms
-        counts[values["type"]] += int(values["occurrences"])
-    return [(name, ms, counts[name]) for name, ms in totals.most_common()]
+    executor_ms = kernel_ms = 0.0
+    by_thread = collections.defaultdict(list)
+    for thread, kind, start, duration in kernel_events(logdir):
+        if kind == EXECUTOR_EVENT:
+            executor_ms += duration / 1e9
+        else:
+            by_thread[thread].append((start, duration, kind))
+    for events in by_thread.values():
+        events.sort(key=lambda e: (e[0], -e[1]))
+        open_events = []  # [end, kind, child ps] of the enclosing kernels
+        for start, duration, kind in events + [(float("inf"), 0, None)]:
+            while open_events and open_events[-1][0] <= start:
+                end, outer, children = open_events.pop()
+                own = (end - outer[0] - children) / 1e9  # ps -> ms
+                totals[outer[1]] += own
+                kernel_ms += own
+                if open_events:
+                    open_events[-1][2] += end - outer[0]
+            if kind is not None:
+                open_events.append([start + duration, (start, kind), 0])
+                counts[kind] += 1
+    return [(kind, ms, counts[kind]) for kind, ms in totals.most_common()], max(executor_ms - kernel_ms, 0.0)
 
 
 def decode_work(args):
@@ -61,6 +104,18 @@ def decode_work(args):
     return lambda: [decoder.decode(batch)[0].numpy() for batch in padded]
 
 
+def decode_run_work(args):
+    """A trained run's Translator over the first --sentences lines of --source, as t2t-lite-decoder batches them."""
+    from t2t_lite.translator import Translator
+
+    with open(args.source, encoding="utf-8") as f:
+        sentences = [line.rstrip("\n") for line in f][: args.sentences]
+    translator = Translator.from_run(args.output_dir, mixed_precision=args.mixed_precision,
+                                     beam_size=args.beam_size)
+    translator.translate(sentences[:8])  # trace outside the profile
+    return lambda: translator.translate(sentences)
+
+
 def train_work(args):
     import bench_train
 
@@ -69,19 +124,26 @@ def train_work(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["decode", "train"])
+    parser.add_argument("what", choices=["decode", "decode_run", "train"])
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--beam_size", type=int, default=4)
-    parser.add_argument("--mixed_precision", default="none", choices=["none", "mixed_bfloat16", "bfloat16"])
+    parser.add_argument("--mixed_precision", default="none", choices=["none", "auto", "mixed_bfloat16", "bfloat16"])
+    parser.add_argument("--output_dir", help="decode_run: the trained run")
+    parser.add_argument("--source", help="decode_run: a file of source sentences, one per line")
+    parser.add_argument("--sentences", type=int, default=200, help="decode_run: how many of them")
     args = parser.parse_args()
-    work = decode_work(args) if args.what == "decode" else train_work(args)
+    if args.what == "decode_run" and not (args.output_dir and args.source):
+        parser.error("decode_run needs --output_dir and --source")
+    work = {"decode": decode_work, "decode_run": decode_run_work, "train": train_work}[args.what](args)
     with tempfile.TemporaryDirectory() as logdir:
-        profile(work, logdir)
-        rows = op_type_table(logdir)
+        seconds = profile(work, logdir)
+        rows, between_ms = op_type_table(logdir)
     total = sum(ms for _, ms, _ in rows)
-    print(f"{args.what}: {total:,.0f} ms of op self time (both cores), by op type")
+    print(f"{args.what} ({args.mixed_precision}): {seconds * 1000:,.0f} ms wall under the profiler; "
+          f"{total:,.0f} ms in kernels (both cores), {between_ms:,.0f} ms of executor time between them")
+    print(f"  {'op type':32s} {'ms':>9s}  {'share':>6s}  {'calls':>8s}  {'us/call':>8s}")
     for name, ms, count in rows[: args.top]:
-        print(f"  {name:32s} {ms:9,.0f} ms  {ms / total:6.1%}  x{count}")
+        print(f"  {name:32s} {ms:9,.0f}  {ms / total:6.1%}  {count:8,d}  {ms * 1000 / count:8.1f}")
 
 
 if __name__ == "__main__":

@@ -169,7 +169,8 @@ class RunBackend:
         self.constraint = problem_constraint(run.problem, run.decode_hparams)  # None unless asked for
         self._decoders = {}
 
-    def decoder(self, beam_size: int | None, sampling):
+    def decoder(self, beam_size: int | None, sampling, nbest: int = 1):
+        """The Decoder for these settings: a search stops once each sentence's nbest best are final."""
         from t2t_lite.decoding.decoder import Decoder
 
         hp = self.run.decode_hparams
@@ -177,19 +178,19 @@ class RunBackend:
             if beam_size < 1:
                 raise UserError(f"beam_size must be at least 1, got {beam_size}")
             hp = dataclasses.replace(hp, beam_size=beam_size)
-        key = (hp.beam_size, sampling)
-        if key not in self._decoders:
-            # One per setting: each traces its own graph once, then decodes batch after batch.
-            self._decoders[key] = Decoder(list(self.run.models), hp, self.step_matmul, sampling=sampling,
-                                           constraint=self.constraint)
-        return self._decoders[key]
-
-    def hypotheses(self, sentences, beam_size, nbest, sampling, first_line=1, **decoding):
-        decoder = self.decoder(beam_size, sampling)
-        most = 1 if sampling else decoder.hparams.beam_size
+        most = 1 if sampling else hp.beam_size
         if nbest > most:
             raise UserError(f"nbest ({nbest}) cannot exceed the beam size ({most})" if not sampling else
                             f"sampling gives one output per sentence; nbest must be 1, not {nbest}")
+        key = (hp.beam_size, sampling, nbest)
+        if key not in self._decoders:
+            # One per setting: each traces its own graph once, then decodes batch after batch.
+            self._decoders[key] = Decoder(list(self.run.models), hp, self.step_matmul, sampling=sampling,
+                                           constraint=self.constraint, final_beams=nbest)
+        return self._decoders[key]
+
+    def hypotheses(self, sentences, beam_size, nbest, sampling, first_line=1, **decoding):
+        decoder = self.decoder(beam_size, sampling, nbest)
         problem = self.run.problem
         results = decode_id_batches(decoder.decode, encode_lines(problem, sentences, first_line),
                                     self.run.decode_hparams.batch_size, problem.decode, **decoding)

@@ -16,10 +16,11 @@ from t2t_lite.decoding.sampling import greedy_decode
 from scripted_logits import VOCAB, bigram_fn, seqs
 
 
-def search(fn, max_lengths, beam_size=2, alpha=0.0, min_lengths=None):
+def search(fn, max_lengths, beam_size=2, alpha=0.0, min_lengths=None, final_beams=None):
     """beam_search over the 4-word vocabulary, as numpy."""
     ids, scores = beam_search(fn, {}, len(max_lengths), beam_size, len(VOCAB),
-                              tf.constant(max_lengths, tf.int32), alpha, min_decode_lengths=min_lengths)
+                              tf.constant(max_lengths, tf.int32), alpha, min_decode_lengths=min_lengths,
+                              final_beams=final_beams)
     return ids.numpy(), scores.numpy()
 
 
@@ -64,6 +65,49 @@ def test_keeps_decoding_while_an_alive_beam_can_enter_the_k_best():
     assert calls.numpy() == 3
     np.testing.assert_array_equal(ids[0], seqs(["</s>", "a b </s>"], 10))
     np.testing.assert_allclose(scores[0], np.log([.7, .243]), rtol=1e-6)
+
+
+def test_with_one_final_beam_it_stops_once_the_best_finished_is_beyond_every_alive_beam():
+    # The script above with final_beams=1: after step 0, </s> .7 finished beats alive a .3 (and any
+    # extension of it, alpha 0): the best is final, so one call, t2t's default bound.
+    calls = tf.Variable(0)
+    fn = bigram_fn({"<pad>": {"</s>": .7, "a": .3}, "a": {"b": .9, "</s>": .1}, "b": {"</s>": .9, "a": .1}}, calls)
+    ids, scores = search(fn, [10], final_beams=1)
+    assert calls.numpy() == 1
+    np.testing.assert_array_equal(ids[0, 0], seqs(["</s>"], 10)[0])
+    np.testing.assert_allclose(scores[0, 0], np.log(.7), rtol=1e-6)
+
+
+def full_and_one_final_beam(seed):
+    """Prefix-dependent random logits, 6 sentences of different max lengths, K=4, the paper's alpha: the
+    search with all K final and with one, each as (ids, scores, calls of the model)."""
+    max_lengths = tf.constant([3, 6, 9, 12, 15, 18])
+    initial = {"sentence": tf.range(6), "history": tf.zeros([6, 18], tf.int32)}
+    counts = []
+
+    def counted(fn):
+        calls = tf.Variable(0)
+        counts.append(calls)
+
+        def wrapped(ids, step, state):
+            calls.assign_add(1)
+            return fn(ids, step, state)
+        return wrapped
+
+    full = beam_search(counted(history_fn(seed, 18)), initial, 6, 4, 5, max_lengths, 0.6)
+    one = beam_search(counted(history_fn(seed, 18)), initial, 6, 4, 5, max_lengths, 0.6, final_beams=1)
+    return [(ids.numpy(), scores.numpy(), calls.numpy()) for (ids, scores), calls in zip((full, one), counts)]
+
+
+def test_one_final_beam_gives_every_sentences_best_of_the_full_search_in_fewer_steps():
+    saved_steps = 0
+    for seed in range(4):
+        (full_ids, full_scores, full_calls), (ids, scores, calls) = full_and_one_final_beam(seed)
+        np.testing.assert_array_equal(ids[:, 0], full_ids[:, 0])
+        np.testing.assert_array_equal(scores[:, 0], full_scores[:, 0])
+        assert calls <= full_calls
+        saved_steps += full_calls - calls
+    assert saved_steps > 0, "final_beams=1 never stopped earlier: the bound still waits for all K"
 
 
 def test_finished_hypothesis_beats_later_alive_ones():
@@ -271,6 +315,12 @@ def test_bfloat16_logits_are_scored_in_float32():
     assert scores.dtype == np.float32
 
 
+def test_rejects_final_beams_outside_one_to_the_beam_size():
+    for final_beams in (0, 3):
+        with pytest.raises(ValueError, match=f"final_beams must be between 1 and beam_size \\(2\\), got {final_beams}"):
+            search(bigram_fn(PENALTY_SCRIPT), [3], final_beams=final_beams)
+
+
 def test_rejects_bad_sizes():
     with pytest.raises(ValueError, match="beam_size must be at least 1, got 0"):
         beam_search(bigram_fn(PENALTY_SCRIPT), {}, 1, 0, 4, tf.constant([3]), 0.6)
@@ -285,7 +335,7 @@ def test_two_stage_top_k_picks_what_one_top_k_over_all_extensions_picks():
     logits = rng.integers(0, 3, size=(batch * beam, vocab)).astype(np.float32)
     alive = rng.integers(-2, 1, size=(batch, beam)).astype(np.float32)
     search = _BeamSearch(lambda ids, step, state: (tf.constant(logits), state), batch, beam, vocab, 0.6, 1,
-                         tf.fill([batch], length), None)
+                         tf.fill([batch], length), None, beam)
     empty = tf.zeros([batch, beam, length], tf.int32)
     beams = _Beams(empty, tf.constant(alive), empty, tf.fill([batch, beam], NEG_INF), {})
     candidates, _ = search._grow_topk(tf.constant(0), beams)

@@ -5,7 +5,8 @@ hypotheses; each step takes the 2K best one-token extensions (top-k over K*V),
 the K best that did not emit EOS stay alive and the EOS ones compete for the K
 finished slots with the GNMT length penalty; decoding stops early on t2t's
 `_is_not_finished` bound. Unlike t2t, every sentence has its own maximum length
-and stops on its own, so its result does not depend on the batch it is in.
+and stops on its own, so its result does not depend on the batch it is in; and
+it stops as soon as the hypotheses its caller will use are final (`final_beams`).
 
 The ids are preallocated to [B, K, T] and written with one-hot updates; the
 state may change shape between steps (a cache that grows by one position per
@@ -181,9 +182,10 @@ class _BeamSearch:
     """The loop's cond and body, sharing the settings and per-sentence lengths."""
 
     def __init__(self, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
-                 max_lengths, min_lengths):
+                 max_lengths, min_lengths, final_beams):
         self.fn = symbols_to_logits_fn
         self.batch_size, self.beam_size, self.vocab_size = batch_size, beam_size, vocab_size
+        self.final_beams = final_beams
         self.alpha, self.eos_id = alpha, eos_id
         self.max_lengths = max_lengths  # int32 [B]
         self.min_lengths = min_lengths  # int32 [N] or None
@@ -208,11 +210,12 @@ class _BeamSearch:
         # the max length, so this bounds every score an alive beam can reach (alpha >= 0).
         best_alive = (tf.reduce_max(beams.alive_log_probs, axis=1)
                       / length_penalty(self.max_lengths, self.alpha))  # [B]
-        # Against the worst finished score (-inf until K have finished), as t2t with
-        # stop_early=False: all K returned hypotheses are final. t2t's default compares
-        # the best one, which fixes only the top hypothesis.
-        worst_finished = tf.reduce_min(beams.finished_scores, axis=1)  # [B]
-        return (step < self.max_lengths) & ~(worst_finished > best_alive)  # [B]
+        # Against the final_beams-th best finished score (-inf until that many have finished;
+        # finished_scores are best-first): once no alive beam can beat it, the final_beams best
+        # hypotheses can no longer change. final_beams = K is t2t's stop_early=False (all K
+        # returned hypotheses final); 1 is its default, which fixes only the best, in fewer steps.
+        last_final = beams.finished_scores[:, self.final_beams - 1]  # [B]
+        return (step < self.max_lengths) & ~(last_final > best_alive)  # [B]
 
     def step(self, step, beams):
         """One decoding step; sentences already done keep their beams unchanged."""
@@ -304,7 +307,7 @@ class _BeamSearch:
 
 def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_size, beam_size: int,
                 vocab_size: int, max_decode_lengths, alpha: float, eos_id: int = 1,
-                min_decode_lengths=None) -> tuple[tf.Tensor, tf.Tensor]:
+                min_decode_lengths=None, final_beams: int | None = None) -> tuple[tf.Tensor, tf.Tensor]:
     """Beam search over `symbols_to_logits_fn`; each sentence stops on its own.
 
     Args:
@@ -320,21 +323,28 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
       eos_id: the end-of-sentence id.
       min_decode_lengths: int32 [B] or None; EOS is impossible before this length
         (t2t's force_decode_length when min == max).
+      final_beams: how many of a sentence's best hypotheses must be final (beyond the reach
+        of every alive beam) before it stops, 1 <= final_beams <= K; None: K, all of them.
+        1 gives the same best hypothesis and score in fewer steps, for callers that use only it.
     Returns:
       ids: int32 [B, K, T], T = max(max_decode_lengths), best-first; no start id, EOS kept,
         PAD (0) after it. A sentence with no finished hypothesis returns its alive beams;
-        one with fewer than K returns the empty slots as all PAD with score -inf.
+        one with fewer than K returns the empty slots as all PAD with score -inf. Only the
+        first final_beams are sure to be the search's final ones.
       scores: float32 [B, K] summed log-probs / length_penalty(length, alpha).
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be at least 1, got {beam_size}")
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be at least 2 (2K candidates come from K*V), got {vocab_size}")
+    final_beams = beam_size if final_beams is None else final_beams
+    if not 1 <= final_beams <= beam_size:
+        raise ValueError(f"final_beams must be between 1 and beam_size ({beam_size}), got {final_beams}")
     max_lengths = tf.convert_to_tensor(max_decode_lengths, tf.int32)  # [B]
     min_lengths = (None if min_decode_lengths is None
                    else tf.repeat(tf.convert_to_tensor(min_decode_lengths, tf.int32), beam_size))  # [N]
     search = _BeamSearch(symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
-                         max_lengths, min_lengths)
+                         max_lengths, min_lengths, final_beams)
     beams = search.initial_beams(initial_state)
     invariants = tf.nest.map_structure(lambda t: t.shape, beams)._replace(state=state_shape_invariants(beams.state))
     _, beams = tf.while_loop(

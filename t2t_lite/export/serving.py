@@ -70,6 +70,8 @@ class ServingModule(tf.Module):
         # here rather than build a second tokenizer that could drift from it.
         self.tokenizer = vocabulary.tokenizer
         self._vocabulary = vocabulary
+        # serving_default returns the best hypothesis: its search stops once that is final; decode_ids all K.
+        self._best_decoder = Decoder(model, decode_hparams, EXPORT_STEP_MATMUL, constraint=constraint, final_beams=1)
         self._decoder = Decoder(model, decode_hparams, EXPORT_STEP_MATMUL, constraint=constraint)
         self._beam_size = decode_hparams.beam_size
         self._max_input_length = max_input_length
@@ -85,18 +87,19 @@ class ServingModule(tf.Module):
     def _serve_text(self, inputs):
         """inputs tf.string [B] -> {"outputs": tf.string [B], "scores": float32 [B]}."""
         blank = tf.strings.regex_full_match(inputs, BLANK_PATTERN)  # [B]
-        ids, scores = self._search(self._vocabulary.tf_encode(inputs), ~blank)  # [B, K, T], [B, K]
+        ids, scores = self._search(self._best_decoder, self._vocabulary.tf_encode(inputs), ~blank)  # [B, K, T], [B, K]
         return {"outputs": self._vocabulary.tf_decode(ids[:, 0]), "scores": scores[:, 0]}
 
     def _serve_ids(self, inputs):
         """inputs int32 [B, T_src] -> {"outputs": int32 [B, K, T] (PAD after the tokens), "scores": float32 [B, K]}."""
-        ids, scores = self._search(_tokens_before_end(inputs), tf.ones([tf.shape(inputs)[0]], tf.bool))
+        ids, scores = self._search(self._decoder, _tokens_before_end(inputs), tf.ones([tf.shape(inputs)[0]], tf.bool))
         return {"outputs": _tokens_before_end(ids).to_tensor(PAD_ID), "scores": scores}
 
-    def _search(self, ids, decode):
+    def _search(self, decoder, ids, decode):
         """Beam search over the rows to decode; the other rows get all-PAD ids and score 0.
 
         Args:
+          decoder: the Decoder searching.
           ids: int32 ragged [B, None], source tokens without EOS.
           decode: bool [B], false for rows to leave empty (blank strings).
         Returns:
@@ -109,7 +112,7 @@ class ServingModule(tf.Module):
         sources = _append_eos(tf.gather(ids, rows[:, 0]))  # [B', T_src]
         # The Decoder needs at least one sentence (its length is a max over the batch).
         found_ids, found_scores = tf.cond(
-            tf.size(rows) > 0, lambda: self._decoder.decode(sources),
+            tf.size(rows) > 0, lambda: decoder.decode(sources),
             lambda: (tf.zeros([0, self._beam_size, 0], tf.int32), tf.zeros([0, self._beam_size])))
         batch = ids.nrows()  # int64
         ids_shape = tf.stack([batch, self._beam_size, tf.shape(found_ids, out_type=tf.int64)[2]])

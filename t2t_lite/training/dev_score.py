@@ -71,12 +71,12 @@ class DevScorer:
         self.sample = read_dev_sample(problem, count)
         # As the decoder will decode: a run whose set asks for constrained decoding is chosen on it.
         self.constraint = problem_constraint(problem, decode_hparams)
-        self.decoder = Decoder(model, decode_hparams, constraint=self.constraint)
+        self.decoder = Decoder(model, decode_hparams, constraint=self.constraint, final_beams=1)  # scores the best
 
     def score(self) -> DevScore:
         return score_outputs(self.problem, self.decoder, self.sample, self.decode_hparams.batch_size)
 
     def score_other(self, model: keras.Model) -> DevScore:
         """The same sample's score for another model (e.g. the averaged checkpoint's)."""
-        return score_outputs(self.problem, Decoder(model, self.decode_hparams, constraint=self.constraint), self.sample,
-                             self.decode_hparams.batch_size)
+        return score_outputs(self.problem, Decoder(model, self.decode_hparams, constraint=self.constraint,
+                                                   final_beams=1), self.sample, self.decode_hparams.batch_size)
