@@ -120,16 +120,15 @@ class MultiHeadAttention(keras.layers.Layer):
 
         kernels: a decoder's prepared step kernels (ops.StepKernels) for the projections, or None.
         """
+        if cache is not None:  # one position of self-attention
+            context, cache = self._attend_cached(query, cache, training, kernels)  # [N, 1, H*Dv]
+            return self.output_proj(context, kernels=kernels), cache
         q = self._split_heads(self.query_proj(query, kernels=kernels), self.key_dim)  # [N, H, T_q, Dk]
         if isinstance(memory, dict):
             context = self._attend_shared(q, memory["key"], memory["value"], bias, training)
         else:
             kv = self.memory_cache(query if memory is None else memory, kernels)
-            keys, values = kv["key"], kv["value"]  # [N, H, T_k, Dk|Dv]
-            if cache is not None:
-                context, cache = self._attend_cached(q, keys, values, cache, training)
-            else:
-                context = self._attend(q, keys, values, bias, training)  # [N, H, T_q, Dv]
+            context = self._attend(q, kv["key"], kv["value"], bias, training)  # [N, H, T_q, Dv]
         context = ops.transpose(context, (0, 2, 1, 3))  # [N, T_q, H, Dv]
         rows, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (rows, length, self.num_heads * self.value_dim))
@@ -163,39 +162,45 @@ class MultiHeadAttention(keras.layers.Layer):
         weights = self.weights_dropout(weights, training=training)
         return ops.einsum("bhqk,bhkd->bhqd", weights, values)  # [B, H, T_q, Dv]
 
-    def _attend_cached(self, q, key, value, cache, training):
+    def _attend_cached(self, query, cache, training, kernels):
         """One position's self-attention over beam-slotted caches (see the class doc).
 
+        Laid out so that a step transposes only what it must (the new query, key and value into a
+        sentence's slots, and the context back): the logits come out [B, H, K_q, t+1], the
+        ancestry's own layout, so neither it nor they are transposed.
+
         Args:
-          q, key, value: this position's [N, H, 1, Dk|Dv], N = B*K.
+          query: this position's [N, 1, D], N = B*K.
           cache: {"key", "value"} [B, H, t0, K, Dk|Dv] (settled), {"recent_key",
             "recent_value"} [B, H, t1, K, Dk|Dv] (recent, t0 + t1 = t), "ancestry" [N, t + 1, K].
+          kernels: the decoder's step kernels, or None.
         Returns:
-          (context [N, H, 1, Dv], the caches with this position appended to the recent part).
+          (context [N, 1, H*Dv], the caches with this position appended to the recent part).
         """
         ancestry = cache["ancestry"]
         beams = ancestry.shape[-1]  # K, static
         rows, length = ops.shape(ancestry)[0], ops.shape(ancestry)[1]
         sentences, heads = rows // beams, self.num_heads
 
-        def by_sentence(x, depth):  # [N, H, 1, d] -> [B, H, K, d]
+        def by_sentence(x, depth):  # [N, 1, H*d] -> [B, H, K, d]
             return ops.transpose(ops.reshape(x, (sentences, beams, heads, depth)), (0, 2, 1, 3))
 
         def flat(x):  # [B, H, t, K, d] -> [B, H, t*K, d], position-major
             return ops.reshape(x, (sentences, heads, -1, x.shape[-1]))
 
+        q = by_sentence(self.query_proj(query, kernels=kernels), self.key_dim)  # [B, H, K_q, Dk]
+        key = by_sentence(self.key_proj(query, kernels=kernels), self.key_dim)  # [B, H, K, Dk]
+        value = by_sentence(self.value_proj(query, kernels=kernels), self.value_dim)  # [B, H, K, Dv]
         settled_keys, settled_values = cache["key"], cache["value"]
-        recent_keys = ops.concatenate([cache["recent_key"], by_sentence(key, self.key_dim)[:, :, None]], axis=2)
-        recent_values = ops.concatenate([cache["recent_value"], by_sentence(value, self.value_dim)[:, :, None]], axis=2)
-        # Each of a sentence's K rows against every slot's keys: [B, H, (t+1)*K, K_q], one read of them.
-        q = by_sentence(q, self.key_dim)  # [B, H, K_q, Dk]
-        every = ops.concatenate([ops.einsum("bhkd,bhqd->bhkq", flat(settled_keys), q),
-                                 ops.einsum("bhkd,bhqd->bhkq", flat(recent_keys), q)], axis=2)
+        recent_keys = ops.concatenate([cache["recent_key"], key[:, :, None]], axis=2)  # [B, H, t1+1, K, Dk]
+        recent_values = ops.concatenate([cache["recent_value"], value[:, :, None]], axis=2)
+        # Each of a sentence's K rows against every slot's keys: [B, H, K_q, (t+1)*K], one read of them.
+        every = ops.concatenate([ops.einsum("bhqd,bhkd->bhqk", q, flat(settled_keys)),
+                                 ops.einsum("bhqd,bhkd->bhqk", q, flat(recent_keys))], axis=3)
+        every = ops.reshape(every, (sentences, heads, beams, length, beams))  # [B, H, K_q, t+1, K]
         # Each row keeps the logits of its own history's slots: [B, H, K_q, t+1].
         own = ops.reshape(ops.cast(ancestry, every.dtype), (sentences, 1, beams, length, beams))  # [B, 1, K_q, t+1, K]
-        every = ops.reshape(every, (sentences, heads, length, beams, beams))  # [B, H, t+1, K, K_q]
-        logits = ops.sum(every * ops.transpose(own, (0, 1, 3, 4, 2)), axis=3)  # [B, H, t+1, K_q]
-        logits = ops.cast(ops.transpose(logits, (0, 1, 3, 2)), "float32") * (self.key_dim**-0.5)
+        logits = ops.cast(ops.sum(every * own, axis=4), "float32") * (self.key_dim**-0.5)
         weights = ops.cast(ops.softmax(logits, axis=-1), settled_values.dtype)  # [B, H, K_q, t+1]
         weights = self.weights_dropout(weights, training=training)
         # The weights on the row's own slots (zero on the others), against every slot's values.
@@ -205,7 +210,7 @@ class MultiHeadAttention(keras.layers.Layer):
                               flat(settled_values))
                    + ops.matmul(ops.reshape(slotted[:, :, :, settled:], (sentences, heads, beams, -1)),
                                 flat(recent_values)))  # [B, H, K_q, Dv]
-        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (rows, heads, 1, self.value_dim))  # [N, H, 1, Dv]
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (rows, 1, heads * self.value_dim))  # [N, 1, H*Dv]
         return context, _settle({"key": settled_keys, "value": settled_values,
                                  "recent_key": recent_keys, "recent_value": recent_values})
 
