@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.decoding.top_k import BLOCK, top_k
+from t2t_lite.decoding.top_k import BLOCK, block_width, top_k
 
 
 def _assert_same_as_tf(values, k):
@@ -18,6 +18,18 @@ def _assert_same_as_tf(values, k):
 def test_random_rows_match_tf_top_k(width, k):
     values = np.random.default_rng(width + k).normal(size=(6, width)).astype(np.float32)
     _assert_same_as_tf(values, k)
+
+
+@pytest.mark.parametrize("width, block", [(8000, 125), (32000, 128), (37000, 125), (4099, BLOCK)])
+def test_a_width_with_a_divisor_near_the_block_splits_into_whole_blocks_without_padding(width, block):
+    # 4,099 is prime: only it pads.
+    assert block_width(width) == block
+    values = np.random.default_rng(width).normal(size=(5, width)).astype(np.float32)
+    values[1, ::block] = 3.0  # one tie per block: lower indices must win
+    _assert_same_as_tf(values, 8)
+    graph = tf.function(lambda v: top_k(v, 8)).get_concrete_function(tf.TensorSpec([None, width])).graph
+    pads = [op.type for op in graph.get_operations() if op.type.startswith("Pad")]
+    assert pads == ([] if width % block == 0 else ["PadV2"])
 
 
 def test_best_entries_crowded_into_one_block_and_ties_across_blocks_match_tf_top_k():

@@ -16,24 +16,33 @@ import tensorflow as tf
 BLOCK = 128  # columns per block: few enough blocks for a cheap first top-k, short enough rows to scan
 
 
+def block_width(width: int) -> int:
+    """Columns per block for rows of `width`: BLOCK, or the divisor of width nearest it within a factor 2
+    (8,000 -> 125), so the rows split into whole blocks without a padded copy; BLOCK if there is none."""
+    divisors = [d for d in range(BLOCK // 2, 2 * BLOCK + 1) if width % d == 0]
+    return min(divisors, key=lambda d: (abs(d - BLOCK), d)) if divisors else BLOCK
+
+
 def top_k(values, k):
     """tf.nn.top_k(values, k) for a float [N, V] tensor with a static V: (values [N, k], indices int32 [N, k]).
 
     Rows shorter than 4 * k * BLOCK go straight to tf.nn.top_k (no gain there).
-    Columns are padded with -inf up to a multiple of BLOCK; padding sits after
-    every real column, so it is never picked ahead of a real -inf.
+    Where no block width divides V (block_width), columns are padded with -inf
+    to a whole number of blocks; padding sits after every real column, so it is
+    never picked ahead of a real -inf.
     """
     width = values.shape[-1]
     if width is None or width < 4 * k * BLOCK:
         return tf.nn.top_k(values, k=k)
     rows = tf.shape(values)[0]
-    blocks = -(-width // BLOCK)
-    if blocks * BLOCK != width:
-        values = tf.pad(values, [[0, 0], [0, blocks * BLOCK - width]], constant_values=float("-inf"))
-    by_block = tf.reshape(values, [rows, blocks, BLOCK])  # [N, blocks, BLOCK]
+    block = block_width(width)
+    blocks = -(-width // block)
+    if blocks * block != width:
+        values = tf.pad(values, [[0, 0], [0, blocks * block - width]], constant_values=float("-inf"))
+    by_block = tf.reshape(values, [rows, blocks, block])  # [N, blocks, block]
     _, best_blocks = tf.nn.top_k(tf.reduce_max(by_block, axis=2), k=k)  # [N, k]
     best_blocks = tf.sort(best_blocks, axis=1)  # column order, for tf.nn.top_k's tie rule
-    candidates = tf.reshape(tf.gather(by_block, best_blocks, axis=1, batch_dims=1), [rows, k * BLOCK])
+    candidates = tf.reshape(tf.gather(by_block, best_blocks, axis=1, batch_dims=1), [rows, k * block])
     top_values, position = tf.nn.top_k(candidates, k=k)  # [N, k] positions in the candidates
-    block = tf.gather(best_blocks, position // BLOCK, batch_dims=1)  # [N, k]
-    return top_values, block * BLOCK + position % BLOCK
+    chosen = tf.gather(best_blocks, position // block, batch_dims=1)  # [N, k]
+    return top_values, chosen * block + position % block
