@@ -110,6 +110,56 @@ def test_one_final_beam_gives_every_sentences_best_of_the_full_search_in_fewer_s
     assert saved_steps > 0, "final_beams=1 never stopped earlier: the bound still waits for all K"
 
 
+def rows_counted(fn):
+    """fn, and a variable adding up the rows it is called on."""
+    rows = tf.Variable(0)
+
+    def counted(ids, step, state):
+        rows.assign_add(tf.shape(ids)[0])
+        return fn(ids, step, state)
+    return counted, rows
+
+
+def split_history_fn(seed, max_length, beam):
+    """history_fn with the sentence index in a SplitState's per_sentence part (one row per sentence)."""
+    fn = history_fn(seed, max_length)
+
+    def split_fn(ids, step, state):
+        sentence = tf.repeat(state.per_sentence["sentence"], beam)  # [N]
+        logits, new = fn(ids, step, {"sentence": sentence, "history": state.per_beam["history"]})
+        return logits, SplitState(per_beam={"history": new["history"]}, per_sentence=state.per_sentence)
+    return split_fn
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("traced", [False, True])
+def test_dropping_finished_sentences_gives_the_same_search_on_fewer_rows(split, traced):
+    # 8 sentences of very different max lengths: the short ones finish long before the others.
+    beam, max_lengths = 3, tf.constant([2, 18, 3, 5, 18, 4, 9, 12])
+    min_lengths = tf.constant([0, 3, 1, 0, 6, 2, 0, 4])
+    saved_rows = 0
+    for seed in range(3):
+        if split:
+            fn = split_history_fn(seed, 18, beam)
+            initial = SplitState(per_beam={"history": tf.zeros([8 * beam, 18], tf.int32)},
+                                 per_sentence={"sentence": tf.range(8)})
+        else:
+            fn, initial = history_fn(seed, 18), {"sentence": tf.range(8), "history": tf.zeros([8, 18], tf.int32)}
+        found, rows = {}, {}
+        for compact in (False, True):
+            counted, rows[compact] = rows_counted(fn)
+
+            def search_all(counted=counted, compact=compact):
+                return beam_search(counted, initial, 8, beam, 5, max_lengths, 0.6, min_decode_lengths=min_lengths,
+                                   compact_finished=compact)
+            found[compact] = (tf.function(search_all, autograph=False) if traced else search_all)()
+        np.testing.assert_array_equal(found[True][0], found[False][0])
+        np.testing.assert_array_equal(found[True][1], found[False][1])
+        assert rows[True].numpy() < rows[False].numpy()
+        saved_rows += rows[False].numpy() - rows[True].numpy()
+    assert saved_rows > 0
+
+
 def test_finished_hypothesis_beats_later_alive_ones():
     # start -> a .9 | </s> .1;  a -> a .9 | b .1;  b -> a .6 | b .4. K=2, alpha 1, max 3.
     # step 0: </s> .1 finishes. Then nothing else finishes: alive a a a .729 scores
@@ -334,10 +384,11 @@ def test_two_stage_top_k_picks_what_one_top_k_over_all_extensions_picks():
     batch, beam, vocab, length = 3, 4, 9, 5
     logits = rng.integers(0, 3, size=(batch * beam, vocab)).astype(np.float32)
     alive = rng.integers(-2, 1, size=(batch, beam)).astype(np.float32)
-    search = _BeamSearch(lambda ids, step, state: (tf.constant(logits), state), batch, beam, vocab, 0.6, 1,
-                         tf.fill([batch], length), None, beam)
+    search = _BeamSearch(lambda ids, step, state: (tf.constant(logits), state), beam, vocab, 0.6, 1, beam,
+                         has_min_lengths=False)
     empty = tf.zeros([batch, beam, length], tf.int32)
-    beams = _Beams(empty, tf.constant(alive), empty, tf.fill([batch, beam], NEG_INF), {})
+    beams = _Beams(empty, tf.constant(alive), empty, tf.fill([batch, beam], NEG_INF), {}, tf.fill([batch], length),
+                   tf.zeros([batch * beam], tf.int32), tf.range(batch))
     candidates, _ = search._grow_topk(tf.constant(0), beams)
     log_probs = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))  # [N, V]
     extensions = (log_probs.reshape(batch, beam, vocab) + alive[:, :, None]).reshape(batch, beam * vocab)

@@ -129,9 +129,10 @@ def write_position(ids, position, values):
 
 
 def state_shape_invariants(state):
-    """tf.while_loop shape invariants for a decoding state: each tensor keeps its rank and last dimension."""
+    """tf.while_loop shape invariants for a decoding state: each tensor keeps its rank and, if it has
+    two dimensions or more, its last one (the first, rows, may change when sentences are dropped)."""
     return tf.nest.map_structure(lambda t: tf.TensorShape([None] * (t.shape.rank - 1) + t.shape[-1:])
-                                 if t.shape.rank else t.shape, state)
+                                 if t.shape.rank and t.shape.rank > 1 else _rows_free(t), state)
 
 
 def _gather_beams(x, index):
@@ -167,6 +168,9 @@ class _Beams(NamedTuple):
     finished_seq: tf.Tensor  # int32 [B, K, T] best-first, each ending in EOS
     finished_scores: tf.Tensor  # float32 [B, K] length-penalised, -inf for an empty slot
     state: Any  # nest of [N, ...] (row b*K + k belongs to alive_seq[b, k]), or a SplitState
+    max_lengths: tf.Tensor  # int32 [B]
+    min_lengths: tf.Tensor  # int32 [N], zeros when the search has none
+    sentence: tf.Tensor  # int32 [B] each sentence's index in the batch searched (B shrinks as sentences finish)
 
 
 class _Candidates(NamedTuple):
@@ -181,19 +185,21 @@ class _Candidates(NamedTuple):
 class _BeamSearch:
     """The loop's cond and body, sharing the settings and per-sentence lengths."""
 
-    def __init__(self, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
-                 max_lengths, min_lengths, final_beams):
+    def __init__(self, symbols_to_logits_fn, beam_size, vocab_size, alpha, eos_id, final_beams,
+                 has_min_lengths):
         self.fn = symbols_to_logits_fn
-        self.batch_size, self.beam_size, self.vocab_size = batch_size, beam_size, vocab_size
-        self.final_beams = final_beams
+        self.beam_size, self.vocab_size = beam_size, vocab_size
+        self.final_beams, self.has_min_lengths = final_beams, has_min_lengths
         self.alpha, self.eos_id = alpha, eos_id
-        self.max_lengths = max_lengths  # int32 [B]
-        self.min_lengths = min_lengths  # int32 [N] or None
 
-    def initial_beams(self, initial_state):
-        """One live empty hypothesis per sentence; the state is repeated K times (t2t does the same)."""
-        batch, beam = self.batch_size, self.beam_size
-        seq = tf.zeros([batch, beam, tf.reduce_max(self.max_lengths)], tf.int32)  # [B, K, T]
+    def initial_beams(self, initial_state, batch_size, max_lengths, min_lengths):
+        """One live empty hypothesis per sentence; the state is repeated K times (t2t does the same).
+
+        Args:
+          max_lengths: int32 [B]; min_lengths: int32 [N] or None.
+        """
+        batch, beam = batch_size, self.beam_size
+        seq = tf.zeros([batch, beam, tf.reduce_max(max_lengths)], tf.int32)  # [B, K, T]
         # All K beams hold the same empty prefix: only beam 0 is live, else step 0
         # would fill the beam with K copies of one extension (t2t's initial_log_probs).
         alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (beam - 1)]), [batch, 1])  # [B, K]
@@ -202,20 +208,23 @@ class _BeamSearch:
             state = initial_state  # per_beam already [N, ...]
         else:
             state = tf.nest.map_structure(lambda t: tf.repeat(t, beam, axis=0), initial_state)  # [N, ...]
-        return _Beams(seq, alive_log_probs, seq, finished_scores, state)
+        if min_lengths is None:
+            min_lengths = tf.zeros([batch * beam], tf.int32)
+        return _Beams(seq, alive_log_probs, seq, finished_scores, state, max_lengths, min_lengths,
+                      tf.range(batch))
 
     def is_active(self, step, beams):
         """Sentences still decoding (t2t `_is_not_finished`, per sentence): bool [B]."""
         # Log-probs only fall as tokens are added, and the penalty only grows up to
         # the max length, so this bounds every score an alive beam can reach (alpha >= 0).
         best_alive = (tf.reduce_max(beams.alive_log_probs, axis=1)
-                      / length_penalty(self.max_lengths, self.alpha))  # [B]
+                      / length_penalty(beams.max_lengths, self.alpha))  # [B]
         # Against the final_beams-th best finished score (-inf until that many have finished;
         # finished_scores are best-first): once no alive beam can beat it, the final_beams best
         # hypotheses can no longer change. final_beams = K is t2t's stop_early=False (all K
         # returned hypotheses final); 1 is its default, which fixes only the best, in fewer steps.
         last_final = beams.finished_scores[:, self.final_beams - 1]  # [B]
-        return (step < self.max_lengths) & ~(last_final > best_alive)  # [B]
+        return (step < beams.max_lengths) & ~(last_final > best_alive)  # [B]
 
     def step(self, step, beams):
         """One decoding step; sentences already done keep their beams unchanged."""
@@ -223,13 +232,34 @@ class _BeamSearch:
         alive_seq, alive_log_probs, source_beam = self._grow_alive(candidates)
         finished_seq, finished_scores = self._grow_finished(step, beams, candidates)
         active = self.is_active(step, beams)  # [B]
-        return _Beams(
+        return beams._replace(
             alive_seq=_keep_if_done(active, alive_seq, beams.alive_seq),  # [B, K, T]
             alive_log_probs=_keep_if_done(active, alive_log_probs, beams.alive_log_probs),  # [B, K]
             finished_seq=_keep_if_done(active, finished_seq, beams.finished_seq),  # [B, K, T]
             finished_scores=_keep_if_done(active, finished_scores, beams.finished_scores),  # [B, K]
             state=self._gather_state(state, source_beam),  # [N, ...]
         )
+
+    def compact(self, beams, active):
+        """The beams of the sentences still decoding (active, bool [B]) only: B' = sum(active) rows.
+
+        Every per-sentence tensor goes with them: the beams' arrays, the lengths, and the state (a
+        plain one and a SplitState's per_beam part by row, its per_sentence part by sentence).
+        """
+        keep = tf.cast(tf.where(active)[:, 0], tf.int32)  # [B']
+        rows = tf.reshape(keep[:, None] * self.beam_size + tf.range(self.beam_size)[None, :], [-1])  # [N']
+
+        def by(index, nest):
+            return tf.nest.map_structure(lambda t: tf.gather(t, index), nest)
+
+        state = beams.state
+        if isinstance(state, SplitState):
+            state = SplitState(per_beam=by(rows, state.per_beam), per_sentence=by(keep, state.per_sentence))
+        else:
+            state = by(rows, state)
+        return _Beams(*by(keep, (beams.alive_seq, beams.alive_log_probs, beams.finished_seq, beams.finished_scores)),
+                      state=state, max_lengths=tf.gather(beams.max_lengths, keep),
+                      min_lengths=tf.gather(beams.min_lengths, rows), sentence=tf.gather(beams.sentence, keep))
 
     def _grow_topk(self, step, beams):
         """Runs the model on every alive beam and keeps the 2K best extensions (t2t `grow_topk`).
@@ -239,10 +269,11 @@ class _BeamSearch:
         those K*2K. Log-softmax is monotone within a row, so the first stage
         ranks the raw logits and only the 2K winners per row are normalised.
         """
-        batch, beam = self.batch_size, self.beam_size
+        batch, beam = tf.shape(beams.alive_log_probs)[0], self.beam_size
         prev_ids = tf.reshape(read_position(beams.alive_seq, step - 1), [batch * beam, 1])  # [N, 1]
         logits, state = self.fn(prev_ids, step, beams.state)  # [N, V]
-        logits = allowed_logits(logits, step, self.min_lengths, self.eos_id)  # [N, V]
+        min_lengths = beams.min_lengths if self.has_min_lengths else None
+        logits = allowed_logits(logits, step, min_lengths, self.eos_id)  # [N, V]
         per_row = min(2 * beam, self.vocab_size)  # R: a whole row when V < 2K
         row_top_logits, row_top_ids = top_k(logits, k=per_row)  # [N, R] exact, via block maxima
         row_log_probs = row_top_logits - log_normaliser(logits, tf.nn.softmax(logits), row_top_ids[:, :1])  # [N, R]
@@ -284,7 +315,7 @@ class _BeamSearch:
         never read the state again.
         """
         beam = self.beam_size
-        rows = tf.reshape(source_beam + beam * tf.range(self.batch_size)[:, None], [-1])  # [N] b*K + source
+        rows = tf.reshape(source_beam + beam * tf.range(tf.shape(source_beam)[0])[:, None], [-1])  # [N] b*K + source
 
         def reorder(nest):
             return tf.nest.map_structure(lambda t: tf.gather(t, rows), nest)  # [N, ...]
@@ -299,7 +330,7 @@ class _BeamSearch:
         # Alive beams are only returned after running to the max length (stopping early
         # needs K finished). Deviation: t2t returns their raw log-probs; we penalise them
         # like finished ones so that every score has one meaning.
-        alive_scores = beams.alive_log_probs / length_penalty(self.max_lengths, self.alpha)[:, None]  # [B, K]
+        alive_scores = beams.alive_log_probs / length_penalty(beams.max_lengths, self.alpha)[:, None]  # [B, K]
         ids = tf.where(has_finished[:, None, None], beams.finished_seq, beams.alive_seq)  # [B, K, T]
         scores = tf.where(has_finished[:, None], beams.finished_scores, alive_scores)  # [B, K]
         return ids, scores
@@ -307,7 +338,8 @@ class _BeamSearch:
 
 def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_size, beam_size: int,
                 vocab_size: int, max_decode_lengths, alpha: float, eos_id: int = 1,
-                min_decode_lengths=None, final_beams: int | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+                min_decode_lengths=None, final_beams: int | None = None,
+                compact_finished: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
     """Beam search over `symbols_to_logits_fn`; each sentence stops on its own.
 
     Args:
@@ -326,6 +358,11 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
       final_beams: how many of a sentence's best hypotheses must be final (beyond the reach
         of every alive beam) before it stops, 1 <= final_beams <= K; None: K, all of them.
         1 gives the same best hypothesis and score in fewer steps, for callers that use only it.
+      compact_finished: drop sentences that are done from the rows the model runs on, once at
+        most COMPACT_WHEN of them are still decoding, so later steps cost what the unfinished
+        ones need. Needs a function whose every per-sentence tensor is in its state (per row, or
+        a SplitState's per_sentence part, one row per sentence): the state is gathered to the
+        sentences kept, so nothing captured may still hold the dropped ones. Same results.
     Returns:
       ids: int32 [B, K, T], T = max(max_decode_lengths), best-first; no start id, EOS kept,
         PAD (0) after it. A sentence with no finished hypothesis returns its alive beams;
@@ -343,14 +380,54 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
     max_lengths = tf.convert_to_tensor(max_decode_lengths, tf.int32)  # [B]
     min_lengths = (None if min_decode_lengths is None
                    else tf.repeat(tf.convert_to_tensor(min_decode_lengths, tf.int32), beam_size))  # [N]
-    search = _BeamSearch(symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
-                         max_lengths, min_lengths, final_beams)
-    beams = search.initial_beams(initial_state)
-    invariants = tf.nest.map_structure(lambda t: t.shape, beams)._replace(state=state_shape_invariants(beams.state))
-    _, beams = tf.while_loop(
-        lambda step, beams: tf.reduce_any(search.is_active(step, beams)),
-        lambda step, beams: (step + 1, search.step(step, beams)),
-        (tf.constant(0), beams),
-        shape_invariants=(tf.TensorShape([]), invariants),
+    search = _BeamSearch(symbols_to_logits_fn, beam_size, vocab_size, alpha, eos_id, final_beams,
+                         has_min_lengths=min_lengths is not None)
+    beams = search.initial_beams(initial_state, batch_size, max_lengths, min_lengths)
+    if not compact_finished:
+        invariants = tf.nest.map_structure(lambda t: t.shape, beams)._replace(
+            state=state_shape_invariants(beams.state))
+        _, beams = tf.while_loop(
+            lambda step, beams: tf.reduce_any(search.is_active(step, beams)),
+            lambda step, beams: (step + 1, search.step(step, beams)),
+            (tf.constant(0), beams),
+            shape_invariants=(tf.TensorShape([]), invariants),
+        )
+        return search.results(beams)
+
+    # The results of every sentence of the batch, written as sentences leave it and at the end.
+    results = search.results(beams)  # [B, K, T], [B, K]
+
+    def body(step, beams, results):
+        beams = search.step(step, beams)
+        active = search.is_active(step + 1, beams)  # [B]: the sentences the next step decodes
+        still = tf.reduce_sum(tf.cast(active, tf.int32))
+        worth_it = (still > 0) & (tf.cast(still, tf.float32) <= COMPACT_WHEN * tf.cast(tf.size(active), tf.float32))
+
+        def compact():
+            return search.compact(beams, active), _written(results, beams.sentence, search.results(beams))
+
+        beams, results = tf.cond(worth_it, compact, lambda: (beams, results))
+        return step + 1, beams, results
+
+    invariants = tf.nest.map_structure(_rows_free, beams)._replace(state=state_shape_invariants(beams.state))
+    _, beams, results = tf.while_loop(
+        lambda step, beams, results: tf.reduce_any(search.is_active(step, beams)), body,
+        (tf.constant(0), beams, results),
+        shape_invariants=(tf.TensorShape([]), invariants, tf.nest.map_structure(lambda t: t.shape, results)),
     )
-    return search.results(beams)
+    return _written(results, beams.sentence, search.results(beams))
+
+
+# compact_finished drops done sentences once at most this share of the batch is still decoding: each
+# drop copies the caches once, so it waits until a quarter of the rows can go.
+COMPACT_WHEN = 0.75
+
+
+def _rows_free(t):
+    """A loop variable's shape invariant with its first (sentence or row) dimension free."""
+    return tf.TensorShape([None] + t.shape[1:]) if t.shape.rank else t.shape
+
+
+def _written(results, sentence, found):
+    """results (ids [B0, K, T], scores [B0, K]) with rows `sentence` [B] replaced by found ([B, K, T], [B, K])."""
+    return tuple(tf.tensor_scatter_nd_update(whole, sentence[:, None], part) for whole, part in zip(results, found))

@@ -12,6 +12,7 @@ from t2t_lite.ops.kernel_layout import OUT_IN
 from t2t_lite.ops.step_matmul import StepKernels, StepMatmulSettings
 
 INPUTS_SIGNATURE = [tf.TensorSpec([None, None], tf.int32)]
+MEMORY = "memory"  # a model's cache entry for the encoder's keys, values and padding bias
 
 
 class Decoder:
@@ -99,8 +100,10 @@ class Decoder:
             return logits, split(caches)
 
         search_fn, state = self._constrained(beam_symbols_to_logits, split(caches), inputs, max_lengths, beams)
-        return beam_search(search_fn, state, batch, hp.beam_size, self.vocab_size,
-                           max_lengths, hp.alpha, min_decode_lengths=min_lengths, final_beams=self.final_beams)
+        # Every per-sentence tensor (caches, encoder memory, constraint state) is in the state, so the
+        # search can drop the sentences that are done from later steps.
+        return beam_search(search_fn, state, batch, hp.beam_size, self.vocab_size, max_lengths, hp.alpha,
+                           min_decode_lengths=min_lengths, final_beams=self.final_beams, compact_finished=True)
 
     def _constrained(self, symbols_to_logits, state, inputs, max_lengths, rows_per_sentence):
         """The search's model function and state, with the decoder's constraint applied when it has one."""
@@ -114,20 +117,24 @@ class _ModelStep:
 
     def __init__(self, model, inputs, batch, beams, settings: StepMatmulSettings):
         self.model = model
-        memory, self.memory_bias = model.encode(inputs, training=False)  # [B, T_src, D], [B, 1, 1, T_src]
+        memory, memory_bias = model.encode(inputs, training=False)  # [B, T_src, D], [B, 1, 1, T_src]
         # Encoder keys/values are projected once and shared by a sentence's beams (never repeated or
         # reordered). The self-attention caches grow by one position per step; they keep a slot per
         # beam, and only the small per-beam ancestry that says which slot holds what follows the beams.
-        self.memory_kv = model.memory_cache(memory)  # per layer [B, H, T_src, Dk|Dv]
-        self.initial_cache = model.initial_cache(batch, beams, memory.dtype)  # per layer [B, H, 0, K, Dk|Dv]
+        # The memory travels in the cache, one row per sentence, so a search can drop finished sentences.
+        self.initial_cache = {**model.initial_cache(batch, beams, memory.dtype),  # per layer [B, H, 0, K, Dk|Dv]
+                              MEMORY: {"kv": model.memory_cache(memory),  # per layer [B, H, T_src, Dk|Dv]
+                                       "bias": memory_bias}}
         # The steps' weights in the layout and op they multiply fastest with here, made once, not every step.
         self.kernels = step_kernels(model, memory.dtype, settings)
 
     def __call__(self, ids, step, cache):
         """ids [N, 1] -> (logits [N, V], the cache grown by one position)."""
-        logits, cache = self.model.decode(ids, self.memory_kv, self.memory_bias, cache=cache, decode_index=step,
-                                          kernels=self.kernels)
-        return logits[:, 0], cache
+        memory = cache[MEMORY]
+        layers = {name: part for name, part in cache.items() if name != MEMORY}
+        logits, layers = self.model.decode(ids, memory["kv"], memory["bias"], cache=layers, decode_index=step,
+                                           kernels=self.kernels)
+        return logits[:, 0], {**layers, MEMORY: memory}
 
 
 def _row_keys(inputs):
