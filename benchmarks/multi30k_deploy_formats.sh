@@ -11,7 +11,8 @@
 # WORK_DIR is a benchmarks/multi30k_quality.sh work directory (its run/); the exports go to WORK_DIR/exports,
 # the outputs to WORK_DIR/formats.
 # Environment: MULTI30K_DIR (the release files, as for multi30k_quality.sh; default WORK_DIR/tmp, where that
-# script's datagen put them), PYTHON (t2t-lite's python). Their plain copies go to WORK_DIR/raw
+# script's datagen put them), PYTHON (t2t-lite's python), DECODE_FLAGS (more decoder flags for every decode, e.g.
+# --batch_size=64, what transformer_small_data decodes with now, for a run that recorded 32). Their plain copies go to WORK_DIR/raw
 # (benchmarks/peers/multi30k_raw.py, which downloads any that are missing).
 set -euo pipefail
 WORK=${1:-/tmp/t2t_lite_multi30k}
@@ -29,7 +30,8 @@ t2t-lite-exporter --output_dir="$WORK/run" --export_dir="$WORK/exports" --model_
   --quantization=int8
 decode() {  # NAME SPLIT FLAGS...: WORK/formats/NAME.SPLIT.de and its log
   local name=$1 split=$2; shift 2
-  t2t-lite-decoder "$@" --decode_from_file="$RAW/$split.en" --decode_to_file="$WORK/formats/$name.$split.de" \
+  # shellcheck disable=SC2086  # DECODE_FLAGS holds several flags
+  t2t-lite-decoder "$@" ${DECODE_FLAGS:-} --decode_from_file="$RAW/$split.en" --decode_to_file="$WORK/formats/$name.$split.de" \
     --decode_reference="$RAW/$split.de" > "$WORK/formats/$name.$split.log" 2>&1 || {
     tail -5 "$WORK/formats/$name.$split.log" >&2; exit 1; }
   grep "BLEU" "$WORK/formats/$name.$split.log" | sed "s/^/$name $split: /"

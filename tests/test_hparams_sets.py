@@ -19,6 +19,7 @@ def test_small_data_set_is_registered_with_the_multi30k_protocol_values():
     assert (t.schedule, t.warmup_fraction, t.min_learning_rate_fraction) == ("linear_decay", 0.1, 0.0)
     assert (t.learning_rate_constant, t.warmup_steps, t.label_smoothing, t.batch_size) == (0.5, 200, 0.1, 4096)
     assert (t.train_steps, t.average_last_checkpoints, t.average_span) == (5000, 5, 0.1)
+    assert hparams.decode.batch_size == 64
     # The peak the docstring promises, read off the schedule a run builds, reached as the warmup tenth ends.
     rates = keras.ops.convert_to_numpy(learning_rate_schedule(hparams)(np.arange(t.train_steps)))
     assert abs(rates.max() - 2.2e-3) < 1e-5 and int(rates.argmax()) + 1 == int(0.1 * t.train_steps)
@@ -29,7 +30,7 @@ def test_small_data_docstring_gives_a_reason_for_every_setting():
     doc = hparams_sets.get("transformer_small_data").__doc__
     for value in ("3+3 layers", "d_model 256", "d_ff 1024", "4 heads", "learning_rate_constant 0.5",
                   "warmup_steps 200", "schedule linear_decay", "warmup_fraction 0.1", "dropout",
-                  "label_smoothing 0.1", "batch_size 4096", "average_span 0.1"):
+                  "label_smoothing 0.1", "batch_size 4096", "average_span 0.1", "decode batch_size 64"):
         assert value in doc, value
 
 
