@@ -19,6 +19,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.layers import attention
 from t2t_lite.lines import DecodeFileRequest, decode_file
 from t2t_lite.models import build_model
+from t2t_lite.ops import kernel_layout
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.run import RunRequest, open_run
 from t2t_lite.run_dir import RunSpec, save_spec
@@ -44,6 +45,17 @@ def test_every_sentence_decodes_the_same_alone_and_in_a_batch_of_32():
         alone = decode_lines(problem, decoder, [line], batch_size=1)[0]
         assert [h.text for h in alone] == [h.text for h in together]
         np.testing.assert_allclose([h.score for h in alone], [h.score for h in together], atol=1e-5)
+
+
+def test_the_search_is_traced_once_even_when_it_measures_the_kernel_layout():
+    # The layout is measured on the first trace of a process (kernel_layout.measured_layout); a variable
+    # made then would make TensorFlow trace the whole search a second time.
+    kernel_layout.measured_layout.cache_clear()
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size=12")
+    decoder = Decoder(build_model(hparams), hparams.decode)
+    decoder.decode(np.array([[3, 4, 1]], np.int32))
+    decoder.decode(np.array([[5, 6, 7, 8, 1], [9, 1, 0, 0, 0]], np.int32))
+    assert decoder.decode.experimental_get_tracing_count() == 1
 
 
 def test_batches_decoded_in_parallel_give_the_one_at_a_time_results_in_input_order():

@@ -34,9 +34,10 @@ def measured_layout(rows: int, depth: int, width: int, dtype: str) -> str:
     always traces the same graph for a shape.
     """
     with tf.init_scope():  # eager even when called while a tf.function traces
-        generator = tf.random.Generator.from_seed(0)
-        x = tf.cast(generator.normal([rows, depth]), dtype)
-        kernel = tf.cast(generator.normal([depth, width]), dtype)
+        # Stateless: a tf.random.Generator is a variable, and one made while a tf.function first traces
+        # makes TensorFlow trace it all over again (seconds for a beam search).
+        x = tf.cast(tf.random.stateless_normal([rows, depth], seed=[0, 1]), dtype)
+        kernel = tf.cast(tf.random.stateless_normal([depth, width], seed=[0, 2]), dtype)
         copy = tf.transpose(kernel)
         multiply = tf.function(lambda x, w, transpose: tf.matmul(x, w, transpose_b=transpose))
         # Enough repetitions for ~2e8 FLOP a timing (a few ms): a small model's matmul is too short to time.
