@@ -111,7 +111,7 @@ def decode_run_work(args):
     with open(args.source, encoding="utf-8") as f:
         sentences = [line.rstrip("\n") for line in f][: args.sentences]
     translator = Translator.from_run(args.output_dir, mixed_precision=args.mixed_precision,
-                                     beam_size=args.beam_size)
+                                     beam_size=args.beam_size, batch_size=args.batch_size)
     translator.translate(sentences[:8])  # trace outside the profile
     return lambda: translator.translate(sentences)
 
@@ -131,6 +131,7 @@ def main():
     parser.add_argument("--output_dir", help="decode_run: the trained run")
     parser.add_argument("--source", help="decode_run: a file of source sentences, one per line")
     parser.add_argument("--sentences", type=int, default=200, help="decode_run: how many of them")
+    parser.add_argument("--batch_size", type=int, default=None, help="decode_run: sentences a batch (the run's)")
     args = parser.parse_args()
     if args.what == "decode_run" and not (args.output_dir and args.source):
         parser.error("decode_run needs --output_dir and --source")
