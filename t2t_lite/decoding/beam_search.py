@@ -183,7 +183,7 @@ class _Candidates(NamedTuple):
 
 
 class _BeamSearch:
-    """The loop's cond and body, sharing the settings and per-sentence lengths."""
+    """The loop's cond and body, sharing the search's settings (the per-sentence lengths are in the beams)."""
 
     def __init__(self, symbols_to_logits_fn, beam_size, vocab_size, alpha, eos_id, final_beams,
                  has_min_lengths):
