@@ -25,6 +25,7 @@ import numpy as np
 from common import decode_inputs
 
 EXECUTOR_EVENT = "ExecutorState::Process"
+PIPELINE = "Iterator::"  # tf.data's traced iterators
 
 
 def profile(work, logdir: str) -> float:
@@ -62,13 +63,14 @@ def kernel_events(logdir: str):
 
 
 def op_type_table(logdir: str) -> tuple[list[tuple[str, float, int]], float]:
-    """([(op type, kernel ms, calls)] largest first, executor ms outside any kernel) from logdir's trace.
+    """([(op type, kernel ms, calls)] largest first, executor ms) from logdir's trace.
 
     A kernel's time is its self time: a kernel running inside another on the same thread (a function
-    call op) is counted once, in the inner one.
+    call op) is counted once, in the inner one. tf.data's iterators are traced like kernels, as
+    "Iterator::..." types, on the input pipeline's own threads.
     """
     totals, counts = collections.Counter(), collections.Counter()
-    executor_ms = kernel_ms = 0.0
+    executor_ms = 0.0
     by_thread = collections.defaultdict(list)
     for thread, kind, start, duration in kernel_events(logdir):
         if kind == EXECUTOR_EVENT:
@@ -81,15 +83,13 @@ def op_type_table(logdir: str) -> tuple[list[tuple[str, float, int]], float]:
         for start, duration, kind in events + [(float("inf"), 0, None)]:
             while open_events and open_events[-1][0] <= start:
                 end, outer, children = open_events.pop()
-                own = (end - outer[0] - children) / 1e9  # ps -> ms
-                totals[outer[1]] += own
-                kernel_ms += own
+                totals[outer[1]] += (end - outer[0] - children) / 1e9  # ps -> ms
                 if open_events:
                     open_events[-1][2] += end - outer[0]
             if kind is not None:
                 open_events.append([start + duration, (start, kind), 0])
                 counts[kind] += 1
-    return [(kind, ms, counts[kind]) for kind, ms in totals.most_common()], max(executor_ms - kernel_ms, 0.0)
+    return [(kind, ms, counts[kind]) for kind, ms in totals.most_common()], executor_ms
 
 
 def decode_work(args):
@@ -138,10 +138,13 @@ def main():
     work = {"decode": decode_work, "decode_run": decode_run_work, "train": train_work}[args.what](args)
     with tempfile.TemporaryDirectory() as logdir:
         seconds = profile(work, logdir)
-        rows, between_ms = op_type_table(logdir)
+        rows, executor_ms = op_type_table(logdir)
+    pipeline = sum(ms for name, ms, _ in rows if name.startswith(PIPELINE))
+    rows = [row for row in rows if not row[0].startswith(PIPELINE)]
     total = sum(ms for _, ms, _ in rows)
     print(f"{args.what} ({args.mixed_precision}): {seconds * 1000:,.0f} ms wall under the profiler; "
-          f"{total:,.0f} ms in kernels (both cores), {between_ms:,.0f} ms of executor time between them")
+          f"{total:,.0f} ms in kernels (both cores), {max(executor_ms - total, 0.0):,.0f} ms of executor time "
+          f"between them" + (f"; tf.data iterators {pipeline:,.0f} ms on their own threads" if pipeline else ""))
     print(f"  {'op type':32s} {'ms':>9s}  {'share':>6s}  {'calls':>8s}  {'us/call':>8s}")
     for name, ms, count in rows[: args.top]:
         print(f"  {name:32s} {ms:9,.0f}  {ms / total:6.1%}  {count:8,d}  {ms * 1000 / count:8.1f}")
