@@ -155,8 +155,9 @@ def show_samples(problem, model, hparams, count: int) -> None:
     from t2t_lite.decoding.decoder import Decoder
     from t2t_lite.decoding.samples import decode_samples, exact_match_rate
 
-    samples = decode_samples(problem, Decoder(model, hparams.decode, step_matmul=environment.step_matmul_settings()),
-                             count)
+    # The samples show each example's best output only: its search stops once that is final.
+    decoder = Decoder(model, hparams.decode, step_matmul=environment.step_matmul_settings(), final_beams=1)
+    samples = decode_samples(problem, decoder, count)
     for sample in samples[:5]:
         mark = "ok" if sample.exact else "WRONG"
         print(f"  {sample.source}  ->  {sample.output}   (expected {sample.reference}) {mark}")
