@@ -5,15 +5,16 @@ import dataclasses
 import keras
 import numpy as np
 import pytest
+import t2t_lite.hparams  # noqa: F401
 import tensorflow as tf
 
-import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config
 from t2t_lite.data.trees import delinearize, linearize
-from t2t_lite.decoding.beam_search import SplitState, beam_search
+from t2t_lite.decoding.beam_search import beam_search
 from t2t_lite.decoding.constraints import TreeConstraint, constrain
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.decoding.sampling import SamplingSettings, greedy_decode
+from t2t_lite.decoding.search_state import SplitState
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.problem import PAD_ID
-from t2t_lite.decoding.beam_search import NEG_INF, SplitState, SymbolsToLogitsFn
+from t2t_lite.decoding.search_state import NEG_INF, SplitState, SymbolsToLogitsFn
 from t2t_lite.errors import UserError
 
 # Token kinds in TreeConstraint's table; OTHER covers PAD (the start id), EOS and everything else.

@@ -4,10 +4,11 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from t2t_lite.config import DecodeHParams
-from t2t_lite.decoding.beam_search import SplitState, beam_search
+from t2t_lite.decoding.beam_search import beam_search
 from t2t_lite.decoding.constraints import OutputConstraint, constrain
 from t2t_lite.decoding.ensemble import mean_log_probs, shared_vocab_size
 from t2t_lite.decoding.sampling import SamplingSettings, argmax_choice, greedy_decode, sampled_choice
+from t2t_lite.decoding.search_state import SplitState
 from t2t_lite.ops.kernel_layout import OUT_IN
 from t2t_lite.ops.step_matmul import StepKernels, StepMatmulSettings
 

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from t2t_lite.decoding.beam_search import (
+from t2t_lite.decoding.search_state import (
     SymbolsToLogitsFn,
     next_token_log_probs,
     read_position,

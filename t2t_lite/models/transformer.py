@@ -195,7 +195,7 @@ class Transformer(keras.Model):
         Each sentence's K beams share caches with a slot per beam, and
         "ancestry" records per row which slot holds each position of its
         history (MultiHeadAttention's class doc). A search that reorders the
-        rows reorders only the ancestry (beam_search.SplitState), never the
+        rows reorders only the ancestry (search_state.SplitState), never the
         per-sentence "layer_i" caches.
 
         Args:
