@@ -5,6 +5,7 @@
   python benchmarks/profile_ops.py decode_run --output_dir=RUN --source=test.en --sentences=200
                                                      # a trained run on real sentences, as the decoder batches them
   python benchmarks/profile_ops.py decode --top=30 --mixed_precision=mixed_bfloat16
+  python benchmarks/profile_ops.py decode_run ... --by=name   # by op name: which layer's which op
 
 Prints the work's wall time, then one line per op type: the time its kernels
 ran (summed over threads, a kernel's inner threads not counted twice), its
@@ -42,8 +43,11 @@ def profile(work, logdir: str) -> float:
     return seconds
 
 
-def kernel_events(logdir: str):
-    """Yields (thread name, op type, start ps, duration ps) of every kernel and executor event in logdir's trace."""
+def kernel_events(logdir: str, by_name: bool = False):
+    """Yields (thread name, op type, start ps, duration ps) of every kernel and executor event in logdir's trace.
+
+    by_name: the op's name and type ("while/body/.../MatMul:MatMul") instead of its type alone.
+    """
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     for path in glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True):
@@ -58,12 +62,14 @@ def kernel_events(logdir: str):
                     meta = plane.event_metadata[event.metadata_id]
                     # A kernel is traced as "op name:op type", its display name the type.
                     kind = meta.display_name or (EXECUTOR_EVENT if meta.name == EXECUTOR_EVENT else None)
+                    if by_name and kind and kind != EXECUTOR_EVENT:
+                        kind = meta.name
                     if kind:
                         yield line.name, kind, line.timestamp_ns * 1000 + event.offset_ps, event.duration_ps
 
 
-def op_type_table(logdir: str) -> tuple[list[tuple[str, float, int]], float]:
-    """([(op type, kernel ms, calls)] largest first, executor ms) from logdir's trace.
+def op_type_table(logdir: str, by_name: bool = False) -> tuple[list[tuple[str, float, int]], float]:
+    """([(op type, kernel ms, calls)] largest first, executor ms) from logdir's trace (by op name if by_name).
 
     A kernel's time is its self time: a kernel running inside another on the same thread (a function
     call op) is counted once, in the inner one. tf.data's iterators are traced like kernels, as
@@ -72,7 +78,7 @@ def op_type_table(logdir: str) -> tuple[list[tuple[str, float, int]], float]:
     totals, counts = collections.Counter(), collections.Counter()
     executor_ms = 0.0
     by_thread = collections.defaultdict(list)
-    for thread, kind, start, duration in kernel_events(logdir):
+    for thread, kind, start, duration in kernel_events(logdir, by_name):
         if kind == EXECUTOR_EVENT:
             executor_ms += duration / 1e9
         else:
@@ -126,6 +132,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=["decode", "decode_run", "train"])
     parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--by", choices=["type", "name"], default="type",
+                        help="sum kernels by op type, or by op name (which layer's MatMul)")
     parser.add_argument("--beam_size", type=int, default=4)
     parser.add_argument("--mixed_precision", default="none", choices=["none", "auto", "mixed_bfloat16", "bfloat16"])
     parser.add_argument("--output_dir", help="decode_run: the trained run")
@@ -138,16 +146,17 @@ def main():
     work = {"decode": decode_work, "decode_run": decode_run_work, "train": train_work}[args.what](args)
     with tempfile.TemporaryDirectory() as logdir:
         seconds = profile(work, logdir)
-        rows, executor_ms = op_type_table(logdir)
+        rows, executor_ms = op_type_table(logdir, by_name=args.by == "name")
     pipeline = sum(ms for name, ms, _ in rows if name.startswith(PIPELINE))
     rows = [row for row in rows if not row[0].startswith(PIPELINE)]
     total = sum(ms for _, ms, _ in rows)
     print(f"{args.what} ({args.mixed_precision}): {seconds * 1000:,.0f} ms wall under the profiler; "
           f"{total:,.0f} ms in kernels (both cores), {max(executor_ms - total, 0.0):,.0f} ms of executor time "
           f"between them" + (f"; tf.data iterators {pipeline:,.0f} ms on their own threads" if pipeline else ""))
-    print(f"  {'op type':32s} {'ms':>9s}  {'share':>6s}  {'calls':>8s}  {'us/call':>8s}")
+    width = 32 if args.by == "type" else 100
+    print(f"  {'op ' + args.by:{width}s} {'ms':>9s}  {'share':>6s}  {'calls':>8s}  {'us/call':>8s}")
     for name, ms, count in rows[: args.top]:
-        print(f"  {name:32s} {ms:9,.0f}  {ms / total:6.1%}  {count:8,d}  {ms * 1000 / count:8.1f}")
+        print(f"  {name[-width:]:{width}s} {ms:9,.0f}  {ms / total:6.1%}  {count:8,d}  {ms * 1000 / count:8.1f}")
 
 
 if __name__ == "__main__":

@@ -35,15 +35,19 @@ def test_codec_encodes_real_text_to_the_vocabularys_ids(model):
     assert codec.vocab_size == vocabulary.vocab_size
 
 
-def test_codec_decodes_any_ids_to_the_vocabularys_text(model):
+def test_codec_and_vocabulary_decode_any_ids_to_the_tf_text_ops_text(model):
     vocabulary, codec = Vocabulary(model), SentencePieceCodec(model)
     encoded = [vocabulary.encode(line) for line in multi30k("val", "de", 200) + ODD_LINES]
     # Random ids too: byte pieces that are no valid UTF-8, EOS (text stops there) and PAD (skipped) anywhere.
     rng = random.Random(0)
     encoded += [[rng.randrange(vocabulary.vocab_size) for _ in range(rng.randrange(1, 25))] for _ in range(300)]
     encoded += [[PAD_ID] + encoded[0] + [EOS_ID] + encoded[1]]
-    differing = [ids for ids in encoded if codec.decode(ids) != vocabulary.decode(ids)]
-    assert differing == [], f"{len(differing)} of {len(encoded)} id lists decode differently, e.g. {differing[:2]}"
+    # The op, all lists in one call (PAD after each list is skipped): the text serving and exports give.
+    op_texts = [text.decode("utf-8") for text in vocabulary.tf_decode(tf.ragged.constant(encoded)).numpy()]
+    for name, decode in [("the codec", codec.decode), ("Vocabulary.decode", vocabulary.decode)]:
+        differing = [ids for ids, text in zip(encoded, op_texts) if decode(ids) != text]
+        assert differing == [], f"{name}: {len(differing)} of {len(encoded)} id lists decode unlike the op, " \
+                                f"e.g. {differing[:2]}"
 
 
 def test_a_file_that_is_no_model_is_one_user_error(tmp_path):

@@ -20,7 +20,11 @@ Exact round trip, `decode(encode(text)) == text`, for any text without "\\n":
 Python sentencepiece 0.2 and the tf-text op give the same ids, except that
 they break exact ties between equally likely unigram segmentations
 differently (1 line in 45,000 of our test text). Nothing here uses Python
-sentencepiece to tokenize, so training and serving still agree.
+sentencepiece to tokenize, so training and serving still agree. Turning ids
+back into text has no such ties: `decode` runs Python sentencepiece, which
+gives the op's text for any ids (tests/test_pieces.py) without the eager ops
+that made the op cost a millisecond a sentence, more than a small model's
+search (docs/performance.md).
 """
 import hashlib
 import io
@@ -32,7 +36,7 @@ import tensorflow as tf
 
 from t2t_lite import compat
 from t2t_lite.data.problem import EOS_ID, PAD_ID
-from t2t_lite.data.pieces import read_model_file
+from t2t_lite.data.pieces import SentencePieceCodec, read_model_file
 from t2t_lite.errors import UserError
 
 UNK_ID = 2
@@ -139,6 +143,7 @@ class Vocabulary:
         except tf.errors.OpError:
             raise UserError(f"{source} is not a SentencePiece model ({len(model):,} bytes that do not parse as "
                             "one); regenerate it with t2t-lite-datagen into a new --data_dir") from None
+        self._pieces = SentencePieceCodec(model, source)  # decode's, in Python
 
     @property
     def tokenizer(self):
@@ -185,9 +190,8 @@ class Vocabulary:
         return self.tf_encode(tf.constant([text]))[0].numpy().tolist()
 
     def decode(self, ids) -> str:
-        """Ids -> one string, stopping at the first EOS and skipping PAD."""
-        ids = tf.constant([list(map(int, ids))], tf.int32)
-        return self.tf_decode(ids)[0].numpy().decode("utf-8")
+        """Ids -> one string, stopping at the first EOS and skipping PAD: tf_decode's text, in Python."""
+        return self._pieces.decode(ids)
 
 
 def _tokenizer(model: bytes):
