@@ -214,12 +214,15 @@ class IdBatchBackend:
       decode: ids (without EOS and PAD) -> text.
       beam_size: the engine's K.
       batch_size: sentences per batch.
+      encode_many: texts -> encode's ids for each, all at once; None encodes one text at a time.
     """
 
     def __init__(self, decode_batch: Callable, encode: Callable[[str], list[int]],
-                 decode: Callable[[list[int]], str], beam_size: int, batch_size: int):
+                 decode: Callable[[list[int]], str], beam_size: int, batch_size: int,
+                 encode_many: Callable[[list[str]], list[list[int]]] | None = None):
         self.decode_batch, self.encode, self.decode = decode_batch, encode, decode
         self.beam_size, self.batch_size = beam_size, batch_size
+        self.encode_many = encode_many
 
     def hypotheses(self, sentences, beam_size, nbest, sampling, first_line=1, **decoding):
         if beam_size is not None and beam_size != self.beam_size:
@@ -229,7 +232,7 @@ class IdBatchBackend:
             raise UserError("an export decodes with the search it was exported with; sample with Translator.from_run")
         if nbest > self.beam_size:
             raise UserError(f"nbest ({nbest}) cannot exceed the export's beam size ({self.beam_size})")
-        encoded = encode_lines(self, sentences, first_line)  # self.encode is the engine's tokenizer
+        encoded = encode_lines(self, sentences, first_line)  # self.encode(_many) is the engine's tokenizer
         results = decode_id_batches(self.decode_batch, encoded, self.batch_size, self.decode, **decoding)
         return [hyps[:nbest] for hyps in results]
 
@@ -260,4 +263,5 @@ def saved_model_backend(path: str, batch_size: int | None = None) -> IdBatchBack
         return found["outputs"].numpy(), found["scores"].numpy()  # [B, K, T], [B, K]
 
     hp = export.decode_hparams
-    return IdBatchBackend(decode_batch, vocabulary.encode, vocabulary.decode, hp.beam_size, batch_size or hp.batch_size)
+    return IdBatchBackend(decode_batch, vocabulary.encode, vocabulary.decode, hp.beam_size, batch_size or hp.batch_size,
+                          encode_many=vocabulary.encode_many)

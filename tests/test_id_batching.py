@@ -141,6 +141,24 @@ class WordProblem:
         return " ".join(words[i] for i in ids)
 
 
+class BatchWordProblem(WordProblem):
+    """WordProblem that also encodes many lines at once, and records each batch it was asked for."""
+
+    def __init__(self):
+        self.batches = []
+
+    def encode_many(self, texts):
+        self.batches.append(list(texts))
+        return [[self.ids[word] + 10 for word in text.split()] for text in texts]  # unlike encode's ids
+
+
+def test_a_codec_that_encodes_many_lines_at_once_is_called_once_for_the_non_blank_lines():
+    problem = BatchWordProblem()
+    lines = ["a b", "", "c", "  ", "b a c"]
+    assert encode_lines(problem, lines) == [[13, 14, EOS_ID], [], [15, EOS_ID], [], [14, 13, 15, EOS_ID]]
+    assert problem.batches == [["a b", "c", "b a c"]]
+
+
 def test_lines_are_encoded_with_eos_empty_ones_as_nothing_and_bad_ones_named_by_number():
     assert encode_lines(WordProblem(), ["a b", "", "  ", "c"]) == [[3, 4, EOS_ID], [], [], [5, EOS_ID]]
     with pytest.raises(UserError) as error:

@@ -102,6 +102,8 @@ def test_python_encode_decode_match_the_graph_ops(vocab, test_lines):
     for line, ids in zip(awkward, ragged):
         assert vocab.encode(line) == ids
         assert vocab.decode(ids) == line
+    assert vocab.encode_many(awkward) == ragged
+    assert vocab.encode_many([]) == []
 
 
 def test_edge_strings_round_trip(vocab):

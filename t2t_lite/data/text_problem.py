@@ -287,6 +287,9 @@ class Text2TextProblem(Problem):
     def encode(self, text: str) -> list[int]:
         return self.vocabulary.encode(text)
 
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        return self.vocabulary.encode_many(texts)
+
     def decode(self, ids) -> str:
         return self.vocabulary.decode(strip_ids(ids))
 

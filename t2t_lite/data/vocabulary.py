@@ -187,7 +187,13 @@ class Vocabulary:
 
     def encode(self, text: str) -> list[int]:
         """One string -> its ids, without EOS."""
-        return self.tf_encode(tf.constant([text]))[0].numpy().tolist()
+        return self.encode_many([text])[0]
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        """Strings -> their ids, without EOS, in one call of the op (a call costs more than a sentence)."""
+        if not texts:
+            return []
+        return self.tf_encode(tf.constant(texts, tf.string)).to_list()
 
     def decode(self, ids) -> str:
         """Ids -> one string, stopping at the first EOS and skipping PAD: tf_decode's text, in Python."""

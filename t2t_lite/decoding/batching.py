@@ -28,6 +28,9 @@ class TextCodec(Protocol):
     def encode(self, text: str) -> list[int]:
         """Text -> ids without EOS; ValueError for text it cannot encode."""
 
+    # Optional: `encode_many(texts) -> [ids]`, encode's result for many texts at once (one tf-text op call
+    # instead of one per line); encode_lines uses it where a codec has it. It must raise no ValueError.
+
     def decode(self, ids) -> str:
         """Ids -> text, stopping at the first EOS and skipping PAD."""
 
@@ -63,19 +66,21 @@ def encode_lines(codec: TextCodec, lines: list[str], first_line: int = 1, what: 
     ["a b", " ", "c"] with ids a=3, b=4, c=5 -> [[3, 4, 1], [], [5, 1]]; with max_length 2, [[3, 1], [], [5, 1]].
 
     Args:
-      codec: what encodes a line (its `encode`).
+      codec: what encodes a line (its `encode`, or all lines at once with its `encode_many` if it has one).
       first_line: the 1-based line number of lines[0], for the error message.
       what: the lines' name in the error message, e.g. "target" for "target line 3: ...".
       max_length: the most ids per line, EOS included; longer lines are cut before their EOS (an export
         holds positions for so many). None keeps every id.
     """
+    encode_many = getattr(codec, "encode_many", None)
+    many = iter(encode_many([line for line in lines if line.strip()])) if encode_many else None
     encoded = []
     for number, line in enumerate(lines, start=first_line):
         if not line.strip():
             encoded.append([])
             continue
         try:
-            ids = codec.encode(line)
+            ids = next(many) if many else codec.encode(line)
         except ValueError as error:
             raise UserError(f"{what} line {number}: {error}") from None
         encoded.append((ids if max_length is None else ids[:max_length - 1]) + [EOS_ID])
