@@ -1,9 +1,11 @@
 """A SentencePiece vocabulary: trained on a bounded sample, applied with the tf-text op.
 
-One tokenizer serves everything: `encode`/`decode` in Python, `tf_encode` in
-tf.data and `tf_decode` in the exported model all run
+One tokenizer serves everything: `encode`/`encode_many` in Python,
+`tf_encode` in tf.data and in the exported model all run
 `tensorflow_text.SentencepieceTokenizer`, so training and serving cannot
-tokenize differently (REFERENCE.md pain point 7).
+tokenize differently (REFERENCE.md pain point 7). Ids back to text:
+`tf_decode` in graphs (the export) runs the op too, `decode` in Python runs
+the same SentencePiece library without TensorFlow (below).
 
 Ids agree with tensor2tensor's: PAD = 0 and EOS = 1, then UNK = 2; no BOS.
 
@@ -125,7 +127,7 @@ def save_model(model: bytes, path: str) -> None:
 
 
 class Vocabulary:
-    """Text <-> ids through one SentencePiece model and the tf-text op.
+    """Text <-> ids through one SentencePiece model: the tf-text op, and Python sentencepiece for `decode`.
 
     Args:
       model: a serialized SentencePiece model (from `train_sentencepiece`).
