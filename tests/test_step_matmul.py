@@ -63,6 +63,24 @@ def test_projection_through_a_step_kernel_matches_numpy(activation, use_bias, la
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("biases", [(True, True), (True, False), (False, False)])
+def test_joined_denses_multiply_like_their_products_side_by_side_in_numpy(layout, biases):
+    denses = [_dense(units, use_bias=bias, seed=seed) for units, bias, seed in zip((5, 3), biases, (4, 5))]
+    owner = object()
+    kernels = StepKernels("float32", layout)
+    kernels.add_joined(owner, denses)
+    rows = np.random.default_rng(6).normal(size=(4, 6)).astype(np.float32)
+    expected = np.concatenate([rows @ dense.kernel.numpy() + (dense.bias.numpy() if dense.use_bias else 0.0)
+                               for dense in denses], axis=1)  # [4, 5 + 3]
+    np.testing.assert_allclose(kernels.get(owner)(rows).numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_only_denses_without_activation_can_be_joined():
+    with pytest.raises(ValueError, match="without an activation"):
+        StepKernels("float32", IN_OUT).add_joined(object(), [_dense(5), _dense(5, activation="relu")])
+
+
 def _through(kernels, layer, x):
     """layer(x) given `kernels` prepared for layer's Dense sub-layers."""
     kernels.add_dense_layers([layer])
@@ -303,6 +321,7 @@ def test_the_decoders_steps_multiply_through_the_prepared_kernels():
         # The loop's body is a function in the graph's library; its products are the step's.
         nodes = [node.op for function in graph.as_graph_def().library.function for node in function.node_def]
         counts[op] = {kind: nodes.count(kind) for kind in ("MatMul", "BatchMatMulV2")}
-    # One decoder layer's step: self-attention q, k, v, output; cross-attention q, output; FFN 2; the logits.
-    assert counts[MATMUL]["MatMul"] == 9 and counts[BATCH_MATMUL]["MatMul"] == 0
-    assert counts[BATCH_MATMUL]["BatchMatMulV2"] == counts[MATMUL]["BatchMatMulV2"] + 9
+    # One decoder layer's step: self-attention's q, k and v joined in one product, its output; cross-attention
+    # q, output; FFN 2; the logits.
+    assert counts[MATMUL]["MatMul"] == 7 and counts[BATCH_MATMUL]["MatMul"] == 0
+    assert counts[BATCH_MATMUL]["BatchMatMulV2"] == counts[MATMUL]["BatchMatMulV2"] + 7

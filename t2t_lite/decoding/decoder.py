@@ -156,6 +156,9 @@ def step_kernels(model, dtype, settings: StepMatmulSettings) -> StepKernels:
     layout = settings.resolved_layout(model.d_model, model.vocab_size, dtype)
     kernels = StepKernels(dtype, layout, settings)
     kernels.add_dense_layers(model.decoder_layers)
+    for layer in model.decoder_layers:  # a step's query, key and value in one product
+        attention = layer.self_attention
+        kernels.add_joined(attention, [attention.query_proj, attention.key_proj, attention.value_proj])
     embedding = model.target_embedding
     kernels.add(embedding, embedding.embeddings, stored_as=OUT_IN)  # [V, D]: logits = x E^T
     return kernels

@@ -173,7 +173,8 @@ class MultiHeadAttention(keras.layers.Layer):
           query: this position's [N, 1, D], N = B*K.
           cache: {"key", "value"} [B, H, t0, K, Dk|Dv] (settled), {"recent_key",
             "recent_value"} [B, H, t1, K, Dk|Dv] (recent, t0 + t1 = t), "ancestry" [N, t + 1, K].
-          kernels: the decoder's step kernels, or None.
+          kernels: the decoder's step kernels, or None. One the decoder joined for this layer itself
+            (StepKernels.add_joined of the query, key and value projections) makes them one product.
         Returns:
           (context [N, 1, H*Dv], the caches with this position appended to the recent part).
         """
@@ -188,9 +189,14 @@ class MultiHeadAttention(keras.layers.Layer):
         def flat(x):  # [B, H, t, K, d] -> [B, H, t*K, d], position-major
             return ops.reshape(x, (sentences, heads, -1, x.shape[-1]))
 
-        q = by_sentence(self.query_proj(query, kernels=kernels), self.key_dim)  # [B, H, K_q, Dk]
-        key = by_sentence(self.key_proj(query, kernels=kernels), self.key_dim)  # [B, H, K, Dk]
-        value = by_sentence(self.value_proj(query, kernels=kernels), self.value_dim)  # [B, H, K, Dv]
+        joined = None if kernels is None else kernels.get(self)  # query, key and value in one product
+        if joined is not None and self.key_dim == self.value_dim:
+            qkv = ops.reshape(joined(ops.reshape(query, (rows, -1))), (sentences, beams, 3, heads, self.key_dim))
+            q, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)))  # each [B, H, K, d]
+        else:
+            q = by_sentence(self.query_proj(query, kernels=kernels), self.key_dim)  # [B, H, K_q, Dk]
+            key = by_sentence(self.key_proj(query, kernels=kernels), self.key_dim)  # [B, H, K, Dk]
+            value = by_sentence(self.value_proj(query, kernels=kernels), self.value_dim)  # [B, H, K, Dv]
         settled_keys, settled_values = cache["key"], cache["value"]
         recent_keys = ops.concatenate([cache["recent_key"], key[:, :, None]], axis=2)  # [B, H, t1+1, K, Dk]
         recent_values = ops.concatenate([cache["recent_value"], value[:, :, None]], axis=2)
