@@ -13,8 +13,9 @@ the layers its steps run and passes them down its step's call,
 sub-layers, and each `Dense`, and each `product(owner, ..., kernels)` of an
 owner given a weight, multiplies through the StepKernel prepared for it, if
 any; a layer given one joined for itself (`add_joined`, its cached
-self-attention's query, key and value) makes several products one. With the default `kernels=None`, `Dense` is keras.layers.Dense and
-`product` is tf.matmul, so training and export never see any of this.
+self-attention's query, key and value) makes several products one. With the
+default `kernels=None`, `Dense` is keras.layers.Dense and `product` is
+tf.matmul, so training and export never see any of this.
 Nothing is set on the layers: decoders of one model with different kernels
 may trace their steps at once, from any threads. The settings are always
 passed in: nothing here reads the environment (t2t_lite/environment.py does,
