@@ -138,8 +138,9 @@ def test_each_models_steps_multiply_through_its_own_prepared_kernels(models):
         graph = Decoder(models, decode_hparams(4), settings).decode.get_concrete_function().graph
         nodes = [node.op for function in graph.as_graph_def().library.function for node in function.node_def]
         counts[op] = {kind: nodes.count(kind) for kind in ("MatMul", "BatchMatMulV2")}
-    # Per model, per decoder layer: self-attention q, k, v, output; cross-attention q, output; FFN 2; the logits.
+    # Per model, per decoder layer: self-attention's q, k and v in one product, its output; cross-attention q,
+    # output; FFN 2; then the logits.
     layers = tiny_hparams().model.num_decoder_layers
-    per_model = 8 * layers + 1
+    per_model = 6 * layers + 1
     assert counts[MATMUL]["MatMul"] == 2 * per_model and counts[BATCH_MATMUL]["MatMul"] == 0
     assert counts[BATCH_MATMUL]["BatchMatMulV2"] == counts[MATMUL]["BatchMatMulV2"] + 2 * per_model

@@ -130,8 +130,9 @@ def test_two_decoders_of_one_model_with_different_settings_decoding_at_once_each
         for ids, scores in runs:
             np.testing.assert_array_equal(ids, alone[0])
             np.testing.assert_allclose(scores, alone[1], atol=1e-5)
-    # Two decoder layers' step: self-attention q, k, v, output; cross-attention q, output; FFN 2; then the logits.
-    products = 2 * 8 + 1
+    # Two decoder layers' step: self-attention's q, k and v in one product, its output; cross-attention q, output;
+    # FFN 2; then the logits.
+    products = 2 * 6 + 1
     in_out, out_in = _step_products(decoders["in_out"]), _step_products(decoders["out_in"])
     assert in_out.get(("MatMul", False)) == products and ("MatMul", True) not in in_out
     assert out_in.get(("BatchMatMulV2", True)) == products and not any(op == "MatMul" for op, _ in out_in)
