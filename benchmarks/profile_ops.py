@@ -10,7 +10,9 @@
 Prints the work's wall time, then one line per op type: the time its kernels
 ran (summed over threads, a kernel's inner threads not counted twice), its
 share of all kernel time, the calls, and the mean per call; and how much of
-the executors' time ran no kernel (scheduling between ops). The trace is
+the executors' time ran no kernel (scheduling between ops). For decoding, also
+the products' share (every MatMul kind: the weights' and attention's) and the
+bound it sets: the sentences per second if nothing but the products took time. The trace is
 TensorFlow's own XPlane, read with the protobuf TensorFlow ships; nothing to
 install. The profiled work is the benchmarks' own.
 """
@@ -98,6 +100,19 @@ def op_type_table(logdir: str, by_name: bool = False) -> tuple[list[tuple[str, f
     return [(kind, ms, counts[kind]) for kind, ms in totals.most_common()], executor_ms
 
 
+def is_product(kind: str) -> bool:
+    """Whether a row's op (a type, or "name:type") multiplies matrices: MatMul, BatchMatMulV2, their oneDNN forms."""
+    return "MatMul" in kind.rsplit(":", 1)[-1]
+
+
+def products_bound(rows, sentences: int) -> str:
+    """A line: the products' kernel time, its share, and the sentences/s if only they took time."""
+    total = sum(ms for _, ms, _ in rows)
+    products = sum(ms for kind, ms, _ in rows if is_product(kind))
+    return (f"products {products:,.0f} ms of {total:,.0f} ms in kernels ({products / total:.0%}): "
+            f"with nothing else, at most {sentences / (products / 1000):.2f} sentences/s")
+
+
 def decode_work(args):
     import bench_decode
 
@@ -107,7 +122,7 @@ def decode_work(args):
     batches = [sentences[i:i + 32] for i in range(0, 64, 32)]
     padded = [np.array([s + [0] * (max(map(len, b)) - len(s)) for s in b], np.int32) for b in batches]
     decoder.decode(padded[0])[0].numpy()  # trace outside the profile
-    return lambda: [decoder.decode(batch)[0].numpy() for batch in padded]
+    return (lambda: [decoder.decode(batch)[0].numpy() for batch in padded]), len(sentences)
 
 
 def decode_run_work(args):
@@ -119,13 +134,13 @@ def decode_run_work(args):
     translator = Translator.from_run(args.output_dir, mixed_precision=args.mixed_precision,
                                      beam_size=args.beam_size, batch_size=args.batch_size)
     translator.translate(sentences[:8])  # trace outside the profile
-    return lambda: translator.translate(sentences)
+    return (lambda: translator.translate(sentences)), len(sentences)
 
 
 def train_work(args):
     import bench_train
 
-    return bench_train.profiled_steps(args.mixed_precision, steps=3)
+    return bench_train.profiled_steps(args.mixed_precision, steps=3), None
 
 
 def main():
@@ -143,7 +158,8 @@ def main():
     args = parser.parse_args()
     if args.what == "decode_run" and not (args.output_dir and args.source):
         parser.error("decode_run needs --output_dir and --source")
-    work = {"decode": decode_work, "decode_run": decode_run_work, "train": train_work}[args.what](args)
+    # The work, and how many sentences it decodes (None: training).
+    work, sentences = {"decode": decode_work, "decode_run": decode_run_work, "train": train_work}[args.what](args)
     with tempfile.TemporaryDirectory() as logdir:
         seconds = profile(work, logdir)
         rows, executor_ms = op_type_table(logdir, by_name=args.by == "name")
@@ -157,6 +173,8 @@ def main():
     print(f"  {'op ' + args.by:{width}s} {'ms':>9s}  {'share':>6s}  {'calls':>8s}  {'us/call':>8s}")
     for name, ms, count in rows[: args.top]:
         print(f"  {name[-width:]:{width}s} {ms:9,.0f}  {ms / total:6.1%}  {count:8,d}  {ms * 1000 / count:8.1f}")
+    if sentences:
+        print(products_bound(rows, sentences))
 
 
 if __name__ == "__main__":
