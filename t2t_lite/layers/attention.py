@@ -190,9 +190,15 @@ class MultiHeadAttention(keras.layers.Layer):
             return ops.reshape(x, (sentences, heads, -1, x.shape[-1]))
 
         joined = None if kernels is None else kernels.get(self)  # query, key and value in one product
-        if joined is not None and self.key_dim == self.value_dim:
-            qkv = ops.reshape(joined(ops.reshape(query, (rows, -1))), (sentences, beams, 3, heads, self.key_dim))
-            q, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)))  # each [B, H, K, d]
+        if joined is not None:
+            qkv = joined(ops.reshape(query, (rows, -1)))  # [N, H*(2 Dk + Dv)]
+            if self.key_dim == self.value_dim:  # one transpose for the three
+                qkv = ops.reshape(qkv, (sentences, beams, 3, heads, self.key_dim))
+                q, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)))  # each [B, H, K, d]
+            else:
+                parts = ops.split(qkv, [heads * self.key_dim, 2 * heads * self.key_dim], axis=-1)
+                q, key, value = (by_sentence(part, depth) for part, depth
+                                 in zip(parts, (self.key_dim, self.key_dim, self.value_dim)))
         else:
             q = by_sentence(self.query_proj(query, kernels=kernels), self.key_dim)  # [B, H, K_q, Dk]
             key = by_sentence(self.key_proj(query, kernels=kernels), self.key_dim)  # [B, H, K, Dk]
