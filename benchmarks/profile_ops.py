@@ -12,9 +12,9 @@ ran (summed over threads, a kernel's inner threads not counted twice), its
 share of all kernel time, the calls, and the mean per call; and how much of
 the executors' time ran no kernel (scheduling between ops). For decoding, also
 the products' share (every MatMul kind: the weights' and attention's) and the
-bound it sets: the sentences per second if nothing but the products took time. The trace is
-TensorFlow's own XPlane, read with the protobuf TensorFlow ships; nothing to
-install. The profiled work is the benchmarks' own.
+bound it sets: the sentences per second if nothing but the products took
+time. The trace is TensorFlow's own XPlane, read with the protobuf TensorFlow
+ships; nothing to install. The profiled work is the benchmarks' own.
 """
 import argparse
 import collections
