@@ -76,6 +76,13 @@ def test_joined_denses_multiply_like_their_products_side_by_side_in_numpy(layout
     np.testing.assert_allclose(kernels.get(owner)(rows).numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
+def test_dense_layers_given_to_skip_get_no_kernel_of_their_own():
+    kept, joined = _dense(5, seed=7), _dense(3, seed=8)
+    kernels = StepKernels("float32", IN_OUT)
+    kernels.add_dense_layers([kept, joined], skip=[joined])
+    assert kernels.get(joined) is None and kernels.get(kept) is not None
+
+
 def test_only_denses_without_activation_can_be_joined():
     with pytest.raises(ValueError, match="without an activation"):
         StepKernels("float32", IN_OUT).add_joined(object(), [_dense(5), _dense(5, activation="relu")])

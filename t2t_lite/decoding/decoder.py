@@ -155,10 +155,13 @@ def step_kernels(model, dtype, settings: StepMatmulSettings) -> StepKernels:
     # One layout for every weight, chosen at the output projection: the step's largest product.
     layout = settings.resolved_layout(model.d_model, model.vocab_size, dtype)
     kernels = StepKernels(dtype, layout, settings)
-    kernels.add_dense_layers(model.decoder_layers)
-    for layer in model.decoder_layers:  # a step's query, key and value in one product
+    joined = []
+    for layer in model.decoder_layers:  # a step's query, key and value in one product, not three
         attention = layer.self_attention
-        kernels.add_joined(attention, [attention.query_proj, attention.key_proj, attention.value_proj])
+        projections = [attention.query_proj, attention.key_proj, attention.value_proj]
+        kernels.add_joined(attention, projections)
+        joined += projections
+    kernels.add_dense_layers(model.decoder_layers, skip=joined)
     embedding = model.target_embedding
     kernels.add(embedding, embedding.embeddings, stored_as=OUT_IN)  # [V, D]: logits = x E^T
     return kernels

@@ -140,11 +140,12 @@ class StepKernels:
                   for dense in denses]
         self.add(owner, kernel, bias=tf.concat(biases, axis=0) if any(d.use_bias for d in denses) else None)
 
-    def add_dense_layers(self, layers) -> None:
-        """Prepares the kernel of every `Dense` under `layers`, at any depth."""
+    def add_dense_layers(self, layers, skip=()) -> None:
+        """Prepares the kernel of every `Dense` under `layers`, at any depth, but those in `skip` (e.g. joined)."""
         for layer in layers:
             for dense in dense_sublayers(layer):
-                self.add(dense, dense.kernel)
+                if not any(dense is skipped for skipped in skip):
+                    self.add(dense, dense.kernel)
 
     def get(self, owner) -> StepKernel | None:
         """The kernel prepared for `owner`, or None (owners are told apart by identity, not equality)."""
