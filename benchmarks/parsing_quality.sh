@@ -7,7 +7,8 @@
 #   bash benchmarks/parsing_quality.sh WORK_DIR [SECONDS]
 #
 # Environment: PTB_DIR (the sample's .mrg files or an NLTK data directory; default WORK_DIR/tmp, where
-# datagen downloads what is missing), HPARAMS_SET (transformer_parsing_small_data), HPARAMS (overrides),
+# datagen downloads what is missing), PROBLEM (parsing_ptb_sample_words), USR_DIR (a --usr_dir for all three
+# commands, e.g. one registering a variant of the problem), HPARAMS_SET (transformer_parsing_small_data), HPARAMS (overrides),
 # VOCAB_SIZE (the problem's default), TRAIN_FLAGS (extra trainer flags), DECODE_FLAGS (extra decoder flags:
 # a model that has not learned to end its trees runs every sentence to the set's extra_length (150 with
 # beam 4 for the default set; 300 with beam 21 for transformer_wsj_parsing), so a smoke run wants e.g.
@@ -19,22 +20,29 @@ WORK=${1:?usage: parsing_quality.sh WORK_DIR [SECONDS]}
 SECONDS_BUDGET=${2:-600}
 PTB=${PTB_DIR:-$WORK/tmp}
 SET=${HPARAMS_SET:-transformer_parsing_small_data}
+PROBLEM=${PROBLEM:-parsing_ptb_sample_words}
+USR=(${USR_DIR:+--usr_dir="$USR_DIR"})
 mkdir -p "$WORK"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 
-t2t-lite-datagen --problem=parsing_ptb_sample --data_dir="$WORK/data" --tmp_dir="$PTB" \
+t2t-lite-datagen "${USR[@]}" --problem="$PROBLEM" --data_dir="$WORK/data" --tmp_dir="$PTB" \
   ${VOCAB_SIZE:+--vocab_size="$VOCAB_SIZE"}
 
 # The dev split as text: the words to parse and the gold linearised trees, one per line.
-python3 - "$PTB" "$WORK" <<'EOF'
+python3 - "$PTB" "$WORK" "$PROBLEM" "${USR_DIR:-}" <<'EOF'
 import sys
 # Not the working directory: run from a checkout, its t2t_lite/ would hide the installed package's problems.
 sys.path = [path for path in sys.path if path not in ("", ".")]
 from t2t_lite.problems.ptb_sample import sample_directory, split_files
 from t2t_lite.problems.wsj_parsing import read_mrg_pairs
+from t2t_lite.registry import problems
+from t2t_lite.usr_dir import import_usr_dir
 
-ptb, work = sys.argv[1:]
-pairs = [pair for pair in read_mrg_pairs(split_files(sample_directory(ptb), "dev")) if pair[0]]
+ptb, work, problem, usr_dir = sys.argv[1:]
+if usr_dir:
+    import_usr_dir(usr_dir)
+form = problems.get(problem)(None).form
+pairs = [pair for pair in read_mrg_pairs(split_files(sample_directory(ptb), "dev"), form) if pair[0]]
 with open(f"{work}/dev.words", "w", encoding="utf-8") as words, open(f"{work}/dev.trees", "w", encoding="utf-8") as trees:
     for source, target in pairs:
         words.write(source + "\n")
@@ -44,11 +52,11 @@ EOF
 
 MINUTES=$(python3 -c "print($SECONDS_BUDGET / 60)")
 date +%s.%N > "$WORK/train.start"  # parsing_side_by_side.sh's F1 curve measures checkpoint times from here
-t2t-lite-trainer --problem=parsing_ptb_sample --data_dir="$WORK/data" --hparams_set="$SET" \
+t2t-lite-trainer "${USR[@]}" --problem="$PROBLEM" --data_dir="$WORK/data" --hparams_set="$SET" \
   --hparams="${HPARAMS:-}" --output_dir="$WORK/run" --train_minutes="$MINUTES" --train_steps=1000000 \
   --eval_bleu_sentences=0 ${TRAIN_FLAGS:-} 2>&1 | tee "$WORK/train.log"
 
 start=$(date +%s)
-t2t-lite-decoder --output_dir="$WORK/run" --decode_from_file="$WORK/dev.words" \
+t2t-lite-decoder "${USR[@]}" --output_dir="$WORK/run" --decode_from_file="$WORK/dev.words" \
   --decode_to_file="$WORK/dev.hyp" --decode_reference="$WORK/dev.trees" ${DECODE_FLAGS:-} 2>&1 | tee "$WORK/decode.log"
 echo "decode wall time: $(( $(date +%s) - start )) s"

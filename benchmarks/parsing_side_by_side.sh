@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A parser in the same CPU budget, t2t-lite and OpenNMT-tf 2.32 one after the other on this machine (run it on an
-# idle one), on parsing_ptb_sample (NLTK's WSJ sample, docs/problems.md#parsing_ptb_sample):
+# idle one), on PROBLEM (parsing_ptb_sample_words by default: NLTK's WSJ sample, docs/problems.md#parsing_ptb_sample):
 #   1. t2t-lite: benchmarks/parsing_quality.sh (datagen, SECONDS of training, dev decoded with the set's beam),
 #      keeping a checkpoint every CHECKPOINT_STEPS steps for the curve;
 #   2. OpenNMT-tf: the same train split as text (benchmarks/peers/parsing/prepare.py), encoded with t2t-lite's own
@@ -16,7 +16,7 @@
 #   bash benchmarks/parsing_side_by_side.sh WORK_DIR [SECONDS]
 #
 # Environment: PTB_DIR (the sample's .mrg files or an NLTK data directory; default WORK_DIR/ptb, where datagen
-# downloads what is missing), HPARAMS_SET (transformer_parsing_small_data), HPARAMS (overrides, applied to both
+# downloads what is missing), PROBLEM (parsing_ptb_sample_words), HPARAMS_SET (transformer_parsing_small_data), HPARAMS (overrides, applied to both
 # toolkits: e.g. beam_size=1,extra_length=5 for a smoke run), VOCAB_SIZE, TRAIN_FLAGS (extra t2t-lite trainer
 # flags), DECODE_FLAGS (extra t2t-lite decoder flags; the peer does not see them: prefer HPARAMS),
 # CHECKPOINT_STEPS (200), CURVE (1), CURVE_SENTENCES (dev sentences per curve point, default 100), PEERS_DIR
@@ -29,6 +29,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=${1:?usage: bash benchmarks/parsing_side_by_side.sh WORK_DIR [SECONDS]}
 SECONDS_BUDGET=${2:-600}
 SET=${HPARAMS_SET:-transformer_parsing_small_data}
+export PROBLEM=${PROBLEM:-parsing_ptb_sample_words}
 CHECKPOINT_STEPS=${CHECKPOINT_STEPS:-200}
 PYTHON=${PYTHON:-python}
 PEERS=${PEERS_DIR:-/tmp/peers}
@@ -53,7 +54,7 @@ fi
 
 # 2. OpenNMT-tf.
 rm -rf "$PEER"
-"$PYTHON" "$HERE/peers/parsing/prepare.py" "$PTB" "$PEER" "$SET" "${HPARAMS:-}"
+"$PYTHON" "$HERE/peers/parsing/prepare.py" "$PTB" "$PEER" "$PROBLEM" "$SET" "${HPARAMS:-}"
 "$ONMT/bin/python" "$HERE/peers/parsing/make_onmt.py" "$PEER" "$OURS/data/vocab.model" "$OURS/dev.words" \
   "$CHECKPOINT_STEPS"
 date +%s.%N > "$PEER/train.start"
@@ -84,7 +85,7 @@ PY
 
 # 3. One table, both scored by t2t-lite's parsing scorer.
 {
-  echo "parsing_ptb_sample dev ($(wc -l < "$OURS/dev.words") sentences), $SET${HPARAMS:+ ($HPARAMS)}, $SECONDS_BUDGET s of training each, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+  echo "$PROBLEM dev ($(wc -l < "$OURS/dev.words") sentences), $SET${HPARAMS:+ ($HPARAMS)}, $SECONDS_BUDGET s of training each, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
   echo "| toolkit | steps | dev bracket F1 | well-formed before repair % | exact tree % |"
   echo "|---|---|---|---|---|"
   for toolkit in t2t-lite OpenNMT-tf; do
@@ -95,7 +96,7 @@ PY
       hyp=$PEER/dev.hyp
       steps=$(grep -oE "Saved checkpoint \S+/ckpt-[0-9]+" "$PEER/train.log" | tail -1 | sed 's/.*ckpt-//')
     fi
-    "$PYTHON" "$HERE/peers/parsing/score.py" "$OURS/dev.words" "$OURS/dev.trees" "$hyp" --json | python3 -c "
+    "$PYTHON" "$HERE/peers/parsing/score.py" "$OURS/dev.words" "$OURS/dev.trees" "$hyp" --json --problem="$PROBLEM" | python3 -c "
 import json, sys
 s = json.loads(sys.stdin.read().strip().splitlines()[-1])
 print(f\"| $toolkit | ${steps:-n/a} | {s['f1']:.2f} | {s['well_formed']:.1f} | {s['exact']:.1f} |\")"

@@ -39,6 +39,8 @@ flags.DEFINE_string("export_dir", None, "Decode an export instead of a run: the 
                     "CTranslate2 model (takes --beam_size).")
 flags.DEFINE_string("compute_type", "default", "With a CTranslate2 --export_dir: its compute type (int8, "
                     "int8_float32, float32, bfloat16, ...); default what its weights were saved in.")
+flags.DEFINE_bool("output_trees", False, "For a parser: write bracketed trees with the words put back, "
+                  "(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)), instead of its linearised output.")
 flags.DEFINE_integer("random_seed", None, "With sampling, a seed that makes the samples reproducible.")
 
 
@@ -54,7 +56,7 @@ def main(argv) -> None:
                                 sampling_topk=FLAGS.sampling_topk, random_seed=FLAGS.random_seed,
                                 paper_bleu_language=FLAGS.paper_bleu_language,
                                 step_matmul=environment.step_matmul_settings(), export_dir=FLAGS.export_dir,
-                                compute_type=FLAGS.compute_type)
+                                compute_type=FLAGS.compute_type, output_trees=FLAGS.output_trees)
     decode_file(request, log=lambda line: print(line, file=sys.stderr, flush=True))
 
 

@@ -24,7 +24,7 @@ import zipfile
 
 from t2t_lite.data.text_problem import SPLIT_ORDER, Text2TextProblem
 from t2t_lite.errors import UserError
-from t2t_lite.problems.wsj_parsing import WsjParsing
+from t2t_lite.problems.wsj_parsing import WordsTarget, WsjParsing
 from t2t_lite.registry import problems
 
 TREEBANK_URL = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/corpora/treebank.zip"
@@ -124,3 +124,10 @@ class PtbSampleParsing(WsjParsing):
                     kwargs[f"{split}_files"] = ",".join(os.path.join(directory, p) for p in SPLIT_GLOBS[split]
                                                         if glob.glob(os.path.join(directory, p)))
         return Text2TextProblem.generate_data(self, tmp_dir, **kwargs)
+
+
+@problems.register("parsing_ptb_sample_words")
+class PtbSampleParsingWords(WordsTarget, PtbSampleParsing):
+    """parsing_ptb_sample in the "words" target form (wsj_parsing.WordsTarget): "(S (NP The cat )NP ...)S"."""
+
+    name = "parsing_ptb_sample_words"

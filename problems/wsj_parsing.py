@@ -18,17 +18,21 @@ Sources, read from the .mrg files of treebank_3/parsed/mrg/wsj:
 import functools
 import glob
 import os
+import re
 from collections.abc import Iterator, Sequence
 
 from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.data.text_problem import SPLIT_ORDER, DatagenOptions, Text2TextProblem
 from t2t_lite.data.trees import (
+    CLOSE_MARK,
+    OPEN_MARK,
     PTB_PHRASE_LABELS,
     PTB_POS_TAGS,
+    TARGET_FORMS,
+    TargetForm,
     Tree,
-    delinearize,
-    linearize,
+    parse_tree_string,
     read_mrg,
     strip_tree,
 )
@@ -53,6 +57,11 @@ PUNCTUATION_TAGS = ("#", "$", "''", ",", "-LRB-", "-RRB-", ".", ":", "``", "PRP$
 # whereas a forced "▁S" would cut every input word it begins, e.g. "▁S" + "ales".
 TARGET_SYMBOLS = tuple("▁/" + label for label in sorted(PTB_PHRASE_LABELS)) + tuple(
     "▁" + tag for tag in PUNCTUATION_TAGS)
+
+# The "words" form's brackets, each one piece: "(S" opens a target, "▁(S" opens a phrase after a space,
+# "▁)S" closes one. Being user-defined symbols, no word piece can equal them.
+WORDS_TARGET_SYMBOLS = tuple(OPEN_MARK + label for label in sorted(PTB_PHRASE_LABELS)) + tuple(
+    "▁" + mark + label for mark in (OPEN_MARK, CLOSE_MARK) for label in sorted(PTB_PHRASE_LABELS))
 
 
 def ldc_split_files(ptb_dir: str) -> dict[str, str]:
@@ -101,39 +110,72 @@ def expand_mrg_files(value: str, flag: str) -> list[str]:
     return paths
 
 
-def read_mrg_pairs(paths: Sequence[str]) -> Iterator[tuple[str, str]]:
+def read_mrg_pairs(paths: Sequence[str], form: TargetForm = TARGET_FORMS["tags"]) -> Iterator[tuple[str, str]]:
     """(words, linearised tree) text pairs of every tree in the files, traces and function tags removed.
 
     Args:
       paths: .mrg files, read in order.
+      form: how trees become targets.
     Returns:
-      An iterator of ("The cat sat .", "S NP DT NN /NP VP VBD /VP . /S").
+      An iterator of ("The cat sat .", "S NP DT NN /NP VP VBD /VP . /S") (the "tags" form).
     Raises:
       UserError: a file is missing, not UTF-8, or holds malformed brackets.
     """
     for path in paths:
         try:
-            examples = [linearize(strip_tree(tree)) for tree in read_mrg(path)]
+            examples = [form.linearize(strip_tree(tree)) for tree in read_mrg(path)]
         except (OSError, ValueError) as error:  # UnicodeDecodeError is a ValueError
             raise UserError(f"cannot read {path}: {error}") from None
         for words, tokens in examples:
             yield " ".join(words), " ".join(tokens)
 
 
-def score_linearized(outputs: Sequence[str], references: Sequence[str],
-                     sources: Sequence[str]) -> tuple[BracketCounts, int]:
+def is_bracketed_tree(line: str) -> bool:
+    """Whether a reference line is a PTB bracketed tree, "(S (NP (DT The) ...)" or "( (S ...) )", rather
+    than a linearised target (neither form's targets open with "(" and close with a bare ")")."""
+    line = line.strip()
+    return line.startswith("(") and line.endswith(")") and re.search(r"\)[^\s)]", line) is None
+
+
+def gold_tree(reference: str, words: list[str], form: TargetForm, number: int) -> Tree:
+    """The gold tree of a reference line: a bracketed tree as users have them (traces and function tags
+    stripped), or a linearised target in `form`.
+
+    Raises:
+      UserError: the line is neither, or its words are not the source's.
+    """
+    if is_bracketed_tree(reference):
+        try:
+            tree = strip_tree(parse_tree_string(reference))
+        except ValueError as error:
+            raise UserError(f"reference line {number} is not a bracketed tree: {error}") from None
+        if tree.words() != words:
+            raise UserError(f"reference line {number}'s tree has the words {' '.join(tree.words())[:80]!r}, "
+                            f"source line {number} {' '.join(words)[:80]!r}; they must be the same")
+        return tree
+    tree = form.delinearize(words, reference.split())
+    if form.linearize(tree)[1] != reference.split():
+        raise UserError(f"reference line {number} is neither a bracketed tree nor a linearised tree over the "
+                        f"{len(words)} words of source line {number}: {reference[:80]!r}")
+    return tree
+
+
+def score_linearized(outputs: Sequence[str], references: Sequence[str], sources: Sequence[str],
+                     form: TargetForm = TARGET_FORMS["tags"]) -> tuple[BracketCounts, int]:
     """EVALB counts of predicted linearised trees against gold ones over the same words.
 
     Args:
       outputs: predicted target strings, e.g. "S NP DT NN /NP VP VBD /VP . /S".
-      references: gold target strings, as this problem writes them.
+      references: gold trees: target strings as this problem writes them, or bracketed trees
+        ("(S (NP (DT The) (NN cat)) ...)", one per line, traces and function tags allowed).
       sources: the input sentences, words separated by spaces.
+      form: the target form of outputs and references.
     Returns:
-      (counts, repaired): `score_corpus` of the trees `delinearize` rebuilds,
-      and how many outputs were malformed, so that their trees are repairs.
+      (counts, repaired): `score_corpus` of the trees `form.delinearize` rebuilds,
+      and how many outputs were malformed, so that their trees are repairs (in the "words" form, a
+      word written wrongly is not: the sentence's own words go in its place).
     Raises:
-      UserError: the lists differ in length, or a reference is not a linearised
-        tree over its sentence's words.
+      UserError: the lists differ in length, or a reference is not a tree over its sentence's words.
     """
     if not len(outputs) == len(references) == len(sources):
         raise UserError(f"got {len(outputs)} outputs, {len(references)} references and "
@@ -142,13 +184,10 @@ def score_linearized(outputs: Sequence[str], references: Sequence[str],
     predicted: list[Tree] = []
     for number, (output, reference, source) in enumerate(zip(outputs, references, sources), 1):
         words = source.split()
-        gold_tree = delinearize(words, reference.split())
-        if linearize(gold_tree)[1] != reference.split():
-            raise UserError(f"reference line {number} is not a linearised tree over the "
-                            f"{len(words)} words of source line {number}: {reference[:80]!r}")
-        gold.append(gold_tree)
-        predicted.append(delinearize(words, output.split()))
-    repaired = sum(linearize(tree)[1] != output.split() for tree, output in zip(predicted, outputs))
+        gold.append(gold_tree(reference, words, form, number))
+        predicted.append(form.delinearize(words, output.split()))
+    repaired = sum(form.shape(form.linearize(tree)[1]) != form.shape(output.split())
+                   for tree, output in zip(predicted, outputs))
     return score_corpus(gold, predicted), repaired
 
 
@@ -175,6 +214,35 @@ def evalb_summary(counts: BracketCounts, repaired: int) -> list[str]:
     ]
 
 
+# The most phrases the sample's training trees open one after another before a word (6, once; 5 in 25 of
+# ~82,000 places).
+MAX_OPENS_IN_A_ROW = 6
+
+
+def words_constraint(pieces: Sequence[str], word_starts: Sequence[int]) -> TreeConstraint:
+    """The tree constraint of the "words" form over a vocabulary's pieces.
+
+    A word is a piece that begins with "▁" and is not a bracket (a leaf), followed by pieces that do not
+    (continuations); the words are the input's own pieces, in order (TreeConstraint's copy_words), so the
+    output never loses its place in the sentence.
+    """
+    ids = {piece: i for i, piece in enumerate(pieces)}
+    labels = sorted(PTB_PHRASE_LABELS)
+    brackets = {ids[symbol] for symbol in WORDS_TARGET_SYMBOLS}
+    special = {i for i, piece in enumerate(pieces) if piece in ("<pad>", "</s>", "<unk>", "<s>")}
+    close = {label: ids["▁" + CLOSE_MARK + label] for label in labels}
+    return TreeConstraint(
+        len(pieces),
+        phrases=[(ids["▁" + OPEN_MARK + label], close[label]) for label in labels],
+        leaves=[i for i in word_starts if i not in brackets],
+        word_starts=word_starts,
+        # Our vocabularies have no dummy prefix: a target's first bracket is "(S", the ones after a space "▁(S".
+        roots=[(ids[OPEN_MARK + label], close[label]) for label in labels],
+        continuations=[i for i, piece in enumerate(pieces)
+                       if not piece.startswith("▁") and i not in brackets and i not in special],
+        copy_words=True, max_opens_in_a_row=MAX_OPENS_IN_A_ROW)
+
+
 @problems.register("wsj_parsing")
 class WsjParsing(Text2TextProblem):
     """WSJ constituency parsing with a shared BPE vocabulary of 2^14, as t2t's parsing_english_ptb16k.
@@ -187,6 +255,13 @@ class WsjParsing(Text2TextProblem):
     model_type = "bpe"
     default_vocab_size = 2**14
     user_defined_symbols = TARGET_SYMBOLS
+    # How trees are written as targets: a key of TARGET_FORMS ("tags": tensor2tensor's; "words": the words
+    # in their brackets, tags dropped). A variant with another form also sets its user_defined_symbols.
+    target_form = "tags"
+
+    @property
+    def form(self) -> TargetForm:
+        return TARGET_FORMS[self.target_form]
 
     def generate_data(self, tmp_dir: str | None, **kwargs) -> dict:
         """As Text2TextProblem's; with no --*_files, the splits are the LDC sections under tmp_dir.
@@ -209,21 +284,23 @@ class WsjParsing(Text2TextProblem):
             raise UserError(f"{self.name} needs --tmp_dir=<the LDC wsj directory holding sections 00-24>, "
                             f"or --train_files and --dev_files naming .mrg files; --{split}_files is missing")
         # Expanded once here, so both reads of the source see the same files.
-        return functools.partial(read_mrg_pairs, expand_mrg_files(files, f"{split}_files"))
+        return functools.partial(read_mrg_pairs, expand_mrg_files(files, f"{split}_files"), self.form)
 
     def score(self, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
         """EVALB (COLLINS.prm) bracket scores of decoded linearised trees against the references.
 
         Args:
           outputs: decoded target strings, one per sentence.
-          references: gold target strings.
+          references: gold trees, linearised or bracketed (score_linearized).
           sources: the decoded input sentences, whose words the trees are over.
         Returns:
           EVALB's summary lines, the number of malformed outputs repaired, the share of outputs that were
           well-formed trees before any repair, and the share identical to their reference tree.
         """
-        counts, repaired = score_linearized(outputs, references, sources)
-        exact = sum(output.split() == reference.split() for output, reference in zip(outputs, references))
+        counts, repaired = score_linearized(outputs, references, sources, self.form)
+        targets = [self.form.linearize(strip_tree(parse_tree_string(reference)))[1] if is_bracketed_tree(reference)
+                   else reference.split() for reference in references]
+        exact = sum(output.split() == target for output, target in zip(outputs, targets))
         total = max(len(outputs), 1)
         return evalb_summary(counts, repaired) + [
             f"Well-formed before repair  = {100 * (len(outputs) - repaired) / total:6.2f} %",
@@ -231,23 +308,45 @@ class WsjParsing(Text2TextProblem):
         ]
 
     def output_constraint(self) -> TreeConstraint:
-        """Decoding that emits only well-formed trees, a POS tag per input word (--constrained_decoding).
+        """Decoding that emits only well-formed trees, a POS tag (or a word) per input word (--constrained_decoding).
 
         Phrases are PTB_PHRASE_LABELS, leaves PTB_POS_TAGS, each usable when the vocabulary holds its
         tokens whole (a tag BPE split, rare ones such as "SYM" on a small vocabulary, cannot be emitted).
         """
         pieces = SentencePieceCodec(self.vocabulary.model).pieces
         ids = {piece: i for i, piece in enumerate(pieces)}
+        word_starts = [i for i, piece in enumerate(pieces) if piece.startswith("▁")]
+        if self.target_form == "words":
+            return words_constraint(pieces, word_starts)
         def opens(prefix: str) -> list[tuple[int, int]]:
             return [(ids[prefix + label], ids["▁/" + label]) for label in sorted(PTB_PHRASE_LABELS)
                     if prefix + label in ids and "▁/" + label in ids]
 
         leaves = [ids["▁" + tag] for tag in sorted(PTB_POS_TAGS) if "▁" + tag in ids]
-        word_starts = [i for i, piece in enumerate(pieces) if piece.startswith("▁")]
         # Our vocabularies have no dummy prefix: a target's first label is "S", the ones after a space "▁S".
         return TreeConstraint(len(pieces), opens("▁"), leaves, word_starts, roots=opens("") or opens("▁"))
 
     def dev_metric(self, outputs: list[str], references: list[str], sources: list[str]) -> tuple[str, float]:
         """EVALB's bracketing F1 (0 to 100) of the decoded trees, malformed ones repaired as `score` does."""
-        counts, _ = score_linearized(outputs, references, sources)
+        counts, _ = score_linearized(outputs, references, sources, self.form)
         return "bracket F1", counts.f1
+
+
+class WordsTarget:
+    """A parsing problem's variant with the words in the target and no POS tags:
+    "(S (NP The cat )NP (VP sat )VP . )S".
+
+    The model copies each word where its leaf goes, so its output stays aligned to the sentence and
+    constrained decoding only has to count words; EVALB ignores the tags it no longer predicts (trees
+    come back with the tag XX).
+    """
+
+    user_defined_symbols = WORDS_TARGET_SYMBOLS
+    target_form = "words"
+
+
+@problems.register("wsj_parsing_words")
+class WsjParsingWords(WordsTarget, WsjParsing):
+    """wsj_parsing in the "words" target form (WordsTarget)."""
+
+    name = "wsj_parsing_words"

@@ -65,6 +65,9 @@ class DecodeFileRequest:
     export_dir: str | None = None
     # A CTranslate2 export's compute type ("default": what its weights were saved in; "int8", "float32", ...).
     compute_type: str = "default"
+    # A parser's outputs written as bracketed trees with the words put back (Translator.as_trees) instead of
+    # the linearised trees the model writes; scores are of the same trees either way.
+    output_trees: bool = False
 
 
 def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda line: None,
@@ -101,6 +104,8 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     if request.nbest > hp.beam_size:
         raise UserError(f"--nbest={request.nbest} is more than the beam size {hp.beam_size}; "
                         f"raise --beam_size or lower --nbest")
+    if request.output_trees and translator.tree_form is None:
+        raise UserError("--output_trees is for parsing problems, whose outputs are trees; drop it")
     sampling = sampling_settings(request)
     search = (f"sampling at temperature {sampling.temperature}, top-k {sampling.top_k or 'all'}" if sampling
               else f"beam {hp.beam_size}, alpha {hp.alpha}")
@@ -113,7 +118,8 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
                                         first_line=first_index + 1,
                                         progress=None if streaming else log,
                                         parallel_batches=request.parallel_batches)
-        return results, format_outputs(sources, results, request.nbest, request.output_format, first_index)
+        shown = as_trees(translator, sources, results) if request.output_trees else results
+        return results, format_outputs(sources, shown, request.nbest, request.output_format, first_index)
 
     if streaming:
         done = 0
@@ -317,6 +323,12 @@ def check_output_file(path: str, flag: str = "--decode_to_file") -> None:
         raise UserError(f"{flag} {path!r}: directory {directory!r} does not exist; create it first")
     if not os.access(directory, os.W_OK):
         raise UserError(f"{flag} {path!r}: directory {directory!r} is not writable")
+
+
+def as_trees(translator: Translator, sources: list[str], results: list[list[Hypothesis]]) -> list[list[Hypothesis]]:
+    """The hypotheses with their texts as bracketed trees over their source's words (Translator.as_trees)."""
+    return [[dataclasses.replace(h, text=translator.as_trees([source], [h.text])[0]) for h in hypotheses]
+            for source, hypotheses in zip(sources, results)]
 
 
 def format_outputs(sources: list[str], results: list[list[Hypothesis]], nbest: int, output_format: str,

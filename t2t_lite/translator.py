@@ -6,6 +6,10 @@
     translator.hypotheses(["A dog runs."], beam_size=8, nbest=3)  # [[Hypothesis(text, score, ids) x 3]]
     translator.score(["A dog runs."], ["Ein Hund rennt."])         # [PairScore(...)]
 
+A parser's `translate` gives bracketed trees with the words put back, "(S (NP (DT The) (NN cat)) (VP (VBD
+sat)) (. .))" (tags "XX" where its target form drops them), from a run or an export alike; `hypotheses`
+gives the linearised outputs the model wrote, as a SavedModel served directly does.
+
 `from_run` opens the checkpoint t2t-lite-decoder would (or the one named) and
 decodes exactly as the decoder does; `from_export` loads what t2t-lite-exporter
 wrote: a SavedModel (with only TensorFlow and tensorflow-text at work) or a
@@ -25,9 +29,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from t2t_lite.data.trees import TARGET_FORMS, readable
 from t2t_lite.decoding.batching import Hypothesis, decode_id_batches, encode_lines
 from t2t_lite.errors import UserError
-from t2t_lite.export.export_dir import CTRANSLATE2, read_export
+from t2t_lite.export.export_dir import CTRANSLATE2, read_export, tree_form
 from t2t_lite.inference import Backend
 
 if TYPE_CHECKING:  # `import t2t_lite` stays free of TensorFlow: a CTranslate2 deployment has none
@@ -38,10 +43,18 @@ class Translator:
     """Translates (or parses) lists of sentences; see the module docstring.
 
     Build one with `from_run` or `from_export`, or directly around another backend (module docstring).
+
+    Args:
+      backend: what decodes.
+      tree_form: for a parser, its target form (a key of t2t_lite.data.trees.TARGET_FORMS): `translate`
+        then returns bracketed trees; None returns the outputs as they are.
     """
 
-    def __init__(self, backend: Backend):
+    def __init__(self, backend: Backend, tree_form: str | None = None):
+        if tree_form is not None and tree_form not in TARGET_FORMS:
+            raise UserError(f"tree_form must be one of {sorted(TARGET_FORMS)} or None, got {tree_form!r}")
         self._backend = backend
+        self.tree_form = tree_form
 
     @classmethod
     def from_run(cls, output_dir: str | None = None, data_dir: str | None = None, checkpoint: str | None = None,
@@ -73,7 +86,8 @@ class Translator:
         from t2t_lite.ops.step_matmul import StepMatmulSettings
         from t2t_lite.run import open_run
 
-        return cls(RunBackend(open_run(request, ensemble=True), step_matmul or StepMatmulSettings()))
+        run = open_run(request, ensemble=True)
+        return cls(RunBackend(run, step_matmul or StepMatmulSettings()), tree_form(run.problem))
 
     @classmethod
     def from_export(cls, path: str, batch_size: int | None = None, alpha: float | None = None,
@@ -97,7 +111,7 @@ class Translator:
             from t2t_lite.export.ctranslate2_backend import CTranslate2Export
 
             return cls(CTranslate2Export(path, alpha=alpha, extra_length=extra_length, batch_size=batch_size,
-                                         **settings))
+                                         **settings), export.tree_form)
         if settings:
             raise UserError(f"{', '.join(sorted(settings))} apply to CTranslate2 exports; {path!r} is not one")
         exported = export.decode_hparams
@@ -105,7 +119,7 @@ class Translator:
             if value is not None and value != getattr(exported, name):
                 raise UserError(f"a SavedModel decodes with the {name} it was exported with "
                                 f"({getattr(exported, name)}); export again with --{name}={value}")
-        return cls(saved_model_backend(path, batch_size))
+        return cls(saved_model_backend(path, batch_size), export.tree_form)
 
     @property
     def run(self):
@@ -114,6 +128,7 @@ class Translator:
 
     def translate(self, sentences: list[str], beam_size: int | None = None, sampling=None) -> list[str]:
         """The best output of each sentence, in the input's order; an empty sentence gives "".
+        A parser's are bracketed trees over the sentence's words (`as_trees`).
 
         Args:
           beam_size: None keeps the run's (the paper's 4 unless the run set another); 1 is greedy.
@@ -121,7 +136,22 @@ class Translator:
             instead of searching (e.g. for back-translation); runs only.
         """
         results = self.hypotheses(sentences, beam_size=beam_size, sampling=sampling)
-        return [hyps[0].text if hyps else "" for hyps in results]
+        outputs = [hyps[0].text if hyps else "" for hyps in results]
+        return self.as_trees(sentences, outputs) if self.tree_form else outputs
+
+    def as_trees(self, sentences: list[str], outputs: list[str]) -> list[str]:
+        """A parser's linearised outputs as one-line bracketed trees with the sentences' words put back,
+        "(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))"; malformed outputs repaired (data/trees.py), an
+        empty sentence an empty line.
+
+        Raises:
+          UserError: this Translator is not a parser's.
+        """
+        if self.tree_form is None:
+            raise UserError("as_trees is for parsers: this Translator's problem does not write trees")
+        form = TARGET_FORMS[self.tree_form]
+        return [readable(form.delinearize(sentence.split(), output.split())) if sentence.split() else ""
+                for sentence, output in zip(sentences, outputs)]
 
     def hypotheses(self, sentences: list[str], beam_size: int | None = None, nbest: int = 1, sampling=None,
                    **decoding) -> list[list[Hypothesis]]:

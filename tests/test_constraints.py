@@ -32,8 +32,9 @@ V = len(PIECES)
 MAX_DEPTH = 4
 
 
-def reference_allowed(prefix: list[int], words: int, max_length: int) -> set[int]:
-    """The tokens a linearised tree over `words` words may continue `prefix` with, by a plain stack walk."""
+def reference_allowed(prefix: list[int], words: int, max_length: int, continuations=()) -> set[int]:
+    """The tokens a linearised tree over `words` words may continue `prefix` with, by a plain stack walk;
+    `continuations` may follow a leaf or another continuation (a word's later pieces)."""
     close_of = dict(PHRASES + ROOTS)
     stack: list[int] = []  # close ids of the open phrases
     leaves_left, has_child, done = words, False, False
@@ -58,13 +59,17 @@ def reference_allowed(prefix: list[int], words: int, max_length: int) -> set[int
         allowed.update(LEAVES)
     if stack and has_child and (len(stack) > 1 or leaves_left == 0) and leaves_left + len(stack) <= room:
         allowed.add(stack[-1])
+    in_word = bool(prefix) and (prefix[-1] in LEAVES or prefix[-1] in continuations)
+    if in_word and leaves_left + len(stack) + 1 <= room:
+        allowed.update(continuations)
     if not stack and not prefix and words == 0:
         allowed.add(1)
     return allowed or {1}
 
 
-def constraint():
-    return TreeConstraint(V, PHRASES, LEAVES, WORD_STARTS, roots=ROOTS, eos_id=1, max_depth=MAX_DEPTH)
+def constraint(continuations=()):
+    return TreeConstraint(V, PHRASES, LEAVES, WORD_STARTS, roots=ROOTS, eos_id=1, max_depth=MAX_DEPTH,
+                          continuations=continuations)
 
 
 def inputs_with_words(counts: list[int]) -> np.ndarray:
@@ -84,11 +89,14 @@ def inputs_with_words(counts: list[int]) -> np.ndarray:
     return rows
 
 
-def test_allowed_tokens_match_the_reference_along_random_walks():
+# Without continuations "s" is an OTHER token, never allowed; with them, the word-internal piece may
+# follow a leaf (the "words" target form, where a leaf is a word's first piece).
+@pytest.mark.parametrize("continuations", [(), (ID["s"],)], ids=["one-token leaves", "with continuations"])
+def test_allowed_tokens_match_the_reference_along_random_walks(continuations):
     rng = np.random.default_rng(0)
     words = [0, 1, 2, 3, 5, 1, 4, 2]
     max_lengths = [8, 5, 12, 30, 30, 3, 9, 7]  # some too short for every tree, some tight
-    tree = constraint()
+    tree = constraint(continuations)
     state = tree.initial_state(tf.constant(inputs_with_words(words)), tf.constant(max_lengths))
     prefixes: list[list[int]] = [[] for _ in words]
     ids = np.zeros([len(words)], np.int32)  # the start id
@@ -96,7 +104,7 @@ def test_allowed_tokens_match_the_reference_along_random_walks():
         state = tree.advance(state, tf.constant(ids))
         allowed = tree.allowed(state, tf.constant(step)).numpy()
         for row, prefix in enumerate(prefixes):
-            expected = reference_allowed(prefix, words[row], max_lengths[row])
+            expected = reference_allowed(prefix, words[row], max_lengths[row], continuations)
             assert set(np.flatnonzero(allowed[row])) == expected, (row, step, [PIECES[t] for t in prefix])
             ids[row] = rng.choice(sorted(expected))
             prefix.append(int(ids[row]))

@@ -154,8 +154,13 @@ def test_hand_computed_score_and_repair_count():
 def test_score_rejects_unmatched_lines_and_references_that_are_not_trees():
     with pytest.raises(UserError, match="2 outputs, 1 references and 1 source"):
         score_linearized([CAT_TARGETS] * 2, [CAT_TARGETS], [CAT_WORDS])
-    with pytest.raises(UserError, match="reference line 1 is not a linearised tree over the 3 words"):
+    with pytest.raises(UserError, match="reference line 1 is neither a bracketed tree nor a linearised tree over "
+                                        "the 3 words"):
         score_linearized([CAT_TARGETS], [CAT_TARGETS], ["The cat sat"])
+    with pytest.raises(UserError, match="reference line 1's tree has the words 'The cat', source line 1 'The cat sat'"):
+        score_linearized([CAT_TARGETS], ["(S (NP (DT The) (NN cat)))"], ["The cat sat"])
+    with pytest.raises(UserError, match="reference line 1 is not a bracketed tree"):
+        score_linearized([CAT_TARGETS], ["(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)))"], [CAT_WORDS])
 
 
 def test_ldc_layout_maps_sections_to_splits(tmp_path):

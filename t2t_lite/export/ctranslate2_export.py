@@ -32,7 +32,7 @@ from t2t_lite.data.vocabulary import UNK_ID
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
 from t2t_lite.export.ctranslate2_backend import require_ctranslate2
-from t2t_lite.export.export_dir import CTRANSLATE2, VOCAB_ASSET
+from t2t_lite.export.export_dir import CTRANSLATE2, TREE_FORM_KEY, VOCAB_ASSET, tree_form
 from t2t_lite.export.exporter import ExportRequest, publish, text_vocabulary
 from t2t_lite.layers.embedding import timing_signal
 from t2t_lite.run import OpenedRun, open_run
@@ -183,7 +183,7 @@ def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none"
         for name in os.listdir(converted):
             shutil.move(os.path.join(converted, name), os.path.join(directory, name))
     export_info = {"format": CTRANSLATE2, "checkpoint": os.path.abspath(run.checkpoint), "quantization": quantization,
-                   "max_positions": positions}
+                   "max_positions": positions, TREE_FORM_KEY: tree_form(run.problem)}
     # As the SavedModel's: the run's hparams.json with the decode settings the export was asked for.
     exported = dataclasses.replace(run.spec, problem=run.problem_name,
                                    hparams=dataclasses.replace(hparams, decode=run.decode_hparams))

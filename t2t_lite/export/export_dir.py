@@ -19,6 +19,14 @@ FORMATS = (SAVED_MODEL, CTRANSLATE2)
 # The SentencePiece model's file name in either format.
 VOCAB_ASSET = "vocab.model"
 SAVED_MODEL_ASSETS = "assets"
+# The "export" entry's key for a parser's target form (data/trees.py TARGET_FORMS), so that a Translator
+# over the export writes bracketed trees without importing the problem (and TensorFlow).
+TREE_FORM_KEY = "tree_form"
+
+
+def tree_form(problem) -> str | None:
+    """A problem's target form when its outputs are linearised trees ("tags" or "words"); None otherwise."""
+    return getattr(problem, "target_form", None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +44,11 @@ class ExportDir:
     @property
     def decode_hparams(self) -> DecodeHParams:
         return self.spec.hparams.decode
+
+    @property
+    def tree_form(self) -> str | None:
+        """The parser's target form (TARGET_FORMS); None for other problems and exports older than the key."""
+        return self.info.get(TREE_FORM_KEY)
 
     @property
     def vocab_path(self) -> str:

@@ -22,7 +22,7 @@ from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.decoding.constraints import problem_constraint
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
-from t2t_lite.export.export_dir import CTRANSLATE2, FORMATS, SAVED_MODEL, VOCAB_ASSET
+from t2t_lite.export.export_dir import CTRANSLATE2, FORMATS, SAVED_MODEL, TREE_FORM_KEY, VOCAB_ASSET, tree_form
 from t2t_lite.export.serving import ServingModule
 from t2t_lite.files import storage_fault, storage_fault_text
 from t2t_lite.run import RunRequest, open_run
@@ -84,7 +84,8 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
                                    hparams=dataclasses.replace(run.spec.hparams, decode=decode))
     mixed_precision = run.mixed_precision
     export_info = {"checkpoint": os.path.abspath(run.checkpoint), "model_name": model_name,
-                   "max_input_length": max_input_length, "mixed_precision": mixed_precision}
+                   "max_input_length": max_input_length, "mixed_precision": mixed_precision,
+                   TREE_FORM_KEY: tree_form(run.problem)}
     log(f"tracing beam search of {run.checkpoint} (beam {decode.beam_size}, alpha {decode.alpha}, extra length "
         f"{decode.extra_length}) in {precision.compute_dtype(mixed_precision)} and saving into {model_dir}")
     return publish(model_dir, request.export_dir,

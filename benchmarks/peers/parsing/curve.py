@@ -21,7 +21,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # benchmarks/
 from plot_quality_curve import checkpoints, minutes_since_start  # noqa: E402
-from score import read, scores  # noqa: E402
+from score import problems, read, scores  # noqa: E402
 
 
 def decode_ours(work: str, checkpoint: str, source: str, scratch: str, flags: list[str]) -> list[str]:
@@ -48,6 +48,7 @@ def curve(args) -> list[dict]:
     words = read(os.path.join(args.ours, "dev.words"))[: args.sentences]
     trees = read(os.path.join(args.ours, "dev.trees"))[: args.sentences]
     spm_model = os.path.join(args.ours, "data", "vocab.model")
+    form = problems.get(os.environ.get("PROBLEM", "parsing_ptb_sample_words"))(None).form
     points = []
     with tempfile.TemporaryDirectory() as scratch:
         source = os.path.join(scratch, "dev.words")
@@ -62,7 +63,7 @@ def curve(args) -> list[dict]:
                     outputs = decode_ours(work, prefix, source, scratch, shlex.split(args.decode_flags))
                 else:
                     outputs = decode_peer(work, prefix, pieces, scratch, args.venv, spm_model)
-                s = scores(words, trees, outputs)
+                s = scores(words, trees, outputs, form)
                 points.append(dict(toolkit=toolkit, step=step, minutes=round(minutes_since_start(prefix, work), 2),
                                    f1=round(s["f1"], 2), well_formed=round(s["well_formed"], 1),
                                    exact=round(s["exact"], 1)))
@@ -95,7 +96,7 @@ def plot(points: list[dict], out: str, sentences: int) -> bool:
             axes.plot([p["minutes"] for p in line], [p["f1"] for p in line], "o-", color=color, label=toolkit)
     axes.set_xlabel("wall-clock minutes since the training process started")
     axes.set_ylabel(f"dev bracket F1 (first {sentences} sentences)")
-    axes.set_title("parsing_ptb_sample: dev F1 against training time")
+    axes.set_title(f"{os.environ.get('PROBLEM', 'parsing_ptb_sample_words')}: dev F1 against training time")
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()

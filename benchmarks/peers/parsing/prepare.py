@@ -1,9 +1,10 @@
 """The parsing peer's inputs, made in t2t-lite's environment (benchmarks/parsing_side_by_side.sh calls it):
 
-  python benchmarks/peers/parsing/prepare.py PTB_DIR OUT_DIR HPARAMS_SET [HPARAMS_OVERRIDES]
+  python benchmarks/peers/parsing/prepare.py PTB_DIR OUT_DIR PROBLEM HPARAMS_SET [HPARAMS_OVERRIDES]
 
 Writes to OUT_DIR
-  train.words, train.trees   the train split of parsing_ptb_sample (wsj_0001-0159) as text pairs, read and linearised
+  train.words, train.trees   the train split of PROBLEM (parsing_ptb_sample or a variant: wsj_0001-0159) as text
+                             pairs, read and linearised in the problem's target form
                              by t2t-lite's own code (problems/ptb_sample.py, problems/wsj_parsing.py), so the peer
                              trains on exactly the sentences t2t-lite does (pairs with no words are left out, as
                              for the dev split in parsing_quality.sh)
@@ -16,17 +17,19 @@ import os
 import sys
 
 import t2t_lite.hparams  # noqa: F401  (registers the sets)
+import t2t_lite.problems  # noqa: F401  (registers the problems)
 from t2t_lite import config, registry
 from t2t_lite.problems.ptb_sample import sample_directory, split_files
 from t2t_lite.problems.wsj_parsing import read_mrg_pairs
 
 
-def main(ptb: str, out: str, hparams_set: str, overrides: str = "") -> None:
+def main(ptb: str, out: str, problem: str, hparams_set: str, overrides: str = "") -> None:
     os.makedirs(out, exist_ok=True)
     directory = sample_directory(ptb)
     if directory is None:
         sys.exit(f"prepare.py: no PTB sample under {ptb} (parsing_quality.sh's datagen puts or finds it there)")
-    pairs = [pair for pair in read_mrg_pairs(split_files(directory, "train")) if pair[0]]
+    form = registry.problems.get(problem)(None).form
+    pairs = [pair for pair in read_mrg_pairs(split_files(directory, "train"), form) if pair[0]]
     with open(f"{out}/train.words", "w", encoding="utf-8") as words, \
             open(f"{out}/train.trees", "w", encoding="utf-8") as trees:
         for source, target in pairs:
@@ -41,6 +44,6 @@ def main(ptb: str, out: str, hparams_set: str, overrides: str = "") -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (4, 5):
+    if len(sys.argv) not in (5, 6):
         sys.exit(__doc__.strip().splitlines()[2].strip())
     main(*sys.argv[1:])
