@@ -17,10 +17,10 @@ LONGEST_MODULES_FIRST = [
     "test_distribution.py", "test_faults.py", "test_best_checkpoint.py", "test_time_budget.py",
     "test_mixed_precision.py", "test_datagen_restart.py", "test_flag_walk.py", "test_extending.py",
     "test_usr_dir_per_run.py", "test_quiet_python.py", "test_streaming.py", "test_ctranslate2_export.py",
-    "test_ctranslate2_without_tensorflow.py", "test_constraints.py", "test_multi30k.py", "test_ptb_sample.py",
+    "test_ctranslate2_without_tensorflow.py", "test_constraints.py", "test_parser_trees.py", "test_multi30k.py", "test_ptb_sample.py",
     "test_train_api.py", "test_ensemble.py", "test_decoder_outputs.py", "test_transformer.py", "test_scorer.py",
     "test_translator.py", "test_trainer_cli.py", "test_warm_start.py", "test_visualize.py", "test_quiet_start.py",
-    "test_random_sampling.py", "test_wsj_parsing.py", "test_averaging.py", "test_reproduce_recipe.py",
+    "test_random_sampling.py", "test_words_target.py", "test_wsj_parsing.py", "test_averaging.py", "test_reproduce_recipe.py",
     "test_layer_contract.py", "test_shuffle.py", "test_shard_writer.py", "test_shards.py", "test_bad_inputs.py",
 ]
 

@@ -11,9 +11,8 @@ import tensorflow as tf
 
 import t2t_lite.problems  # noqa: F401  (registers the problems)
 from t2t_lite.data.pieces import SentencePieceCodec
-from t2t_lite.metrics.parse_f1 import score_corpus
 from t2t_lite.data.trees import (
-    PLACEHOLDER_POS,
+    TARGET_FORMS,
     Tree,
     delinearize_with_words,
     linearize_with_words,
@@ -25,9 +24,9 @@ from t2t_lite.data.trees import (
     tree_to_string,
     without_tags,
 )
+from t2t_lite.metrics.parse_f1 import score_corpus
 from t2t_lite.problems.wsj_parsing import MAX_OPENS_IN_A_ROW, WORDS_TARGET_SYMBOLS, score_linearized
 from t2t_lite.registry import problems
-from t2t_lite.data.trees import TARGET_FORMS
 from shared_data import require_shared
 
 CAT = "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)))"

@@ -1,0 +1,35 @@
+"""A tiny parser trained on a slice of the shared PTB sample, for the tests that decode with one."""
+from t2t_lite.registry import problems
+from shared_data import require_shared
+
+
+def train_tiny_parser(root, problem_name: str):
+    """problem_name prepared offline under root from a slice of the shared files, a tiny parser trained 40 steps.
+
+    Returns:
+      (output_dir, data_dir, the slice's directory).
+    """
+    import t2t_lite
+    import t2t_lite.problems  # noqa: F401  (registers the problems)
+
+    mrg = require_shared("ptb_wsj_sample/mrg")
+    # A slice of the sample (train wsj_0001-0040, dev 0160-0163): enough to train a little and decode.
+    combined = root / "nltk"
+    combined.mkdir()
+    for number in [*range(1, 41), *range(160, 164)]:
+        (combined / f"wsj_{number:04d}.mrg").symlink_to(mrg / f"wsj_{number:04d}.mrg")
+    combined = str(combined)
+    data_dir, output_dir = str(root / "data"), str(root / "run")
+    problem = problems.get(problem_name)(data_dir)
+    problem.generate_data(combined, vocab_size=500, num_shards=1, log=lambda line: None)
+    t2t_lite.train(problem=problem_name, hparams_set="transformer_wsj_parsing_tiny", output_dir=output_dir,
+                   data_dir=data_dir,
+                   hparams="d_model=32,d_ff=64,num_encoder_layers=1,num_decoder_layers=1,train.batch_size=2048",
+                   train_steps=40, eval_steps=1, save_checkpoints_steps=40, log_every_steps=40,
+                   eval_bleu_sentences=0, mixed_precision="none", log=lambda _: None)
+    return output_dir, data_dir, combined
+
+
+def linearised(translator, sentences) -> list[str]:
+    """The best output of each sentence as the model wrote it (translate gives a parser's as trees)."""
+    return [hyps[0].text if hyps else "" for hyps in translator.hypotheses(sentences)]
