@@ -24,18 +24,8 @@ from collections.abc import Iterator, Sequence
 from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.data.text_problem import SPLIT_ORDER, DatagenOptions, Text2TextProblem
-from t2t_lite.data.trees import (
-    CLOSE_MARK,
-    OPEN_MARK,
-    PTB_PHRASE_LABELS,
-    PTB_POS_TAGS,
-    TARGET_FORMS,
-    TargetForm,
-    Tree,
-    parse_tree_string,
-    read_mrg,
-    strip_tree,
-)
+from t2t_lite.data.target_forms import CLOSE_MARK, OPEN_MARK, TARGET_FORMS, TargetForm
+from t2t_lite.data.trees import PTB_PHRASE_LABELS, PTB_POS_TAGS, Tree, parse_tree_string, read_mrg, strip_tree
 from t2t_lite.decoding.constraints import TreeConstraint
 from t2t_lite.errors import UserError
 from t2t_lite.metrics.parse_f1 import BracketCounts, score_corpus

@@ -29,7 +29,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from t2t_lite.data.trees import TARGET_FORMS, readable
+from t2t_lite.data.target_forms import TARGET_FORMS
+from t2t_lite.data.trees import readable
 from t2t_lite.decoding.batching import Hypothesis, decode_id_batches, encode_lines
 from t2t_lite.errors import UserError
 from t2t_lite.export.export_dir import CTRANSLATE2, read_export, tree_form
@@ -46,7 +47,7 @@ class Translator:
 
     Args:
       backend: what decodes.
-      tree_form: for a parser, its target form (a key of t2t_lite.data.trees.TARGET_FORMS): `translate`
+      tree_form: for a parser, its target form (a key of t2t_lite.data.target_forms.TARGET_FORMS): `translate`
         then returns bracketed trees; None returns the outputs as they are.
     """
 
@@ -141,7 +142,7 @@ class Translator:
 
     def as_trees(self, sentences: list[str], outputs: list[str]) -> list[str]:
         """A parser's linearised outputs as one-line bracketed trees with the sentences' words put back,
-        "(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))"; malformed outputs repaired (data/trees.py), an
+        "(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))"; malformed outputs repaired (data/target_forms.py), an
         empty sentence an empty line.
 
         Raises:

@@ -4,7 +4,8 @@ import io
 
 import pytest
 
-from t2t_lite.data.trees import TARGET_FORMS, linearize_with_words, parse_tree_string, read_mrg, strip_tree
+from t2t_lite.data.target_forms import TARGET_FORMS, linearize_with_words
+from t2t_lite.data.trees import parse_tree_string, read_mrg, strip_tree
 from t2t_lite.errors import UserError
 from t2t_lite.problems import ptb_sample
 from shared_data import require_shared

@@ -1,6 +1,6 @@
-"""The "words" target form of parsing: the words in their brackets, no POS tags.
+"""The "words" target form of parsing (data/target_forms.py): the words in their brackets, no POS tags.
 
-trees.linearize_with_words / delinearize_with_words on the PTB sample, the registered variant's data and
+linearize_with_words / delinearize_with_words on the PTB sample, the registered variant's data and
 vocabulary, and its output constraint accepting every gold target and nothing that drops a word's place.
 """
 import random
@@ -11,19 +11,14 @@ import tensorflow as tf
 
 import t2t_lite.problems  # noqa: F401  (registers the problems)
 from t2t_lite.data.pieces import SentencePieceCodec
-from t2t_lite.data.trees import (
+from t2t_lite.data.target_forms import (
     TARGET_FORMS,
-    Tree,
     delinearize_with_words,
     linearize_with_words,
-    parse_tree_string,
     placeholder_tag,
-    read_mrg,
-    readable,
-    strip_tree,
-    tree_to_string,
     without_tags,
 )
+from t2t_lite.data.trees import Tree, parse_tree_string, read_mrg, readable, strip_tree, tree_to_string
 from t2t_lite.metrics.parse_f1 import score_corpus
 from t2t_lite.problems.wsj_parsing import MAX_OPENS_IN_A_ROW, WORDS_TARGET_SYMBOLS, score_linearized
 from t2t_lite.registry import problems

@@ -90,8 +90,9 @@ class TreeConstraint:
     next word-start piece, and a word once begun must be finished with the input's continuation pieces
     (nothing else may come between). A text's first word has no "▁" in the input but has one in the
     output, so that word alone is free (any leaf, then any continuations).
-    Each also needs room: after it, the shortest way to finish (a leaf per word left, a close per open
-    phrase, the EOS) must fit the sentence's max length, so no hypothesis is cut off half a tree.
+    Each also needs room: after it, the shortest way to finish (a leaf per word left, or with copy_words
+    a piece per input piece left; a close per open phrase; the EOS) must fit the sentence's max length,
+    so no hypothesis is cut off half a tree.
 
     Args:
       vocab_size: V.

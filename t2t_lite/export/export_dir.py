@@ -19,7 +19,7 @@ FORMATS = (SAVED_MODEL, CTRANSLATE2)
 # The SentencePiece model's file name in either format.
 VOCAB_ASSET = "vocab.model"
 SAVED_MODEL_ASSETS = "assets"
-# The "export" entry's key for a parser's target form (data/trees.py TARGET_FORMS), so that a Translator
+# The "export" entry's key for a parser's target form (data/target_forms.py TARGET_FORMS), so that a Translator
 # over the export writes bracketed trees without importing the problem (and TensorFlow).
 TREE_FORM_KEY = "tree_form"
 
