@@ -46,7 +46,9 @@ NOT_A_RUN = "picks a run, but --export_dir decodes an export"
 NO_SAMPLING = Refused("1.0", "an export decodes with beam search")
 DECODER_ANY_ENGINE = {**USR_DIR, "export_dir": ENGINE,
                       **effect("decode_from_file", "decode_to_file", "decode_reference", "paper_bleu_language",
-                               "batch_size", "parallel_batches", "nbest", "output_format")}
+                               "batch_size", "parallel_batches", "nbest", "output_format",
+                               # for a parser (test_parser_trees.py); refused for other problems there too
+                               "output_trees")}
 DECODER_ON_AN_EXPORT = {**DECODER_ANY_ENGINE,
                         **{name: Refused("x", NOT_A_RUN) for name in RUN_PICKING if name != "checkpoint"},
                         "checkpoint": Refused("latest", NOT_A_RUN),
