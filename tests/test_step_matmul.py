@@ -95,14 +95,23 @@ def _through(kernels, layer, x):
 
 
 def test_layers_not_prepared_and_calls_without_kernels_are_plain_dense():
-    prepared, other = _dense(4, seed=2), _dense(4, seed=3)
+    # Twins: the same weights, one prepared. Then both weights change alike, so the prepared kernel (a
+    # snapshot) no longer is the layers' own: a call that went through it cannot pass for a plain one.
+    prepared, other = _dense(4, seed=2), _dense(4, seed=2)
     kernels = StepKernels("float32", OUT_IN)
     kernels.add_dense_layers([prepared])
     assert kernels.get(prepared) is not None and kernels.get(other) is None
     x = np.random.default_rng(4).normal(size=(2, 1, 6)).astype(np.float32)
-    np.testing.assert_array_equal(other(x, kernels=kernels).numpy(), other(x).numpy())
-    np.testing.assert_array_equal(prepared(x).numpy(), keras.layers.Dense.call(prepared, x).numpy())
-    assert not np.array_equal(prepared(x, kernels=kernels).numpy(), other(x).numpy())
+    snapshot = x @ prepared.kernel.numpy() + prepared.bias.numpy()  # [2, 1, 4] what the prepared kernel gives
+    for layer in (prepared, other):
+        layer.kernel.assign(layer.kernel * 2.0)
+    plain = keras.layers.Dense.call(other, x).numpy()
+    np.testing.assert_array_equal(keras.layers.Dense.call(prepared, x).numpy(), plain)  # still twins
+    np.testing.assert_array_equal(other(x, kernels=kernels).numpy(), plain)  # not prepared: plain
+    np.testing.assert_array_equal(prepared(x).numpy(), plain)  # no kernels: plain
+    # And the kernels given are used where prepared: the twin called with them gives the snapshot's product.
+    np.testing.assert_allclose(prepared(x, kernels=kernels).numpy(), snapshot, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(snapshot, plain)
 
 
 def test_kernels_cover_nested_layers_and_follow_later_weight_updates_only_when_remade():
