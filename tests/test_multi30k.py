@@ -2,13 +2,18 @@
 import gzip
 import hashlib
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 import t2t_lite
+from t2t_lite.data.ids import EOS_ID, PAD_ID, strip_ids
 from t2t_lite.errors import UserError
+from t2t_lite.models import build_model
 from t2t_lite.problems import multi30k
 from t2t_lite.problems.translate import read_lines
 from t2t_lite.registry import problems
+from t2t_lite.run_dir import load_spec
 from t2t_lite.translator import Translator
 from local_server import offline_fetch, serving
 from shared_data import require_shared
@@ -51,9 +56,42 @@ def test_offline_datagen_reads_gzipped_or_plain_files_then_trains_and_decodes(tm
                    hparams=MULTI30K_TINY, train_steps=1, eval_steps=1, save_checkpoints_steps=1, log_every_steps=1,
                    eval_bleu_sentences=0, mixed_precision="none", log=lambda _: None)
     assert trained.step == 1 and trained.spec.problem == "translate_multi30k"
-    # Decoded with the run's own vocabulary (what a 1-step model says is no more than that).
-    [output] = Translator.from_run(run, beam_size=1, extra_length=3).translate(["A man rides a bike."])
-    assert isinstance(output, str) and problem.decode(problem.encode(output)) == output
+    # Decoded: each output is what the trained checkpoint says for its own sentence, token by token (greedy,
+    # from a full pass per token of the model restored here), in the run's own vocabulary, with its log-probability.
+    sentences = ["A man rides a bike.", "Two dogs play in the snow.", "A girl in a red dress sings."]
+    translator = Translator.from_run(run, beam_size=1, extra_length=3, mixed_precision="none")
+    hypotheses = [hyps[0] for hyps in translator.hypotheses(sentences)]
+    model = build_model(load_spec(run).hparams)
+    tf.train.Checkpoint(model=model).restore(tf.train.latest_checkpoint(run)).expect_partial()
+    for sentence, hypothesis in zip(sentences, hypotheses):
+        ids, log_prob = greedy(model, problem.encode(sentence) + [EOS_ID], extra_length=3)
+        assert hypothesis.ids == tuple(strip_ids(ids)) and hypothesis.text == problem.decode(ids)
+        np.testing.assert_allclose(hypothesis.score, log_prob, rtol=1e-4, atol=1e-4)
+    outputs = [hypothesis.text for hypothesis in hypotheses]
+    assert translator.translate(sentences) == outputs
+    # What a 1-step model says differs by sentence, and is not all empty: an empty or constant decode would show.
+    assert any(outputs) and len(set(outputs)) > 1
+    assert all(problem.decode(problem.encode(output)) == output for output in outputs)
+
+
+def greedy(model, source_ids: list[int], extra_length: int) -> tuple[list[int], float]:
+    """model's most likely next token, again and again, until EOS or len(source_ids) + extra_length tokens (the
+    Decoder's limit, EOS counted), each from one teacher-forced full pass without a cache.
+
+    Returns:
+      The tokens before EOS (PAD too, if the model chose it), and the sum of every chosen token's
+      log-probability, EOS's included: a greedy search's score.
+    """
+    ids, log_prob = [], 0.0
+    while len(ids) < len(source_ids) + extra_length:
+        logits = model({"inputs": np.array([source_ids], np.int32), "targets": np.array([ids + [PAD_ID]], np.int32)})
+        log_probs = tf.nn.log_softmax(logits[0, -1]).numpy()  # [V]; logits [1, len(ids) + 1, V]
+        token = int(np.argmax(log_probs))
+        log_prob += float(log_probs[token])
+        if token == EOS_ID:
+            break
+        ids.append(token)
+    return ids, log_prob
 
 
 def test_missing_files_offline_name_the_files_and_where_to_put_them(tmp_path, monkeypatch):
