@@ -1,4 +1,5 @@
 """What every t2t-lite command shares: absl start-up and one-line user errors."""
+import re
 import sys
 
 from absl import app, flags, logging
@@ -9,6 +10,23 @@ flags.DEFINE_string("usr_dir", None, "Your own problems, hparams sets and models
                     "__init__.py) or .py file whose registrations are imported before anything is looked up "
                     "(docs/extending.md). A run records it; later commands on the run find it without the flag.")
 flags.DEFINE_alias("t2t_usr_dir", "usr_dir")
+
+# Library parameters whose flag has another name: distribution.split_cpu(num_devices) is --cpu_devices.
+FLAG_OF_PARAMETER = {"num_devices": "cpu_devices"}
+
+
+def flag_names(message: str) -> str:
+    """`message` as the command line says it: each backquoted parameter that is a defined flag becomes --flag.
+
+    The library names the parameters of its messages in backquotes, as a Python caller passes them
+    ("`output_dir` is required"); a command's user sets them with flags ("--output_dir is required").
+    Other backquoted words are left as they are.
+    """
+    def flag(match: re.Match) -> str:
+        name = FLAG_OF_PARAMETER.get(match[1], match[1])
+        return f"--{name}" if name in flags.FLAGS else match[0]
+
+    return re.sub(r"`([A-Za-z_][A-Za-z0-9_]*)`", flag, message)
 
 
 def run_main(main, program: str) -> None:
@@ -32,7 +50,7 @@ def run_main(main, program: str) -> None:
         except UserError as error:
             if os.environ.get("T2T_LITE_DEBUG"):
                 raise
-            print(f"{program}: error: {error}", file=sys.stderr)
+            print(f"{program}: error: {flag_names(str(error))}", file=sys.stderr)
             sys.exit(2)
 
     def parse_flags(argv):

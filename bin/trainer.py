@@ -12,7 +12,7 @@ from absl import flags
 
 from t2t_lite import registry
 from t2t_lite.bin import prepare
-from t2t_lite.bin.cli import run_main
+from t2t_lite.bin.cli import flag_names, run_main
 from t2t_lite.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -144,8 +144,10 @@ def main(argv) -> None:
     if FLAGS.generate_data:
         # Without datagen's count of over-long examples: a full extra read of the data at every start.
         prepare.generate_data(open_problem(FLAGS.problem, FLAGS.data_dir))
+    # The library's progress lines name settings as parameters ("raise `train_minutes`"); here they are flags.
     trained = train_run(run, problem=FLAGS.problem, hparams_set=FLAGS.hparams_set, data_dir=FLAGS.data_dir,
-                        hparams=FLAGS.hparams, usr_dir=FLAGS.usr_dir, strategy=strategy)
+                        hparams=FLAGS.hparams, usr_dir=FLAGS.usr_dir, strategy=strategy,
+                        log=lambda line: print(flag_names(line)))
     if FLAGS.show_samples and distribution.is_chief(strategy):
         show_samples(trained.problem, trained.model, trained.spec.hparams, FLAGS.show_samples)
 
