@@ -68,9 +68,9 @@ def resolve(precision: str, flags: set[str] | None = None, has_gpu: bool | None 
 def describe_auto(chosen: str) -> str:
     """The line a command prints for what AUTO resolved to (`chosen`, as resolve returned it)."""
     if chosen == "mixed_bfloat16":
-        return ("mixed precision: bfloat16 (--mixed_precision=auto: this CPU multiplies bfloat16 natively; "
-                "--mixed_precision=none trains in float32)")
-    return "mixed precision: none, float32 (--mixed_precision=auto: no native bfloat16 here)"
+        return ("mixed precision: bfloat16 (`mixed_precision`=auto: this CPU multiplies bfloat16 natively; "
+                "`mixed_precision`=none trains in float32)")
+    return "mixed precision: none, float32 (`mixed_precision`=auto: no native bfloat16 here)"
 
 
 @contextlib.contextmanager

@@ -173,7 +173,7 @@ def create_or_resume(output_dir: str, requested: RunSpec, chief: bool = True) ->
 
 def ensure_writable(output_dir: str) -> None:
     """Creates output_dir if needed and checks a file can be written there, or raises UserError."""
-    ensure_writable_dir(output_dir, "--output_dir")
+    ensure_writable_dir(output_dir, "`output_dir`")
 
 
 def _write_spec(output_dir: str, spec: RunSpec) -> None:
@@ -181,22 +181,22 @@ def _write_spec(output_dir: str, spec: RunSpec) -> None:
     try:
         save_spec(output_dir, spec)
     except OSError as error:
-        raise UserError(f"cannot write to --output_dir {output_dir!r}: {error.strerror or error}") from None
+        raise UserError(f"cannot write to `output_dir` {output_dir!r}: {error.strerror or error}") from None
 
 
 def check_matches(saved: RunSpec, requested: RunSpec, output_dir: str) -> None:
     """Raises UserError if a restart asks for a different problem or hparams than output_dir holds."""
     if saved.problem != requested.problem:
-        raise UserError(f"--output_dir {output_dir!r} holds a run of problem {saved.problem!r}, not "
-                        f"{requested.problem!r}; use a new --output_dir")
+        raise UserError(f"`output_dir` {output_dir!r} holds a run of problem {saved.problem!r}, not "
+                        f"{requested.problem!r}; use a new `output_dir`")
     if saved.hparams_set != requested.hparams_set:
-        raise UserError(f"--output_dir {output_dir!r} holds a run of hparams set {saved.hparams_set!r}, not "
-                        f"{requested.hparams_set!r}; use a new --output_dir or --hparams_set={saved.hparams_set}")
+        raise UserError(f"`output_dir` {output_dir!r} holds a run of hparams set {saved.hparams_set!r}, not "
+                        f"{requested.hparams_set!r}; use a new `output_dir` or `hparams_set`={saved.hparams_set}")
     if saved.hparams != requested.hparams:
         old, new = _flat(saved.hparams), _flat(requested.hparams)
         changed = ", ".join(f"{k}: {old[k]} -> {new[k]}" for k in sorted(old) if old[k] != new[k])
-        raise UserError(f"--output_dir {output_dir!r} was trained with other hparams ({changed}); "
-                        f"use a new --output_dir or the original --hparams")
+        raise UserError(f"`output_dir` {output_dir!r} was trained with other hparams ({changed}); "
+                        f"use a new `output_dir` or the original `hparams`")
 
 
 def find_checkpoint(output_dir: str | None, checkpoint_path: str | None, choice: str | None = None) -> str:
@@ -211,14 +211,14 @@ def find_checkpoint(output_dir: str | None, checkpoint_path: str | None, choice:
 
     if checkpoint_path:
         if not tf.io.gfile.exists(checkpoint_path + ".index"):
-            raise UserError(f"no checkpoint at --checkpoint_path {checkpoint_path!r} "
+            raise UserError(f"no checkpoint at `checkpoint_path` {checkpoint_path!r} "
                             f"(expected {checkpoint_path}.index)")
         return checkpoint_path
     if not output_dir:
-        raise UserError("give --output_dir (a training run) or --checkpoint_path")
+        raise UserError("give `output_dir` (a training run) or `checkpoint_path`")
     if choice is not None and choice not in CHECKPOINT_CHOICES:
-        raise UserError(f"--checkpoint must be one of {', '.join(CHECKPOINT_CHOICES)}; got {choice!r} "
-                        f"(a path goes in --checkpoint_path)")
+        raise UserError(f"`checkpoint` must be one of {', '.join(CHECKPOINT_CHOICES)}; got {choice!r} "
+                        f"(a path goes in `checkpoint_path`)")
     run = RunDir(output_dir)
     places = {None: (run.averaged, run), "averaged": (run.averaged,), "best": (run.best,), "latest": (run,)}[choice]
     for place in places:
@@ -226,9 +226,9 @@ def find_checkpoint(output_dir: str | None, checkpoint_path: str | None, choice:
         if latest:
             return latest
     if choice is None:
-        raise UserError(f"no checkpoint in --output_dir {output_dir!r}; train first or pass --checkpoint_path")
-    raise UserError(f"no {choice} checkpoint in --output_dir {output_dir!r} (looked in {places[0].path!r}); "
-                    f"pick another --checkpoint")
+        raise UserError(f"no checkpoint in `output_dir` {output_dir!r}; train first or pass `checkpoint_path`")
+    raise UserError(f"no {choice} checkpoint in `output_dir` {output_dir!r} (looked in {places[0].path!r}); "
+                    f"pick another `checkpoint`")
 
 
 def spec_beside(checkpoint: str, hparams_set: str | None) -> RunSpec:
@@ -238,15 +238,15 @@ def spec_beside(checkpoint: str, hparams_set: str | None) -> RunSpec:
         raise UserError(f"no {HPARAMS_FILE} beside {checkpoint!r}: it is not a t2t-lite run directory")
     if hparams_set and hparams_set != spec.hparams_set:
         raise UserError(f"checkpoint {checkpoint!r} was trained with hparams set {spec.hparams_set!r}, "
-                        f"not {hparams_set!r}; drop --hparams_set or pick the matching checkpoint")
+                        f"not {hparams_set!r}; drop `hparams_set` or pick the matching checkpoint")
     return spec
 
 
 def recorded_data_dir(spec: RunSpec, checkpoint: str) -> str | None:
     """The data_dir the run of `checkpoint` trained on, checked to be still there."""
     if spec.data_dir and not os.path.isdir(spec.data_dir):
-        raise UserError(f"the run of {checkpoint!r} trained on --data_dir {spec.data_dir!r}, which no longer "
-                        f"exists; pass --data_dir=<where its data is now>")
+        raise UserError(f"the run of {checkpoint!r} trained on `data_dir` {spec.data_dir!r}, which no longer "
+                        f"exists; pass `data_dir`=<where its data is now>")
     return spec.data_dir
 
 

@@ -40,30 +40,30 @@ def import_usr_dir(path: str) -> str:
     elif os.path.isfile(location) and location.endswith(".py"):
         parent, name = os.path.dirname(location), os.path.basename(location)[:-3]
     elif os.path.exists(location):
-        raise UserError(f"--usr_dir {path!r} is neither a package (a directory with __init__.py) nor a .py file")
+        raise UserError(f"`usr_dir` {path!r} is neither a package (a directory with __init__.py) nor a .py file")
     else:
-        raise UserError(f"--usr_dir {path!r} does not exist")
+        raise UserError(f"`usr_dir` {path!r} does not exist")
     if not name.isidentifier():
-        raise UserError(f"--usr_dir {path!r}: {name!r} is not a Python module name; rename it "
+        raise UserError(f"`usr_dir` {path!r}: {name!r} is not a Python module name; rename it "
                         f"(letters, digits and underscores)")
     existing = sys.modules.get(name)
     if existing is not None and not _is_at(existing, location):
         other = next((place for place, imported in _imported.items() if imported == name), None)
         if other is not None:
-            raise UserError(f"--usr_dir {path!r}: another usr dir of the module name {name!r}, {other!r}, is "
+            raise UserError(f"`usr_dir` {path!r}: another usr dir of the module name {name!r}, {other!r}, is "
                             f"already imported in this process, and a process imports one module per name; "
                             f"rename one of the two packages")
-        raise UserError(f"--usr_dir {path!r}: a module named {name!r} is already imported from "
+        raise UserError(f"`usr_dir` {path!r}: a module named {name!r} is already imported from "
                         f"{_where(existing)}; rename your package")
     if parent not in sys.path:
         sys.path.insert(0, parent)
     try:
         module = importlib.import_module(name)
     except UserError as error:  # e.g. a name registered twice: say which usr dir
-        raise UserError(f"--usr_dir {path!r}: {error}") from None
+        raise UserError(f"`usr_dir` {path!r}: {error}") from None
     # With parent already on sys.path behind another entry, the import can find another module of this name.
     if not _is_at(module, location):
-        raise UserError(f"--usr_dir {path!r}: importing {name!r} finds {_where(module)} first on sys.path; rename "
+        raise UserError(f"`usr_dir` {path!r}: importing {name!r} finds {_where(module)} first on sys.path; rename "
                         f"your package")
     _imported[location] = name
     return location
@@ -83,8 +83,8 @@ def import_for_run(given: str | None, recorded: str | None) -> str | None:
     if not recorded:
         return None
     if not os.path.exists(recorded):
-        raise UserError(f"this run was trained with --usr_dir {recorded!r}, which no longer exists; pass "
-                        f"--usr_dir=<where it is now>")
+        raise UserError(f"this run was trained with `usr_dir` {recorded!r}, which no longer exists; pass "
+                        f"`usr_dir`=<where it is now>")
     return import_usr_dir(recorded)
 
 

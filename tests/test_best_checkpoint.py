@@ -173,7 +173,7 @@ def test_zero_sentences_decodes_nothing_and_the_best_is_chosen_on_loss(tmp_path,
 def test_algorithmic_problems_decode_nothing_by_default_and_bleu_needs_sentences(tmp_path):
     assert problems.get("algorithmic_reverse").dev_metric_sentences == 0
     assert make_trainer(tmp_path / "a", train_steps=1).run.eval_bleu_sentences == 0
-    with pytest.raises(UserError, match="--eval_bleu_sentences"):
+    with pytest.raises(UserError, match="`eval_bleu_sentences`"):
         make_trainer(tmp_path / "b", train_steps=1, best_checkpoint_metric="bleu")
 
 

@@ -103,7 +103,7 @@ def test_no_checkpoint_is_none_and_none_readable_is_one_line(tmp_path):
     for name in os.listdir(tmp_path):
         if name.startswith("ckpt-1.data"):
             (tmp_path / name).write_bytes(b"")
-    with pytest.raises(UserError, match="no checkpoint in --output_dir .* can be read; move them away"):
+    with pytest.raises(UserError, match="no checkpoint in `output_dir` .* can be read; move them away"):
         ckpt.restore_latest(str(tmp_path), state(), lambda line: None)
 
 

@@ -55,9 +55,9 @@ def test_auto_is_resolved_for_this_machine_said_once_and_the_trainer_computes_in
     expected = precision.resolve(precision.AUTO)
     assert trainer.run.mixed_precision == expected
     assert [line for line in lines if line.startswith("mixed precision: ")] == [
-        "mixed precision: bfloat16 (--mixed_precision=auto: this CPU multiplies bfloat16 natively; "
-        "--mixed_precision=none trains in float32)" if expected == "mixed_bfloat16" else
-        "mixed precision: none, float32 (--mixed_precision=auto: no native bfloat16 here)"]
+        "mixed precision: bfloat16 (`mixed_precision`=auto: this CPU multiplies bfloat16 natively; "
+        "`mixed_precision`=none trains in float32)" if expected == "mixed_bfloat16" else
+        "mixed precision: none, float32 (`mixed_precision`=auto: no native bfloat16 here)"]
     # The model computes in what was chosen; its variables stay float32.
     assert trainer.model.dtype_policy.compute_dtype == ("bfloat16" if expected == "mixed_bfloat16" else "float32")
     assert all(w.dtype == "float32" for w in trainer.model.trainable_weights)
@@ -71,5 +71,5 @@ def test_float32_output_projection_under_auto_is_kept_only_when_auto_chose_mixed
     trainer = auto_trainer(tmp_path, lines.append, float32_output_projection=True)
     assert trainer.run.float32_output_projection is kept
     assert trainer.train_step.float32_output_projection is kept
-    ignored = "--float32_output_projection is ignored: training runs in float32 here"
+    ignored = "`float32_output_projection` is ignored: training runs in float32 here"
     assert (ignored in lines) is not kept

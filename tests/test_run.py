@@ -58,11 +58,11 @@ def test_the_averaged_checkpoint_wins_over_the_newest_and_an_explicit_path_over_
     without_average = tmp_path / "run"
     shutil.copytree(output_dir, without_average, ignore=shutil.ignore_patterns(AVERAGED_SUBDIR))
     assert find_checkpoint(str(without_average), None) == str(without_average / "ckpt-200")
-    with pytest.raises(UserError, match="^no checkpoint in --output_dir .*; train first or pass --checkpoint_path$"):
+    with pytest.raises(UserError, match="^no checkpoint in `output_dir` .*; train first or pass `checkpoint_path`$"):
         find_checkpoint(str(tmp_path / "empty"), None)
-    with pytest.raises(UserError, match=r"^no checkpoint at --checkpoint_path '.*ckpt-7' \(expected .*ckpt-7.index\)$"):
+    with pytest.raises(UserError, match=r"^no checkpoint at `checkpoint_path` '.*ckpt-7' \(expected .*ckpt-7.index\)$"):
         find_checkpoint(output_dir, os.path.join(output_dir, "ckpt-7"))
-    with pytest.raises(UserError, match="^give --output_dir"):
+    with pytest.raises(UserError, match="^give `output_dir`"):
         find_checkpoint(None, None)
 
 
@@ -119,7 +119,7 @@ def test_the_hparams_set_guard_and_a_checkpoint_outside_a_run(run, tmp_path):
     checkpoint = os.path.join(output_dir, "ckpt-100")
     assert spec_beside(checkpoint, "transformer_tiny") == spec_beside(checkpoint, None) == tiny_spec()
     with pytest.raises(UserError, match="was trained with hparams set 'transformer_tiny', not 'transformer_base'; "
-                                        "drop --hparams_set or pick the matching checkpoint$"):
+                                        "drop `hparams_set` or pick the matching checkpoint$"):
         open_run(RunRequest(output_dir=output_dir, hparams_set="transformer_base"))
     bare = tmp_path / "bare"
     shutil.copytree(output_dir, bare, ignore=shutil.ignore_patterns(AVERAGED_SUBDIR, HPARAMS_FILE))
@@ -155,13 +155,13 @@ def test_checkpoint_choices_pick_the_averaged_best_or_latest_checkpoint(run, tmp
     output_dir, _ = run
     assert find_checkpoint(output_dir, None, "averaged") == os.path.join(output_dir, AVERAGED_SUBDIR, "ckpt-200")
     assert find_checkpoint(output_dir, None, "latest") == os.path.join(output_dir, "ckpt-200")
-    with pytest.raises(UserError, match=r"^no best checkpoint in --output_dir .*best'\); pick another --checkpoint$"):
+    with pytest.raises(UserError, match=r"^no best checkpoint in `output_dir` .*best'\); pick another `checkpoint`$"):
         find_checkpoint(output_dir, None, "best")
     best_run = tmp_path / "best_run"
     shutil.copytree(output_dir, best_run)
     save_run(str(best_run / BEST_SUBDIR), tiny_spec(), (100,))
     assert find_checkpoint(str(best_run), None, "best") == str(best_run / BEST_SUBDIR / "ckpt-100")
-    with pytest.raises(UserError, match="^--checkpoint must be one of averaged, best, latest; got 'newest'"):
+    with pytest.raises(UserError, match="^`checkpoint` must be one of averaged, best, latest; got 'newest'"):
         find_checkpoint(output_dir, None, "newest")
 
 

@@ -191,7 +191,7 @@ def test_sources_newer_than_the_resumed_step_are_dropped(tmp_path):
 def test_average_span_outside_0_to_1_and_a_negative_budget_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="average_span"):
         config.apply_overrides(hparams_sets.get("transformer_tiny")(), "average_span=1.5")
-    with pytest.raises(UserError, match="--train_minutes"):
+    with pytest.raises(UserError, match="`train_minutes`"):
         make_trainer(tmp_path, train_steps=10, train_minutes=-1.0)
 
 

@@ -30,10 +30,10 @@ def test_train_refuses_unknown_settings_and_bad_values_before_writing_anything(t
     with pytest.raises(UserError, match="unknown training setting trian_steps; known: train_steps, "):
         t2t_lite.train(problem="algorithmic_reverse", hparams_set="transformer_tiny", output_dir=str(tmp_path / "a"),
                        trian_steps=5)
-    with pytest.raises(UserError, match="--save_checkpoints_steps must be at least 1, got 0"):
+    with pytest.raises(UserError, match="`save_checkpoints_steps` must be at least 1, got 0"):
         t2t_lite.train(problem="algorithmic_reverse", hparams_set="transformer_tiny", output_dir=str(tmp_path / "b"),
                        save_checkpoints_steps=0)
-    with pytest.raises(UserError, match="--problem and --hparams_set are required for a new --output_dir"):
+    with pytest.raises(UserError, match="`problem` and `hparams_set` are required for a new `output_dir`"):
         t2t_lite.train(output_dir=str(tmp_path / "c"), train_steps=1)
     assert not any(tmp_path.iterdir())
 
@@ -48,6 +48,6 @@ def test_a_moved_data_dir_is_named_and_a_given_one_wins(multi30k_run, tmp_path):
     shutil.copytree(multi30k_run["output_dir"], run)
     spec = load_spec(str(run))
     save_spec(str(run), type(spec)(**{**spec.__dict__, "data_dir": str(tmp_path / "gone")}))
-    with pytest.raises(UserError, match="trained on --data_dir .*gone', which no longer exists; pass --data_dir="):
+    with pytest.raises(UserError, match="trained on `data_dir` .*gone', which no longer exists; pass `data_dir`="):
         open_run(RunRequest(output_dir=str(run)))
     assert open_run(RunRequest(output_dir=str(run), data_dir=multi30k_run["data_dir"])).problem.vocab_size > 0

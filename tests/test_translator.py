@@ -90,11 +90,11 @@ def test_checkpoint_choices_and_paths_open_those_checkpoints(reverse_run, transl
     bare = tmp_path / "bare"
     shutil.copytree(reverse_run, bare, ignore=shutil.ignore_patterns(AVERAGED_SUBDIR, BEST_SUBDIR))
     assert Translator.from_run(str(bare)).run.checkpoint == tf.train.latest_checkpoint(str(bare))
-    with pytest.raises(UserError, match="^no best checkpoint in --output_dir"):
+    with pytest.raises(UserError, match="^no best checkpoint in `output_dir`"):
         Translator.from_run(str(bare), checkpoint="best")
-    with pytest.raises(UserError, match="^no averaged checkpoint in --output_dir"):
+    with pytest.raises(UserError, match="^no averaged checkpoint in `output_dir`"):
         Translator.from_run(str(bare), checkpoint="averaged")
-    with pytest.raises(UserError, match="^no checkpoint at --checkpoint_path"):
+    with pytest.raises(UserError, match="^no checkpoint at `checkpoint_path`"):
         Translator.from_run(checkpoint=str(bare / "ckpt-7"))
 
 

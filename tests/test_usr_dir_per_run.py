@@ -117,7 +117,7 @@ def test_two_usr_dirs_of_one_module_name_in_one_process_are_one_clear_line(tmp_p
     first, second = write_usr_dir(tmp_path / "one", "my_problems"), write_usr_dir(tmp_path / "two", "my_problems")
     code, out, err = run_forked(_import_both, str(first), str(second))
     assert code == 0, err[-3000:]
-    assert out.splitlines() == [f"--usr_dir {str(second)!r}: another usr dir of the module name 'my_problems', "
+    assert out.splitlines() == [f"`usr_dir` {str(second)!r}: another usr dir of the module name 'my_problems', "
                                 f"{str(first)!r}, is already imported in this process, and a process imports one "
                                 f"module per name; rename one of the two packages"]
 
@@ -131,7 +131,7 @@ def test_two_usr_dirs_registering_one_name_are_one_clear_line(tmp_path):
             "problems.register('my_reverse')(type('Reverse', (AlgorithmicReverse,), {}))\n", encoding="utf-8")
     code, out, err = run_forked(_import_both, str(tmp_path / "copy_one"), str(tmp_path / "copy_two"))
     assert code == 0, err[-3000:]
-    assert out.splitlines() == [f"--usr_dir {str(tmp_path / 'copy_two')!r}: problem 'my_reverse' is already "
+    assert out.splitlines() == [f"`usr_dir` {str(tmp_path / 'copy_two')!r}: problem 'my_reverse' is already "
                                 f"registered, by copy_one; register yours under another name"]
 
 
@@ -155,7 +155,7 @@ def test_a_usr_dir_shadowed_by_another_module_on_sys_path_is_one_clear_line(tmp_
     (tmp_path / "other" / "my_shadowed.py").write_text("", encoding="utf-8")
     code, out, err = run_forked(_import_shadowed, str(tmp_path / "other"), str(usr))
     assert code == 0, err[-3000:]
-    assert out.splitlines() == [f"--usr_dir {str(usr)!r}: importing 'my_shadowed' finds "
+    assert out.splitlines() == [f"`usr_dir` {str(usr)!r}: importing 'my_shadowed' finds "
                                 f"{tmp_path / 'other' / 'my_shadowed.py'} first on sys.path; rename your package"]
 
 
@@ -180,8 +180,8 @@ def test_a_resumed_run_given_a_moved_usr_dir_records_the_new_place(notebook, tmp
     (run / "hparams.json").write_text(json.dumps(spec), encoding="utf-8")
     code, out, err = run_forked(_resume, str(run), None)
     assert code == 0, err[-3000:]
-    assert out.splitlines() == [f"error: this run was trained with --usr_dir {str(tmp_path / 'gone')!r}, which no "
-                                f"longer exists; pass --usr_dir=<where it is now>"]
+    assert out.splitlines() == [f"error: this run was trained with `usr_dir` {str(tmp_path / 'gone')!r}, which no "
+                                f"longer exists; pass `usr_dir`=<where it is now>"]
     code, out, err = run_forked(_resume, str(run), str(moved))
     assert code == 0 and out == "", err[-3000:] + out
     assert recorded_usr_dir(run) == str(moved)

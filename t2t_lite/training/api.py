@@ -99,7 +99,7 @@ def train_run(run: RunConfig, problem: str | None = None, hparams_set: str | Non
     problem_name = problem or (saved and saved.problem)
     set_name = hparams_set or (saved and saved.hparams_set)
     if not problem_name or not set_name:
-        raise UserError("--problem and --hparams_set are required for a new --output_dir")
+        raise UserError("`problem` and `hparams_set` are required for a new `output_dir`")
     if not data_dir and saved is not None:
         data_dir = recorded_data_dir(saved, output_dir)
     opened = open_problem(problem_name, data_dir)
@@ -137,7 +137,7 @@ def open_problem(name: str, data_dir: str | None):
 
     problem = registry.problems.get(name)(data_dir)
     if isinstance(problem, Text2TextProblem) and not data_dir:
-        raise UserError(f"--problem={name} trains on prepared data: make it with t2t-lite-datagen "
-                        f"--problem={name} --data_dir=DIR and pass --data_dir=DIR here, or add --generate_data "
-                        "--data_dir=DIR to prepare it first")
+        raise UserError(f"`problem`={name} trains on prepared data: make it with t2t-lite-datagen "
+                        f"`problem`={name} `data_dir`=DIR and pass `data_dir`=DIR here, or add `generate_data` "
+                        "`data_dir`=DIR to prepare it first")
     return problem

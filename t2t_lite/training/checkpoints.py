@@ -68,7 +68,7 @@ def restore_latest(directory: str, state: dict, log: Callable[[str], None]) -> R
             continue
         return Restored(path, checkpoint_step(path), entries)
     if candidates:
-        raise UserError(f"no checkpoint in --output_dir {directory!r} can be read; move them away to start afresh")
+        raise UserError(f"no checkpoint in `output_dir` {directory!r} can be read; move them away to start afresh")
     return None
 
 
@@ -157,7 +157,7 @@ class Checkpoints:
             code = storage_fault(error)
             if code is None:
                 raise
-            where = f"{'the scratch directory' if self._scratch else '--output_dir'} {self.directory!r}"
+            where = f"{'the scratch directory' if self._scratch else '`output_dir`'} {self.directory!r}"
             newest = tf.train.latest_checkpoint(self.directory)
             then = (f"it resumes from {newest}, the newest checkpoint, which is intact" if newest
                     else "no checkpoint was saved yet")

@@ -26,7 +26,7 @@ def split_cpu(num_devices: int) -> None:
       num_devices: logical CPU devices to create, at least 1.
     """
     if num_devices < 1:
-        raise UserError(f"--cpu_devices must be at least 1, got {num_devices}")
+        raise UserError(f"`num_devices` must be at least 1, got {num_devices}")
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
 
@@ -129,7 +129,7 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
       configures collective ops, which TensorFlow allows only at start-up.
     """
     if name not in DISTRIBUTIONS:
-        raise UserError(f"--distribution must be one of {', '.join(DISTRIBUTIONS)}; got {name!r}")
+        raise UserError(f"`distribution` must be one of {', '.join(DISTRIBUTIONS)}; got {name!r}")
     # Before TensorFlow parses TF_CONFIG (creating the strategy), which reports mistakes as tracebacks.
     read_tf_config()
     if name == "auto":
@@ -139,7 +139,7 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
             name = "mirrored" if len(local_devices()) > 1 else "one_device"
     if name == "multi_worker":
         if not cluster_tasks():
-            raise UserError("--distribution=multi_worker needs TF_CONFIG (the cluster and this task); see docs/training.md")
+            raise UserError("`distribution`=multi_worker needs TF_CONFIG (the cluster and this task); see docs/training.md")
         read_tf_config(require_task=True)
         try:
             return tf.distribute.MultiWorkerMirroredStrategy()

@@ -144,7 +144,7 @@ class NonFiniteGuard:
                 f"step {failed_step}: {self.in_a_row} updates in a row had a non-finite loss or gradient, "
                 f"stopping (newest checkpoint: {newest_checkpoint or 'none yet'}); lower "
                 f"train.learning_rate_constant, raise train.warmup_steps or check the training data, or raise "
-                f"--max_nonfinite_steps")
+                f"`max_nonfinite_steps`")
         return (f"step {failed_step}: loss {loss} or a gradient is not finite; update skipped "
                 f"({self.in_a_row} in a row, {self.skipped} in this run)")
 

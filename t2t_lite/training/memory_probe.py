@@ -29,7 +29,7 @@ def probe_memory(strategy: tf.distribute.Strategy, gradients: Callable, model: k
             raise UserError(
                 f"a batch of {rows} x {length} tokens per replica (train.batch_size={t.batch_size} tokens, "
                 f"train.max_length={t.max_length}) does not fit in memory; lower train.batch_size or "
-                f"train.max_length with --hparams (raise train.accumulation_steps to keep the tokens per "
+                f"train.max_length with `hparams` (raise train.accumulation_steps to keep the tokens per "
                 f"update)") from None
         log(f"memory probe: a {rows} x {length} batch fits ({time.perf_counter() - start:.1f} s)")
     for variable, value in seeds:

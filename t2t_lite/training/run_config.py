@@ -15,7 +15,7 @@ import dataclasses
 from t2t_lite import precision
 from t2t_lite.errors import UserError
 
-# What --best_checkpoint_metric may be: the problem's dev metric (BLEU; bracket F1 for parsing; exact match
+# What best_checkpoint_metric may be: the problem's dev metric (BLEU; bracket F1 for parsing; exact match
 # for algorithmic problems), higher is better, or the dev loss, lower is better.
 METRIC_CHOICES = ("bleu", "loss")
 
@@ -110,30 +110,30 @@ def check(run: RunConfig) -> None:
     """Settings that cannot work, whatever the problem and machine: what making a RunConfig checks, before anything
     is written."""
     if not run.output_dir:
-        raise UserError("--output_dir is required")
+        raise UserError("`output_dir` is required (the run directory)")
     for name in ("train_steps", "save_checkpoints_steps", "keep_checkpoint_max", "log_every_steps",
                  "max_nonfinite_steps"):
         value = getattr(run, name)
         if value is not None and value < 1:
-            raise UserError(f"--{name} must be at least 1, got {value}")
+            raise UserError(f"`{name}` must be at least 1, got {value}")
     for name, zero in (("train_minutes", "no time budget"), ("eval_steps", "the whole dev split"),
                        ("eval_bleu_sentences", "off"), ("early_stopping_patience", "never stop early")):
         if (getattr(run, name) or 0) < 0:
-            raise UserError(f"--{name} must be 0 ({zero}) or more, got {getattr(run, name)}")
+            raise UserError(f"`{name}` must be 0 ({zero}) or more, got {getattr(run, name)}")
     if run.best_checkpoint_metric not in (None, *METRIC_CHOICES):
-        raise UserError(f"--best_checkpoint_metric must be one of {', '.join(METRIC_CHOICES)}; "
+        raise UserError(f"`best_checkpoint_metric` must be one of {', '.join(METRIC_CHOICES)}; "
                         f"got {run.best_checkpoint_metric!r}")
     if run.best_checkpoint_metric == "bleu" and run.eval_bleu_sentences == 0:
-        raise UserError("--best_checkpoint_metric=bleu needs the dev metric: set --eval_bleu_sentences=N (N > 0), "
-                        "or use --best_checkpoint_metric=loss")
+        raise UserError("`best_checkpoint_metric`=bleu needs the dev metric: set `eval_bleu_sentences`=N (N > 0), "
+                        "or use `best_checkpoint_metric`=loss")
     if run.mixed_precision not in (precision.AUTO, *precision.PRECISIONS):
-        raise UserError(f"--mixed_precision must be one of {precision.AUTO}, {', '.join(precision.PRECISIONS)}; "
+        raise UserError(f"`mixed_precision` must be one of {precision.AUTO}, {', '.join(precision.PRECISIONS)}; "
                         f"got {run.mixed_precision!r}")
     if run.float32_output_projection and run.mixed_precision == "none":
-        raise UserError("--float32_output_projection changes nothing with --mixed_precision=none: "
-                        "use --mixed_precision=mixed_bfloat16 (or mixed_float16, or auto), or drop the flag")
+        raise UserError("`float32_output_projection` changes nothing with `mixed_precision`=none: "
+                        "use `mixed_precision`=mixed_bfloat16 (or mixed_float16, or auto), or drop it")
     if run.warm_start_optimizer and not run.warm_start_from:
-        raise UserError("--warm_start_optimizer needs --warm_start_from")
+        raise UserError("`warm_start_optimizer` needs `warm_start_from`")
 
 
 def resolve(run: RunConfig, dev_metric_sentences: int, default_train_steps: int, auto_precision: str,
@@ -151,16 +151,16 @@ def resolve(run: RunConfig, dev_metric_sentences: int, default_train_steps: int,
     eval_bleu_sentences = dev_metric_sentences if run.eval_bleu_sentences is None else run.eval_bleu_sentences
     if run.best_checkpoint_metric == "bleu" and eval_bleu_sentences < 1:
         raise UserError("the best checkpoint can be chosen on the dev metric only when it is computed: "
-                        "set --eval_bleu_sentences=N (N > 0), or --best_checkpoint_metric=loss")
+                        "set `eval_bleu_sentences`=N (N > 0), or `best_checkpoint_metric`=loss")
     if run.train_minutes and workers > 1:
         # Each worker's clock would end its run at a different step.
-        raise UserError("--train_minutes works in one process; give a multi-worker run --train_steps instead")
+        raise UserError("`train_minutes` works in one process; give a multi-worker run `train_steps` instead")
     mixed_precision, float32_output_projection = run.mixed_precision, run.float32_output_projection
     if mixed_precision == precision.AUTO:
         mixed_precision = auto_precision
         notes.append(precision.describe_auto(auto_precision))
         if float32_output_projection and auto_precision == "none":
-            notes.append("--float32_output_projection is ignored: training runs in float32 here")
+            notes.append("`float32_output_projection` is ignored: training runs in float32 here")
             float32_output_projection = False
     fields = {**{field.name: getattr(run, field.name) for field in dataclasses.fields(RunConfig)},
               "train_steps": run.train_steps or default_train_steps, "eval_bleu_sentences": eval_bleu_sentences,

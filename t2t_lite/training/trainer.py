@@ -158,12 +158,12 @@ class Trainer:
                                pace=self.pace)
         if self.evaluator.should_stop:
             self.log(self.evaluator.early_stopping_line() + " (in an earlier run); raise "
-                     "--early_stopping_patience to go on")
+                     "`early_stopping_patience` to go on")
             self._finish_averaging()
             return StopReason.EARLY_STOPPING
         if rules.budget_spent():
             self.log(f"the time budget of {self.run.train_minutes:g} minutes was spent by an earlier run "
-                     f"(step {self.step}); raise --train_minutes to go on")
+                     f"(step {self.step}); raise `train_minutes` to go on")
             self._finish_averaging()
             return StopReason.TIME_BUDGET
         averaging = self._averaging_sources(checkpoints)

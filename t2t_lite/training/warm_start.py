@@ -26,7 +26,7 @@ def source_checkpoint(source: str) -> str:
         return source
     if os.path.isdir(source):
         return find_checkpoint(source, None)
-    raise UserError(f"--warm_start_from {source!r} is neither a checkpoint (no {source}.index) nor a run directory")
+    raise UserError(f"`warm_start_from` {source!r} is neither a checkpoint (no {source}.index) nor a run directory")
 
 
 def check_compatible(source_hparams: HParams, hparams: HParams, checkpoint: str) -> None:
@@ -64,7 +64,7 @@ def warm_start(model: keras.Model, optimizer: keras.optimizers.Optimizer, hparam
         status.expect_partial().assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as error:
         first_line = str(error).strip().splitlines()[0][:200]
-        hint = "; an averaged checkpoint holds no optimizer state, drop --warm_start_optimizer" if keep_optimizer else ""
+        hint = "; an averaged checkpoint holds no optimizer state, drop `warm_start_optimizer`" if keep_optimizer else ""
         raise UserError(f"cannot warm start from {checkpoint!r}: {first_line}{hint}") from None
     optimizer.iterations.assign(0)
     return checkpoint
