@@ -68,7 +68,7 @@ def download(name: str, tmp_dir: str) -> str:
         text = gzip.decompress(compressed)
     except (urllib.error.URLError, OSError, EOFError) as error:  # HTTPError is a URLError; a bad gzip an OSError
         raise UserError(f"cannot download {url} ({' '.join(str(error).split())}); offline, put {_wanted()} "
-                        f"(gzipped or not) in --tmp_dir={tmp_dir}") from None
+                        f"(gzipped or not) in `tmp_dir`={tmp_dir}") from None
     digest = hashlib.sha256(text).hexdigest()
     if digest != TEXT_SHA256[name]:
         raise UserError(f"{url} is not Multi30k's {name}: its text's SHA-256 is {digest}, expected "
@@ -91,7 +91,7 @@ class Multi30kProblem(ParallelFilesProblem):
 
     def default_source(self, split: str, tmp_dir: str | None) -> PairSource:
         if not tmp_dir:
-            raise UserError(f"{self.name} needs --tmp_dir=DIR: its files are read from there, or downloaded "
+            raise UserError(f"{self.name} needs `tmp_dir`=DIR: its files are read from there, or downloaded "
                             f"there when missing")
         os.makedirs(tmp_dir, exist_ok=True)
         paths = []

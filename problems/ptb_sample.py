@@ -80,7 +80,7 @@ def download(tmp_dir: str) -> str:
     except (urllib.error.URLError, OSError, zipfile.BadZipFile) as error:
         raise UserError(f"cannot download {TREEBANK_URL} ({' '.join(str(error).split())}); offline, put the "
                         f"sample's wsj_0001.mrg ... wsj_0199.mrg (NLTK's treebank/combined/) in "
-                        f"--tmp_dir={tmp_dir}") from None
+                        f"`tmp_dir`={tmp_dir}") from None
     target = os.path.join(tmp_dir, "treebank", "combined")
     os.makedirs(os.path.dirname(target), exist_ok=True)
     staging = tempfile.mkdtemp(dir=os.path.dirname(target), prefix=".tmp-combined-")
@@ -112,7 +112,7 @@ class PtbSampleParsing(WsjParsing):
         """As Text2TextProblem's; with no --*_files, the sample's split of the files under (or fetched to) tmp_dir."""
         if not any(kwargs.get(f"{split}_files") for split in SPLIT_ORDER):
             if not tmp_dir:
-                raise UserError(f"{self.name} needs --tmp_dir=DIR holding the sample's .mrg files or an NLTK data "
+                raise UserError(f"{self.name} needs `tmp_dir`=DIR holding the sample's .mrg files or an NLTK data "
                                 f"directory (it is downloaded there when absent)")
             directory = sample_directory(tmp_dir) or download(tmp_dir)
             for split in SPLIT_ORDER:

@@ -82,7 +82,7 @@ def parse_file_pair(value: str, name: str) -> tuple[str, str]:
     """"SRC,TGT" -> (SRC, TGT)."""
     paths = value.split(",")
     if len(paths) != 2:
-        raise UserError(f"--{name} must be two comma-separated files SRC,TGT, got {value!r}")
+        raise UserError(f"`{name}` must be two comma-separated files SRC,TGT, got {value!r}")
     return paths[0], paths[1]
 
 
@@ -112,11 +112,11 @@ def tfds_failure_message(name: str, error: BaseException) -> str:
     detail = " ".join(f"{type(error).__name__}: {error}".split())  # one line, however the error spells itself
     if _is_network_error(error):
         return (f"cannot reach the download servers of {name} ({detail}); "
-                "offline, pass --train_files=SRC,TGT --dev_files=SRC,TGT")
+                "offline, pass `train_files`=SRC,TGT `dev_files`=SRC,TGT")
     if isinstance(error, ImportError):
         fix = f"pip install {error.name}" if error.name else "reinstall t2t-lite"
         return (f"tensorflow-datasets cannot prepare {name}: a module it needs is missing ({detail}); "
-                f"{fix}, or pass --train_files=SRC,TGT --dev_files=SRC,TGT")
+                f"{fix}, or pass `train_files`=SRC,TGT `dev_files`=SRC,TGT")
     return f"tensorflow-datasets failed to prepare {name}: {detail} (T2T_LITE_DEBUG=1 shows the traceback)"
 
 
@@ -152,7 +152,7 @@ class ParallelFilesProblem(Text2TextProblem):
             # Local training data means offline: only a test split may be absent.
             if split == "test":
                 return None
-            raise UserError(f"{self.name} with --train_files also needs --{split}_files=SRC,TGT")
+            raise UserError(f"{self.name} with `train_files` also needs `{split}_files`=SRC,TGT")
         return self.default_source(split, tmp_dir)
 
     def default_source(self, split: str, tmp_dir: str | None) -> PairSource | None:
@@ -204,4 +204,4 @@ class TranslateFiles(ParallelFilesProblem):
     name = "translate_files"
 
     def default_source(self, split: str, tmp_dir: str | None) -> PairSource | None:
-        raise UserError(f"{self.name} needs --train_files=SRC,TGT and --dev_files=SRC,TGT")
+        raise UserError(f"{self.name} needs `train_files`=SRC,TGT and `dev_files`=SRC,TGT")

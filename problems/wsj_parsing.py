@@ -70,19 +70,19 @@ def ldc_split_files(ptb_dir: str) -> dict[str, str]:
                 for split, numbers in LDC_SECTIONS.items()}
     missing = [os.path.basename(d) for dirs in sections.values() for d in dirs if not os.path.isdir(d)]
     if missing:
-        raise UserError(f"--tmp_dir {ptb_dir} is not the LDC layout of the WSJ treebank (sections 02 to 23 as "
+        raise UserError(f"`tmp_dir` {ptb_dir} is not the LDC layout of the WSJ treebank (sections 02 to 23 as "
                         f"directories of .mrg files): {', '.join(missing)} missing; or name the files "
-                        "with --train_files and --dev_files")
+                        "with `train_files` and `dev_files`")
     return {f"{split}_files": ",".join(dirs) for split, dirs in sections.items()}
 
 
-def expand_mrg_files(value: str, flag: str) -> list[str]:
+def expand_mrg_files(value: str, name: str) -> list[str]:
     """The .mrg files a comma-separated list of files, globs and directories names, in order.
 
     Args:
       value: e.g. "wsj/02,wsj/03/wsj_03*.mrg,extra.mrg"; a glob's or a
         directory's files are sorted by name.
-      flag: the option it came from, for messages, e.g. "train_files".
+      name: the option it came from, for messages, e.g. "train_files".
     Returns:
       The file paths.
     Raises:
@@ -95,7 +95,7 @@ def expand_mrg_files(value: str, flag: str) -> list[str]:
         else:
             matched = sorted(glob.glob(item))
         if not matched:
-            raise UserError(f"--{flag}: no .mrg file at {item}")
+            raise UserError(f"`{name}`: no .mrg file at {item}")
         paths.extend(matched)
     return paths
 
@@ -271,8 +271,8 @@ class WsjParsing(Text2TextProblem):
         if files is None:
             if split == "test":
                 return None
-            raise UserError(f"{self.name} needs --tmp_dir=<the LDC wsj directory holding sections 00-24>, "
-                            f"or --train_files and --dev_files naming .mrg files; --{split}_files is missing")
+            raise UserError(f"{self.name} needs `tmp_dir`=<the LDC wsj directory holding sections 00-24>, "
+                            f"or `train_files` and `dev_files` naming .mrg files; `{split}_files` is missing")
         # Expanded once here, so both reads of the source see the same files.
         return functools.partial(read_mrg_pairs, expand_mrg_files(files, f"{split}_files"), self.form)
 

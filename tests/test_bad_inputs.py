@@ -217,7 +217,7 @@ def test_vocabulary_that_is_not_a_sentencepiece_model(world, tmp_path, content):
     with pytest.raises(UserError) as refusal:
         Vocabulary.from_file(str(path))
     assert str(refusal.value) == (f"{path} is not a SentencePiece model ({path.stat().st_size:,} bytes that do not "
-                                  "parse as one); regenerate it with t2t-lite-datagen into a new --data_dir")
+                                  "parse as one); regenerate it with t2t-lite-datagen into a new `data_dir`")
     with pytest.raises(UserError, match=f"^cannot read the vocabulary {tmp_path / 'nope'}: No such file or directory$"):
         Vocabulary.from_file(str(tmp_path / "nope"))
 
@@ -231,7 +231,7 @@ def test_missing_vocabulary_is_refused_when_a_run_is_opened(world):
     with pytest.raises(UserError) as refusal:
         open_run(RunRequest(output_dir=str(world["run"]), data_dir=str(data_dir)))
     assert str(refusal.value) == (f"{data_dir / 'vocab.model'} is missing, so the shards in {data_dir} cannot be "
-                                  "read; regenerate the data into a new --data_dir")
+                                  "read; regenerate the data into a new `data_dir`")
 
 
 def test_trainer_resume_with_a_vocabulary_of_another_size(refused):
@@ -294,7 +294,7 @@ def test_unparsable_problem_config(world):
         problems.get("translate_files")(str(path.parent)).vocab_size
     # The middle is json's own wording; the start and the fix are ours.
     assert str(refusal.value).startswith(f"{path} is unreadable or not JSON (Unterminated string")
-    assert str(refusal.value).endswith("); regenerate the data with t2t-lite-datagen into a new --data_dir")
+    assert str(refusal.value).endswith("); regenerate the data with t2t-lite-datagen into a new `data_dir`")
 
 
 def test_missing_checkpoint_path_and_checkpoint_outside_a_run(world):

@@ -152,6 +152,6 @@ def test_train_shards_in_file_order_are_kept_but_not_finished_in_shuffled_order(
 
     shard = data_dir / f"train-00001-of-{SHARDS:05d}.tfrecord"
     shard.unlink()
-    with pytest.raises(UserError, match="train shards in file order.*new --data_dir"):
+    with pytest.raises(UserError, match="train shards in file order.*new `data_dir`"):
         TranslateFiles(str(data_dir)).generate_data(None, log=lambda line: None, **options)
     assert not shard.exists()

@@ -108,8 +108,8 @@ def test_offline_without_the_files_one_line_says_what_to_put_where(tmp_path, mon
     with pytest.raises(UserError) as error:
         problem.generate_data(str(tmp_path / "tmp"), log=lambda line: None)
     message = str(error.value)
-    assert "\n" not in message and "wsj_0001.mrg ... wsj_0199.mrg (NLTK's treebank/combined/) in --tmp_dir=" in message
-    with pytest.raises(UserError, match="needs --tmp_dir"):
+    assert "\n" not in message and "wsj_0001.mrg ... wsj_0199.mrg (NLTK's treebank/combined/) in `tmp_dir`=" in message
+    with pytest.raises(UserError, match="needs `tmp_dir`"):
         problem.generate_data(None, log=lambda line: None)
 
 

@@ -158,7 +158,7 @@ def test_missing_shard_is_reported_then_regenerated_identically(multi30k, tmp_pa
 
 
 def test_data_dir_without_config_says_run_datagen(tmp_path):
-    with pytest.raises(UserError, match="run t2t-lite-datagen --problem=translate_files --data_dir="):
+    with pytest.raises(UserError, match="run t2t-lite-datagen `problem`=translate_files `data_dir`="):
         TranslateFiles(str(tmp_path)).dataset("train")
 
 
@@ -230,9 +230,9 @@ def test_wmt_without_local_files_reads_tensorflow_datasets(tmp_path):
 def test_local_train_files_need_dev_files_and_make_test_optional(tmp_path):
     local = DatagenOptions(train_files="a.en,a.de")
     assert WmtEnde(str(tmp_path)).pair_source("test", local, None) is None
-    with pytest.raises(UserError, match="wmt_ende with --train_files also needs --dev_files=SRC,TGT"):
+    with pytest.raises(UserError, match="wmt_ende with `train_files` also needs `dev_files`=SRC,TGT"):
         WmtEnde(str(tmp_path)).pair_source("dev", local, None)
-    with pytest.raises(UserError, match="translate_files needs --train_files=SRC,TGT"):
+    with pytest.raises(UserError, match="translate_files needs `train_files`=SRC,TGT"):
         TranslateFiles(str(tmp_path)).generate_data(None, **QUIET)
 
 
@@ -242,7 +242,7 @@ def test_bad_options_are_user_errors(tmp_path):
         problem.generate_data(None, train_files="only_one.txt", dev_files="a,b", **QUIET)
     with pytest.raises(UserError, match="unknown datagen options \\['vocab'\\]"):
         problem.generate_data(None, vocab=10, **QUIET)
-    with pytest.raises(UserError, match="--num_shards must be at least 1"):
+    with pytest.raises(UserError, match="`num_shards` must be at least 1"):
         problem.generate_data(None, train_files="a,b", dev_files="a,b", num_shards=0, **QUIET)
     assert not os.path.exists(tmp_path / "data")
 

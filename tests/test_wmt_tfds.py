@@ -50,7 +50,7 @@ def test_unreachable_download_is_one_line_about_the_network(tmp_path, monkeypatc
     message = str(raised.value)
     assert fetched and all(url.startswith(("http://", "https://", "ftp://")) for url in fetched)
     assert message.startswith(f"cannot reach the download servers of wmt14_translate/{language}-en (ConnectionError: ")
-    assert message.endswith("; offline, pass --train_files=SRC,TGT --dev_files=SRC,TGT")
+    assert message.endswith("; offline, pass `train_files`=SRC,TGT `dev_files`=SRC,TGT")
     assert "\n" not in message
     # The original error stays chained for T2T_LITE_DEBUG=1's traceback.
     assert isinstance(raised.value.__cause__, requests.exceptions.ConnectionError)

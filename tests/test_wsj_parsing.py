@@ -194,7 +194,7 @@ def test_datagen_reads_the_ldc_layout_from_tmp_dir(tmp_path):
 
 
 @pytest.mark.parametrize("files, message", [
-    ("{mrg}/wsj_9*.mrg", "--train_files: no .mrg file at .*wsj_9"),
+    ("{mrg}/wsj_9*.mrg", "`train_files`: no .mrg file at .*wsj_9"),
     ("{bad}", "cannot read .*bad.mrg: 2 unclosed"),
 ])
 def test_bad_inputs_fail_with_one_line_and_write_nothing(tmp_path, files, message):
@@ -208,7 +208,7 @@ def test_bad_inputs_fail_with_one_line_and_write_nothing(tmp_path, files, messag
 
 
 def test_without_files_or_tmp_dir_the_message_says_what_to_pass(tmp_path):
-    with pytest.raises(UserError, match="needs --tmp_dir=<the LDC wsj directory"):
+    with pytest.raises(UserError, match="needs `tmp_dir`=<the LDC wsj directory"):
         WsjParsing(str(tmp_path / "data")).generate_data(None, **QUIET)
 
 

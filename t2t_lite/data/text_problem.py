@@ -136,7 +136,7 @@ class Text2TextProblem(Problem):
         opts = dataclasses.replace(opts, vocab_size=opts.vocab_size or self.default_vocab_size, **files)
         for name in ("num_shards", "max_vocab_sentences", "vocab_size"):
             if getattr(opts, name) < 1:
-                raise UserError(f"--{name} must be at least 1, got {getattr(opts, name)}")
+                raise UserError(f"`{name}` must be at least 1, got {getattr(opts, name)}")
         return opts
 
     def generate_data(self, tmp_dir: str | None, log=_stderr, **options) -> dict:
@@ -152,7 +152,7 @@ class Text2TextProblem(Problem):
           ("lengths": the split's shard_writer.LengthHistogram, absent when unknown).
         """
         if not self.data_dir:
-            raise UserError("datagen needs --data_dir")
+            raise UserError("datagen needs `data_dir`")
         opts = self.resolve_options(options)
         sources = {split: source for split in SPLIT_ORDER
                    if (source := self.pair_source(split, opts, tmp_dir)) is not None}
@@ -166,9 +166,9 @@ class Text2TextProblem(Problem):
             order = config.get("train_order", FILE_ORDER) if split == "train" else FILE_ORDER
             if split == "train" and order != SHUFFLED:
                 if not all(os.path.exists(p) for p in shard_paths(prefix, counts["num_shards"])):
-                    raise UserError(f"--data_dir {self.data_dir} holds train shards in file order, written by an "
+                    raise UserError(f"`data_dir` {self.data_dir} holds train shards in file order, written by an "
                                     "earlier t2t-lite; finishing them in shuffled order would repeat examples, "
-                                    "so regenerate into a new --data_dir")
+                                    "so regenerate into a new `data_dir`")
                 continue
             write = write_shuffled_shards if order == SHUFFLED else write_shards
             write(functools.partial(_usable_pairs, source), encode, prefix, counts["examples"],
@@ -200,7 +200,7 @@ class Text2TextProblem(Problem):
                   for split, source in sources.items()}
         train = splits.get("train", {"examples": 0, "skipped_empty": 0})
         if train["examples"] == 0:
-            where = f" (--train_files={opts.train_files})" if opts.train_files else ""
+            where = f" (`train_files`={opts.train_files})" if opts.train_files else ""
             raise UserError(f"the training text{where} holds no pair with two non-empty sides ("
                             f"{train['skipped_empty']:,} pairs with an empty side); pass non-empty parallel files")
         for split, counts in splits.items():
@@ -223,16 +223,16 @@ class Text2TextProblem(Problem):
         """The config of an earlier run with the same options, None for a fresh data_dir."""
         if not os.path.exists(self._config_path()):
             if tf.io.gfile.glob(os.path.join(self.data_dir, "*.tfrecord")):
-                raise UserError(f"--data_dir {self.data_dir} holds shards but no {CONFIG_FILE}; "
-                                "use an empty --data_dir")
+                raise UserError(f"`data_dir` {self.data_dir} holds shards but no {CONFIG_FILE}; "
+                                "use an empty `data_dir`")
             return None
         config = self.config
         saved = DatagenOptions(**config["options"])
         changed = [f"{f.name}={getattr(saved, f.name)!r} (now {getattr(opts, f.name)!r})"
                    for f in dataclasses.fields(DatagenOptions) if getattr(saved, f.name) != getattr(opts, f.name)]
         if changed:
-            raise UserError(f"--data_dir {self.data_dir} was generated with other options: "
-                            f"{'; '.join(changed)}; use a new --data_dir or the same options")
+            raise UserError(f"`data_dir` {self.data_dir} was generated with other options: "
+                            f"{'; '.join(changed)}; use a new `data_dir` or the same options")
         return config
 
     def _config_path(self) -> str:
@@ -244,19 +244,19 @@ class Text2TextProblem(Problem):
         if self._config is None:
             path = self._config_path()
             if not self.data_dir or not os.path.exists(path):
-                raise UserError(f"no {CONFIG_FILE} in --data_dir {self.data_dir!r}; run t2t-lite-datagen "
-                                f"--problem={self.name} --data_dir={self.data_dir or '...'} first")
+                raise UserError(f"no {CONFIG_FILE} in `data_dir` {self.data_dir!r}; run t2t-lite-datagen "
+                                f"`problem`={self.name} `data_dir`={self.data_dir or '...'} first")
             try:
                 with open(path, encoding="utf-8") as f:
                     config = json.load(f)
             except (OSError, ValueError) as error:
                 raise UserError(f"{path} is unreadable or not JSON ({error}); regenerate the data with "
-                                "t2t-lite-datagen into a new --data_dir") from None
+                                "t2t-lite-datagen into a new `data_dir`") from None
             if not isinstance(config, dict):
                 raise UserError(f"{path} is not a t2t-lite problem config; regenerate the data with "
-                                "t2t-lite-datagen into a new --data_dir")
+                                "t2t-lite-datagen into a new `data_dir`")
             if config.get("problem") != self.name:
-                raise UserError(f"--data_dir {self.data_dir} holds problem {config.get('problem')!r}, "
+                raise UserError(f"`data_dir` {self.data_dir} holds problem {config.get('problem')!r}, "
                                 f"not {self.name!r}")
             self._config = config
         return self._config
@@ -268,11 +268,11 @@ class Text2TextProblem(Problem):
             path = os.path.join(self.data_dir, self.config["vocab"]["file"])
             if not os.path.exists(path):
                 raise UserError(f"{path} is missing, so the shards in {self.data_dir} cannot be read; "
-                                "regenerate the data into a new --data_dir")
+                                "regenerate the data into a new `data_dir`")
             vocabulary = Vocabulary.from_file(path)
             if hashlib.sha256(vocabulary.model).hexdigest() != self.config["vocab"]["sha256"]:
                 raise UserError(f"{path} is not the vocabulary the data in {self.data_dir} was "
-                                "written with; regenerate it with t2t-lite-datagen into a new --data_dir")
+                                "written with; regenerate it with t2t-lite-datagen into a new `data_dir`")
             self._vocabulary = vocabulary
         return self._vocabulary
 
@@ -309,7 +309,7 @@ def _absolute_files(value: str | None, name: str) -> str | None:
         return None
     paths = value.split(",")
     if not all(p.strip() for p in paths):
-        raise UserError(f"--{name} has an empty file name: {value!r}")
+        raise UserError(f"`{name}` has an empty file name: {value!r}")
     return ",".join(os.path.abspath(os.path.expanduser(p.strip())) for p in paths)
 
 

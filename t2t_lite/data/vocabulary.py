@@ -144,7 +144,7 @@ class Vocabulary:
             self.vocab_size = int(self._tokenizer.vocab_size())
         except tf.errors.OpError:
             raise UserError(f"{source} is not a SentencePiece model ({len(model):,} bytes that do not parse as "
-                            "one); regenerate it with t2t-lite-datagen into a new --data_dir") from None
+                            "one); regenerate it with t2t-lite-datagen into a new `data_dir`") from None
         self._pieces = SentencePieceCodec(model, source)  # decode's, in Python
 
     @property
