@@ -36,6 +36,12 @@ from small_training import TINY, small_problem
 
 DISK_FULL = "No space left on device"
 
+# The writes a user can make succeed again (files.STORAGE_FAULTS), each with what its one line says to do. Every
+# simulated fault is each of them in turn: one the library stopped handling would end in a traceback.
+STORAGE_FAULTS = [pytest.param(errno.ENOSPC, "free some space", id="ENOSPC"),
+                  pytest.param(errno.EDQUOT, "free some space or raise the quota", id="EDQUOT"),
+                  pytest.param(errno.EROFS, "make it writable", id="EROFS")]
+
 
 def tiny_hparams(average_last=2):
     return config.apply_overrides(hparams_sets.get("transformer_tiny")(),
@@ -81,10 +87,12 @@ def leftovers(directory) -> list[str]:
     return found
 
 
-def full_disk_error(path: str) -> tf.errors.ResourceExhaustedError:
-    """What TensorFlow's SaveV2 raises when the disk fills up (TensorFlow 2.21, seen on a full tmpfs)."""
-    return tf.errors.ResourceExhaustedError(
-        None, None, f"{{{{function_node __wrapped__SaveV2}}}} {path}; {DISK_FULL} [Op:SaveV2]")
+def write_error(path: str, code: int) -> tf.errors.OpError:
+    """What TensorFlow's SaveV2 raises when a write into path fails with errno `code` (TensorFlow 2.21, a full
+    tmpfs: ResourceExhaustedError "...; No space left on device"). TensorFlow's IOError maps ENOSPC and EDQUOT
+    to RESOURCE_EXHAUSTED, EROFS to PERMISSION_DENIED, and ends the message with the OS's text."""
+    error = tf.errors.PermissionDeniedError if code == errno.EROFS else tf.errors.ResourceExhaustedError
+    return error(None, None, f"{{{{function_node __wrapped__SaveV2}}}} {path}; {os.strerror(code)} [Op:SaveV2]")
 
 
 @contextlib.contextmanager
@@ -120,14 +128,23 @@ def fill(directory) -> None:
 # --- A full disk while training ---------------------------------------------------------------------------
 
 
-def test_a_full_disk_at_a_save_stops_with_one_line_keeps_the_previous_checkpoint_and_a_rerun_resumes(
-        tmp_path, monkeypatch):
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def trained_to_step_4(tmp_path_factory):
+    """A run trained 4 steps (ckpt-4), once for the module; read-only: a test that trains on copies it."""
+    run = tmp_path_factory.mktemp("faults") / "run"
     make_trainer(run, train_steps=4).train()
+    return run
+
+
+@pytest.mark.parametrize("code, advice", STORAGE_FAULTS)
+def test_a_full_or_read_only_disk_at_a_save_stops_with_one_line_keeps_the_previous_checkpoint_and_a_rerun_resumes(
+        trained_to_step_4, tmp_path, monkeypatch, code, advice):
+    run = tmp_path / "run"
+    shutil.copytree(trained_to_step_4, run)
     before = model_weights(tiny_hparams(), run / "ckpt-4")
     save = tf.train.CheckpointManager.save
 
-    def fills_up_at_step_8(manager, checkpoint_number=None, **kwargs):
+    def fails_at_step_8(manager, checkpoint_number=None, **kwargs):
         if checkpoint_number != 8:
             return save(manager, checkpoint_number=checkpoint_number, **kwargs)
         # What a save cut short leaves: the shards' temporary directory, a partial data file, a state file
@@ -136,20 +153,20 @@ def test_a_full_disk_at_a_save_stops_with_one_line_keeps_the_previous_checkpoint
         (run / "ckpt-8_temp" / "part-00000-of-00001.data-00000-of-00001.tempstate1").write_bytes(b"\0" * 10)
         (run / "ckpt-8.data-00000-of-00001").write_bytes(b"\0" * 10)
         (run / "checkpoint.tmp0123abcd").write_text("model_checkpoint_")
-        raise full_disk_error(str(run / "ckpt-8_temp" / "part-00000-of-00001.data-00000-of-00001.tempstate1"))
+        raise write_error(str(run / "ckpt-8_temp" / "part-00000-of-00001.data-00000-of-00001.tempstate1"), code)
 
-    monkeypatch.setattr(tf.train.CheckpointManager, "save", fills_up_at_step_8)
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", fails_at_step_8)
     with pytest.raises(UserError) as raised:
         make_trainer(run, train_steps=8).train()
     assert str(raised.value) == (
-        f"cannot write into --output_dir '{run}': {DISK_FULL}; free some space, then rerun the same command: "
+        f"cannot write into --output_dir '{run}': {os.strerror(code)}; {advice}, then rerun the same command: "
         f"it resumes from {run}/ckpt-4, the newest checkpoint, which is intact")
     assert leftovers(run) == [] and not list(run.glob("ckpt-8*"))
     assert tf.train.latest_checkpoint(str(run)) == str(run / "ckpt-4")
     for a, b in zip(before, model_weights(tiny_hparams(), run / "ckpt-4")):
         np.testing.assert_array_equal(a, b)
 
-    monkeypatch.setattr(tf.train.CheckpointManager, "save", save)  # space again
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", save)  # space again, or writable again
     lines = []
     rerun = make_trainer(run, train_steps=8, log=lines.append)
     assert rerun.train() is StopReason.STEPS
@@ -157,23 +174,33 @@ def test_a_full_disk_at_a_save_stops_with_one_line_keeps_the_previous_checkpoint
     assert (run / "averaged" / "ckpt-8.index").exists()
 
 
-def test_a_full_disk_while_writing_the_average_leaves_averaged_as_it_was_and_a_rerun_averages(
-        tmp_path, monkeypatch):
+@pytest.mark.parametrize("code, advice", STORAGE_FAULTS)
+def test_a_full_or_read_only_disk_while_writing_the_average_leaves_averaged_as_it_was_and_a_rerun_averages(
+        tmp_path, monkeypatch, code, advice):
     run = tmp_path / "run"
-    write = averaging.write_model_dir
+    save = tf.train.CheckpointManager.save
+    staged = []
 
-    def full(model, destination, step, files):
-        raise OSError(errno.ENOSPC, DISK_FULL)
+    def fails_in_the_staging_directory(manager, *args, **kwargs):
+        """The averaged checkpoint's save into write_model_dir's staging directory fails once its files are
+        written: write_model_dir's own clean-up, not this test's, must remove them."""
+        prefix = save(manager, *args, **kwargs)
+        if not os.path.basename(manager.directory).startswith(".tmp-averaged-"):
+            return prefix  # the run's checkpoints, and best/'s
+        staged.extend(os.listdir(manager.directory))
+        raise write_error(os.path.join(manager.directory, "checkpoint"), code)
 
-    monkeypatch.setattr(averaging, "write_model_dir", full)
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", fails_in_the_staging_directory)
     with pytest.raises(UserError) as raised:
         make_trainer(run, train_steps=8).train()
-    assert str(raised.value) == (f"cannot write the averaged checkpoint into '{run}/averaged': {DISK_FULL}; free "
-                                 f"some space, then run the same command again (nothing in '{run}/averaged' was "
+    assert str(raised.value) == (f"cannot write the averaged checkpoint into '{run}/averaged': {os.strerror(code)}; "
+                                 f"{advice}, then run the same command again (nothing in '{run}/averaged' was "
                                  f"changed)")
-    assert not (run / "averaged").exists() and tf.train.latest_checkpoint(str(run)).endswith("ckpt-8")
+    assert "ckpt-8.index" in staged  # the fault came inside the real write, with the checkpoint staged
+    assert not (run / "averaged").exists() and leftovers(run) == []
+    assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-8")
 
-    monkeypatch.setattr(averaging, "write_model_dir", write)
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", save)
     lines = []
     assert make_trainer(run, train_steps=8, log=lines.append).train() is StopReason.STEPS
     assert f"training ended in an earlier run, which did not write {run}/averaged: averaging now" in lines
@@ -201,30 +228,33 @@ def test_a_really_full_disk_stops_the_trainer_with_one_line_and_a_rerun_resumes_
 # --- A full disk while exporting ----------------------------------------------------------------------------
 
 
-def test_a_full_disk_during_an_export_publishes_nothing_and_keeps_earlier_versions(multi30k_run, tmp_path,
-                                                                                   monkeypatch):
+@pytest.mark.parametrize("code, advice", STORAGE_FAULTS)
+def test_a_full_or_read_only_disk_during_an_export_publishes_nothing_and_keeps_earlier_versions(
+        multi30k_run, tmp_path, monkeypatch, code, advice):
     model_dir = tmp_path / "exports" / "m30k"
     (model_dir / "1").mkdir(parents=True)
     (model_dir / "1" / "saved_model.pb").write_bytes(b"an earlier export")
 
-    def full(module, path, signatures=None):
+    def fails(module, path, signatures=None):
         with open(os.path.join(path, "saved_model.pb"), "wb") as f:
             f.write(b"half")
-        raise full_disk_error(os.path.join(path, "variables", "variables_temp", "part-00000-of-00001"))
+        raise write_error(os.path.join(path, "variables", "variables_temp", "part-00000-of-00001"), code)
 
-    monkeypatch.setattr(exporter.tf.saved_model, "save", full)
+    monkeypatch.setattr(exporter.tf.saved_model, "save", fails)
     request = ExportRequest(str(tmp_path / "exports"), RunRequest(output_dir=multi30k_run["output_dir"],
                                                                   data_dir=multi30k_run["data_dir"]), "m30k")
     with pytest.raises(UserError) as raised:
         export_run(request)
     assert str(raised.value) == (
-        f"cannot write the export into --export_dir '{tmp_path / 'exports'}': {DISK_FULL}; free some space, then "
+        f"cannot write the export into --export_dir '{tmp_path / 'exports'}': {os.strerror(code)}; {advice}, then "
         f"export again (nothing was published; the versions in '{model_dir}' are as they were)")
     assert sorted(os.listdir(model_dir)) == ["1"] and layout.versions(str(model_dir)) == [1]
     assert (model_dir / "1" / "saved_model.pb").read_bytes() == b"an earlier export"
 
 
-def test_a_full_disk_during_a_ctranslate2_export_publishes_nothing(multi30k_run, tmp_path, monkeypatch):
+@pytest.mark.parametrize("code, advice", STORAGE_FAULTS)
+def test_a_full_or_read_only_disk_during_a_ctranslate2_export_publishes_nothing(multi30k_run, tmp_path, monkeypatch,
+                                                                               code, advice):
     ctranslate2 = pytest.importorskip("ctranslate2")
     from t2t_lite.export.ctranslate2_export import export_ctranslate2
     from t2t_lite.run import open_run
@@ -232,16 +262,16 @@ def test_a_full_disk_during_a_ctranslate2_export_publishes_nothing(multi30k_run,
     model_dir = tmp_path / "exports" / "m30k"
     (model_dir / "3").mkdir(parents=True)
 
-    def full(converter, output_dir, **kwargs):
+    def fails(converter, output_dir, **kwargs):
         os.makedirs(output_dir)
         with open(os.path.join(output_dir, "model.bin"), "wb") as f:
             f.write(b"half")
-        raise OSError(errno.ENOSPC, DISK_FULL, os.path.join(output_dir, "model.bin"))
+        raise OSError(code, os.strerror(code), os.path.join(output_dir, "model.bin"))
 
-    monkeypatch.setattr(ctranslate2.converters.Converter, "convert", full)
+    monkeypatch.setattr(ctranslate2.converters.Converter, "convert", fails)
     run = open_run(RunRequest(output_dir=multi30k_run["output_dir"], data_dir=multi30k_run["data_dir"]))
     with pytest.raises(UserError, match=f"^cannot write the export into --export_dir '{tmp_path / 'exports'}': "
-                                        f"{DISK_FULL}; free some space, then export again"):
+                                        f"{os.strerror(code)}; {advice}, then export again"):
         export_ctranslate2(run, str(tmp_path / "exports"), "m30k")
     assert sorted(os.listdir(model_dir)) == ["3"]
 
