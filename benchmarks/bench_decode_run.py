@@ -27,7 +27,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
-    from t2t_lite.translator import Translator
+    from t2t_lite.inference.translator import Translator
 
     with open(args.source, encoding="utf-8") as f:
         sentences = [line.rstrip("\n") for line in f]

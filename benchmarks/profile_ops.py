@@ -127,7 +127,7 @@ def decode_work(args):
 
 def decode_run_work(args):
     """A trained run's Translator over the first --sentences lines of --source, as t2t-lite-decoder batches them."""
-    from t2t_lite.translator import Translator
+    from t2t_lite.inference.translator import Translator
 
     with open(args.source, encoding="utf-8") as f:
         sentences = [line.rstrip("\n") for line in f][: args.sentences]

@@ -12,6 +12,7 @@ from absl import flags
 
 from t2t_lite.bin import run_flags
 from t2t_lite.bin.cli import run_main
+from t2t_lite.errors import UserError
 
 FLAGS = flags.FLAGS
 run_flags.define("decodes")
@@ -45,19 +46,33 @@ flags.DEFINE_integer("random_seed", None, "With sampling, a seed that makes the 
 
 
 def main(argv) -> None:
-    from t2t_lite import environment
-    from t2t_lite.lines import DecodeFileRequest, decode_file
+    from t2t_lite.bin.lines import DecodeFileRequest, decode_file
+    from t2t_lite.decoding.request import SamplingSettings
 
-    run_request = run_flags.run_request(batch_size=FLAGS.batch_size)
+    if FLAGS.sampling_temperature < 0:
+        raise UserError(f"--sampling_temperature must be at least 0 (0 is beam search), got {FLAGS.sampling_temperature}")
+    if FLAGS.sampling_temperature == 0 and (FLAGS.sampling_topk or FLAGS.random_seed is not None):
+        raise UserError("--sampling_topk and --random_seed need --sampling_temperature above 0 (0 is beam search)")
+    sampling = SamplingSettings(FLAGS.sampling_temperature, FLAGS.sampling_topk, FLAGS.random_seed) \
+        if FLAGS.sampling_temperature > 0 else None
+    run_request = run_flags.run_request(batch_size=FLAGS.batch_size, nbest=FLAGS.nbest, sampling=sampling)
     request = DecodeFileRequest(run_request, decode_from_file=FLAGS.decode_from_file,
                                 decode_to_file=FLAGS.decode_to_file, decode_reference=FLAGS.decode_reference,
-                                parallel_batches=FLAGS.parallel_batches, nbest=FLAGS.nbest,
-                                output_format=FLAGS.output_format, sampling_temperature=FLAGS.sampling_temperature,
-                                sampling_topk=FLAGS.sampling_topk, random_seed=FLAGS.random_seed,
-                                paper_bleu_language=FLAGS.paper_bleu_language,
-                                step_matmul=environment.step_matmul_settings(), export_dir=FLAGS.export_dir,
-                                compute_type=FLAGS.compute_type, output_trees=FLAGS.output_trees)
+                                parallel_batches=FLAGS.parallel_batches, output_format=FLAGS.output_format,
+                                paper_bleu_language=FLAGS.paper_bleu_language, step_matmul=step_matmul(),
+                                export_dir=FLAGS.export_dir, compute_type=FLAGS.compute_type,
+                                output_trees=FLAGS.output_trees)
     decode_file(request, log=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+def step_matmul():
+    """T2T_LITE_KERNEL_LAYOUT and T2T_LITE_STEP_MATMUL's settings for a run's decoding steps; None for an
+    export (which has its own), so a CTranslate2 export decodes without importing TensorFlow."""
+    if FLAGS.export_dir:
+        return None
+    from t2t_lite import environment
+
+    return environment.step_matmul_settings()
 
 
 def run() -> None:

@@ -9,6 +9,9 @@ ready for `tensorflow_model_server --model_base_path=/models/translate`. The dec
 With --export_format=ctranslate2 (and optionally --quantization=int8, ...) the version
 directory is a CTranslate2 model instead, whose decoding settings are defaults a caller may change.
 Prints the version directory on stdout.
+
+A SavedModel traces the decoding step's products as t2t-lite-decoder runs them on this machine
+(T2T_LITE_KERNEL_LAYOUT and T2T_LITE_STEP_MATMUL apply as there), so it decodes the decoder's lines here.
 """
 import sys
 
@@ -33,11 +36,12 @@ flags.DEFINE_string("quantization", None, "ctranslate2 only: the weights' type, 
 
 
 def main(argv) -> None:
+    from t2t_lite import environment
     from t2t_lite.export.exporter import ExportRequest, export_run
 
     request = ExportRequest(export_dir=FLAGS.export_dir, run=run_flags.run_request(), model_name=FLAGS.model_name,
                             max_input_length=FLAGS.max_input_length, export_format=FLAGS.export_format,
-                            quantization=FLAGS.quantization)
+                            quantization=FLAGS.quantization, step_matmul=environment.step_matmul_settings())
     print(export_run(request, log=lambda line: print(line, file=sys.stderr)))
 
 

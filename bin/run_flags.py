@@ -38,10 +38,20 @@ def define(verb: str, decoding_settings: bool = True) -> None:
                       "none: float32.")
 
 
-def run_request(**settings):
-    """A t2t_lite.run.RunRequest from the flags `define` made, plus `settings` (e.g. batch_size)."""
+def run_request(**decode_settings):
+    """A t2t_lite.run.RunRequest from the flags `define` made, its DecodeRequest with `decode_settings` too
+    (e.g. batch_size, nbest, sampling): the command's one decode request."""
+    from t2t_lite.decoding.request import DecodeRequest
     from t2t_lite.run import RunRequest
 
-    names = ("output_dir", "checkpoint_path", "checkpoint", "data_dir", "usr_dir", "problem", "hparams_set",
-             "beam_size", "alpha", "extra_length", "constrained_decoding", "mixed_precision")
-    return RunRequest(**{name: FLAGS[name].value for name in names if name in FLAGS}, **settings)
+    return RunRequest(**given(RUN_FLAGS), decode=DecodeRequest(**given(DECODE_FLAGS), **decode_settings))
+
+
+# The flags that pick and open a run, and those of its decode request.
+RUN_FLAGS = ("output_dir", "checkpoint_path", "checkpoint", "data_dir", "usr_dir", "problem", "hparams_set")
+DECODE_FLAGS = ("beam_size", "alpha", "extra_length", "constrained_decoding", "mixed_precision")
+
+
+def given(names) -> dict:
+    """The values of the flags among `names` that this command defines."""
+    return {name: FLAGS[name].value for name in names if name in FLAGS}

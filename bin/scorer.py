@@ -22,7 +22,7 @@ flags.DEFINE_integer("batch_size", None, "Pairs per batch; default the set's dec
 
 
 def main(argv) -> None:
-    from t2t_lite.lines import ScoreFileRequest, score_file
+    from t2t_lite.bin.lines import ScoreFileRequest, score_file
 
     request = ScoreFileRequest(run_flags.run_request(batch_size=FLAGS.batch_size), source_file=FLAGS.source_file,
                                target_file=FLAGS.target_file, output_file=FLAGS.output_file)

@@ -155,10 +155,12 @@ def main(argv) -> None:
 def show_samples(problem, model, hparams, count: int) -> None:
     from t2t_lite import environment
     from t2t_lite.decoding.decoder import Decoder
+    from t2t_lite.decoding.request import run_decode
     from t2t_lite.decoding.samples import decode_samples, exact_match_rate
 
+    decode = run_decode(hparams.decode)  # the run's own settings, resolved as the decoder's
     # The samples show each example's best output only: its search stops once that is final.
-    decoder = Decoder(model, hparams.decode, step_matmul=environment.step_matmul_settings(), final_beams=1)
+    decoder = Decoder(model, decode.hparams, step_matmul=environment.step_matmul_settings(), final_beams=1)
     samples = decode_samples(problem, decoder, count)
     for sample in samples[:5]:
         mark = "ok" if sample.exact else "WRONG"

@@ -18,17 +18,16 @@ Sources, read from the .mrg files of treebank_3/parsed/mrg/wsj:
 import functools
 import glob
 import os
-import re
 from collections.abc import Iterator, Sequence
 
 from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.data.text_problem import SPLIT_ORDER, DatagenOptions, Text2TextProblem
 from t2t_lite.data.target_forms import CLOSE_MARK, OPEN_MARK, TARGET_FORMS, TargetForm
-from t2t_lite.data.trees import PTB_PHRASE_LABELS, PTB_POS_TAGS, Tree, parse_tree_string, read_mrg, strip_tree
+from t2t_lite.data.trees import PTB_PHRASE_LABELS, PTB_POS_TAGS, read_mrg, strip_tree
 from t2t_lite.decoding.constraints import TreeConstraint
 from t2t_lite.errors import UserError
-from t2t_lite.metrics.parse_f1 import BracketCounts, score_corpus
+from t2t_lite.metrics.tree_report import score_linearized, tree_report
 from t2t_lite.registry import problems
 
 # Sections of each split in the LDC layout (paper 6.3: dev = 22, test = 23).
@@ -120,92 +119,6 @@ def read_mrg_pairs(paths: Sequence[str], form: TargetForm = TARGET_FORMS["tags"]
             yield " ".join(words), " ".join(tokens)
 
 
-def is_bracketed_tree(line: str) -> bool:
-    """Whether a reference line is a PTB bracketed tree, "(S (NP (DT The) ...)" or "( (S ...) )", rather
-    than a linearised target (neither form's targets open with "(" and close with a bare ")")."""
-    line = line.strip()
-    return line.startswith("(") and line.endswith(")") and re.search(r"\)[^\s)]", line) is None
-
-
-def gold_tree(reference: str, words: list[str], form: TargetForm, number: int) -> Tree:
-    """The gold tree of a reference line: a bracketed tree as users have them (traces and function tags
-    stripped), or a linearised target in `form`.
-
-    Raises:
-      UserError: the line is neither, or its words are not the source's.
-    """
-    if is_bracketed_tree(reference):
-        try:
-            tree = strip_tree(parse_tree_string(reference))
-        except ValueError as error:
-            raise UserError(f"reference line {number} is not a bracketed tree: {error}") from None
-        if tree.words() != words:
-            raise UserError(f"reference line {number}'s tree has the words {' '.join(tree.words())[:80]!r}, "
-                            f"source line {number} {' '.join(words)[:80]!r}; they must be the same")
-        return tree
-    tree = form.delinearize(words, reference.split())
-    if form.linearize(tree)[1] != reference.split():
-        raise UserError(f"reference line {number} is neither a bracketed tree nor a linearised tree over the "
-                        f"{len(words)} words of source line {number}: {reference[:80]!r}")
-    return tree
-
-
-def score_linearized(outputs: Sequence[str], references: Sequence[str], sources: Sequence[str],
-                     form: TargetForm = TARGET_FORMS["tags"]) -> tuple[BracketCounts, int]:
-    """EVALB counts of predicted linearised trees against gold ones over the same words.
-
-    Args:
-      outputs: predicted target strings, e.g. "S NP DT NN /NP VP VBD /VP . /S".
-      references: gold trees: target strings as this problem writes them, or bracketed trees
-        ("(S (NP (DT The) (NN cat)) ...)", one per line, traces and function tags allowed).
-      sources: the input sentences, words separated by spaces.
-      form: the target form of outputs and references.
-    Returns:
-      (counts, repaired): `score_corpus` of the trees `form.delinearize` rebuilds,
-      and how many outputs were malformed, so that their trees are repairs (in the "words" form, a
-      word written wrongly is not: the sentence's own words go in its place).
-    Raises:
-      UserError: the lists differ in length, or a reference is not a tree over its sentence's words.
-    """
-    if not len(outputs) == len(references) == len(sources):
-        raise UserError(f"got {len(outputs)} outputs, {len(references)} references and "
-                        f"{len(sources)} source sentences; they must match line for line")
-    gold: list[Tree] = []
-    predicted: list[Tree] = []
-    for number, (output, reference, source) in enumerate(zip(outputs, references, sources), 1):
-        words = source.split()
-        gold.append(gold_tree(reference, words, form, number))
-        predicted.append(form.delinearize(words, output.split()))
-    repaired = sum(form.shape(form.linearize(tree)[1]) != form.shape(output.split())
-                   for tree, output in zip(predicted, outputs))
-    return score_corpus(gold, predicted), repaired
-
-
-def evalb_summary(counts: BracketCounts, repaired: int) -> list[str]:
-    """The summary block of EVALB's report, and a line counting repaired outputs.
-
-    Args:
-      counts: corpus counts from `score_linearized`.
-      repaired: outputs that were not well-formed linearised trees.
-    Returns:
-      Lines such as "Bracketing FMeasure       =  91.30".
-    """
-    valid = counts.sentences - counts.errors - counts.skipped
-    return [
-        f"Number of sentence        = {counts.sentences:6d}",
-        f"Number of Error sentence  = {counts.errors:6d}",
-        f"Number of Skip  sentence  = {counts.skipped:6d}",
-        f"Number of Valid sentence  = {valid:6d}",
-        f"Bracketing Recall         = {counts.recall:6.2f}",
-        f"Bracketing Precision      = {counts.precision:6.2f}",
-        f"Bracketing FMeasure       = {counts.f1:6.2f}",
-        f"Matched / gold / test brackets = {counts.matched} / {counts.gold} / {counts.predicted}",
-        f"Malformed outputs repaired = {repaired}",
-    ]
-
-
-# The most phrases the sample's training trees open one after another before a word (6, once; 5 in 25 of
-# ~82,000 places).
 MAX_OPENS_IN_A_ROW = 6
 
 
@@ -287,15 +200,7 @@ class WsjParsing(Text2TextProblem):
           EVALB's summary lines, the number of malformed outputs repaired, the share of outputs that were
           well-formed trees before any repair, and the share identical to their reference tree.
         """
-        counts, repaired = score_linearized(outputs, references, sources, self.form)
-        targets = [self.form.linearize(strip_tree(parse_tree_string(reference)))[1] if is_bracketed_tree(reference)
-                   else reference.split() for reference in references]
-        exact = sum(output.split() == target for output, target in zip(outputs, targets))
-        total = max(len(outputs), 1)
-        return evalb_summary(counts, repaired) + [
-            f"Well-formed before repair  = {100 * (len(outputs) - repaired) / total:6.2f} %",
-            f"Exact tree match           = {100 * exact / total:6.2f} %",
-        ]
+        return tree_report(outputs, references, sources, self.form)
 
     def output_constraint(self) -> TreeConstraint:
         """Decoding that emits only well-formed trees, a POS tag (or a word) per input word (--constrained_decoding).

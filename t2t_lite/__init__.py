@@ -39,6 +39,6 @@ if platform.machine().lower() in ("x86_64", "amd64"):
 __version__ = "0.1.0"
 
 from t2t_lite.training.api import train  # noqa: E402  (after the environment set-up above)
-from t2t_lite.translator import Translator  # noqa: E402
+from t2t_lite.inference.translator import Translator  # noqa: E402
 
 __all__ = ["Translator", "train"]

@@ -8,8 +8,6 @@ from half-precision operands: float32_product.py) and beam scores.
 """
 import contextlib
 
-import keras
-
 PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16")
 # Training's default: mixed_bfloat16 where the CPU multiplies bfloat16 natively, else float32 ("none").
 AUTO = "auto"
@@ -84,6 +82,8 @@ def layers_compute_in(precision: str):
     Args:
       precision: one of PRECISIONS; "none" is float32.
     """
+    import keras  # here, not at the top: decode requests check precisions where Keras is absent (CTranslate2)
+
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(compute_dtype(precision))
     try:
@@ -92,12 +92,14 @@ def layers_compute_in(precision: str):
         keras.config.set_dtype_policy(previous)
 
 
-def loss_scaled(optimizer: keras.optimizers.Optimizer, precision: str) -> keras.optimizers.Optimizer:
+def loss_scaled(optimizer: "keras.optimizers.Optimizer", precision: str) -> "keras.optimizers.Optimizer":
     """optimizer wrapped in dynamic loss scaling under mixed_float16, else optimizer itself.
 
     float16 gradients underflow below ~6e-8 unless the loss is scaled up first;
     bfloat16 has float32's exponent range and needs no scaling.
     """
     if check(precision) == "mixed_float16":
+        import keras
+
         return keras.optimizers.LossScaleOptimizer(optimizer)
     return optimizer

@@ -6,22 +6,29 @@ run follows: choose the checkpoint, read the hparams.json beside it
 recorded them unless told otherwise, check the problem's vocabulary against
 the model, apply and check the decode settings asked for, and restore the
 model in the precision asked for.
-"""
-import dataclasses
 
-import keras
-import tensorflow as tf
+Importing it imports no TensorFlow (opening a run does): the decoder command reads its flags into a
+RunRequest also when it decodes a CTranslate2 export, where there is none.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
 
 from t2t_lite import precision, registry, usr_dir
 from t2t_lite.config import DecodeHParams
-from t2t_lite.data.problem import Problem
+from t2t_lite.decoding.request import RUN, DecodeRequest, Engine, ResolvedDecode
 from t2t_lite.errors import UserError
-from t2t_lite.models import build_model
 
 # Finding the checkpoint and its spec is the run directory's (training's warm start does it too); these names
 # stay importable from here, where the decoding side has always found them.
 from t2t_lite.run_dir import CHECKPOINT_CHOICES  # noqa: F401
 from t2t_lite.run_dir import RunSpec, find_checkpoint, recorded_data_dir, spec_beside
+
+if TYPE_CHECKING:
+    import keras
+
+    from t2t_lite.data.problem import Problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,16 +49,9 @@ class RunRequest:
     problem: str | None = None
     # If given, must match the run's set: a guard against opening the wrong run.
     hparams_set: str | None = None
-    # The compute dtype of the restored model, whatever the run trained in: one of precision.PRECISIONS, or
-    # precision.AUTO (bfloat16 where the CPU multiplies it natively, else float32; the outputs it changes are
-    # within BLEU's noise: docs/performance.md).
-    mixed_precision: str = precision.AUTO
-    beam_size: int | None = None
-    alpha: float | None = None
-    extra_length: int | None = None
-    batch_size: int | None = None
-    # Emit only what the problem allows (Problem.output_constraint); None: the run's decode setting.
-    constrained_decoding: bool | None = None
+    # How to decode: its beam, length penalty, precision (the compute dtype of the restored models, whatever
+    # the run trained in) and the rest; what it leaves None is the run's hparams.decode.
+    decode: DecodeRequest = DecodeRequest()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,11 +63,19 @@ class OpenedRun:
     # The problem decoded with: the request's, else the run's.
     problem_name: str
     problem: Problem
-    # The run's decode hparams with the request's overrides.
-    decode_hparams: DecodeHParams
+    # The request's decode settings resolved against the run's (its mixed_precision one of precision.PRECISIONS).
+    decode: ResolvedDecode
     models: tuple[keras.Model, ...]
-    # What the models compute in: the request's mixed_precision, AUTO resolved (one of precision.PRECISIONS).
-    mixed_precision: str = "none"
+
+    @property
+    def decode_hparams(self) -> DecodeHParams:
+        """The run's decode hparams with the request's overrides."""
+        return self.decode.hparams
+
+    @property
+    def mixed_precision(self) -> str:
+        """What the models compute in: the request's mixed_precision, AUTO resolved."""
+        return self.decode.mixed_precision
 
     @property
     def checkpoint(self) -> str:
@@ -80,22 +88,23 @@ class OpenedRun:
         return self.models[0]
 
 
-def open_run(request: RunRequest, ensemble: bool = False) -> OpenedRun:
+def open_run(request: RunRequest, ensemble: bool = False, engine: Engine = RUN) -> OpenedRun:
     """Opens the run of `request`, refusing with a UserError anything that does not fit before restoring.
 
     Args:
       ensemble: whether the caller can use several models (request.checkpoint_path "A,B,...").
+      engine: what will decode the run (RUN, SCORING, an exporter's): request.decode is resolved against it, with
+        the run's hparams.decode as its settings.
     """
-    if request.mixed_precision not in (precision.AUTO, *precision.PRECISIONS):
-        raise UserError(f"--mixed_precision must be one of {precision.AUTO}, {', '.join(precision.PRECISIONS)}; "
-                        f"got {request.mixed_precision!r}")
     paths = [path for path in (request.checkpoint_path or "").split(",") if path] or [None]
     if len(paths) > 1 and not ensemble:
-        raise UserError(f"--checkpoint_path names {len(paths)} checkpoints but this command opens one; "
+        raise UserError(f"`checkpoint_path` names {len(paths)} checkpoints but this command opens one; "
                         f"ensembles are for t2t-lite-decoder and t2t-lite-scorer")
     checkpoints = [find_checkpoint(request.output_dir, path, request.checkpoint) for path in paths]
     specs = [spec_beside(checkpoint, request.hparams_set) for checkpoint in checkpoints]
     spec = specs[0]
+    # Refused before anything is loaded: what the engine cannot do with these settings.
+    decode = request.decode.resolve(dataclasses.replace(engine, settings=spec.hparams.decode))
     for other, checkpoint in zip(specs[1:], checkpoints[1:]):
         if other.hparams.model.vocab_size != spec.hparams.model.vocab_size:
             raise UserError(f"checkpoint {checkpoint!r} has a vocabulary of {other.hparams.model.vocab_size} ids "
@@ -107,31 +116,16 @@ def open_run(request: RunRequest, ensemble: bool = False) -> OpenedRun:
     data_dir = request.data_dir or recorded_data_dir(spec, checkpoints[0])
     problem = registry.problems.get(problem_name)(data_dir)
     check_vocab_size(problem.vocab_size, spec.hparams.model.vocab_size, data_dir)
-    decode = decode_hparams(spec.hparams.decode, request)
-    mixed_precision = precision.resolve(request.mixed_precision)
-    models = [restore_model(s, c, mixed_precision) for s, c in zip(specs, checkpoints)]
-    return OpenedRun(tuple(checkpoints), spec, problem_name, problem, decode, tuple(models), mixed_precision)
+    decode = dataclasses.replace(decode, mixed_precision=precision.resolve(decode.mixed_precision))
+    models = [restore_model(s, c, decode.mixed_precision) for s, c in zip(specs, checkpoints)]
+    return OpenedRun(tuple(checkpoints), spec, problem_name, problem, decode, tuple(models))
 
 
 def check_vocab_size(data_vocab_size: int, model_vocab_size: int, data_dir: str | None) -> None:
-    """Refuses a --data_dir whose vocabulary is not the one the model was trained with (its size differs)."""
+    """Refuses a data_dir whose vocabulary is not the one the model was trained with (its size differs)."""
     if data_vocab_size != model_vocab_size:
-        raise UserError(f"the vocabulary of --data_dir {data_dir!r} has {data_vocab_size} ids but the "
-                        f"model was trained with {model_vocab_size}; pass the run's --data_dir")
-
-
-def decode_hparams(defaults: DecodeHParams, request: RunRequest) -> DecodeHParams:
-    """The run's decode hparams with the request's beam_size / alpha / extra_length / batch_size /
-    constrained_decoding, checked."""
-    given = {name: getattr(request, name)
-             for name in ("beam_size", "alpha", "extra_length", "batch_size", "constrained_decoding")
-             if getattr(request, name) is not None}
-    decode = dataclasses.replace(defaults, **given)
-    if decode.beam_size < 1 or decode.batch_size < 1 or decode.extra_length < 0 or decode.alpha < 0:
-        raise UserError(f"need --beam_size >= 1, --batch_size >= 1, --extra_length >= 0 and --alpha >= 0; got "
-                        f"beam_size={decode.beam_size}, batch_size={decode.batch_size}, "
-                        f"extra_length={decode.extra_length}, alpha={decode.alpha}")
-    return decode
+        raise UserError(f"the vocabulary of `data_dir` {data_dir!r} has {data_vocab_size} ids but the "
+                        f"model was trained with {model_vocab_size}; pass the run's `data_dir`")
 
 
 def restore_model(spec: RunSpec, checkpoint: str, mixed_precision: str = "none") -> keras.Model:
@@ -142,6 +136,10 @@ def restore_model(spec: RunSpec, checkpoint: str, mixed_precision: str = "none")
         The variables stay float32 whatever it is, so any run's checkpoint
         loads; under "mixed_bfloat16" the matmuls run in bfloat16.
     """
+    import tensorflow as tf
+
+    from t2t_lite.models import build_model
+
     with precision.layers_compute_in(mixed_precision):
         model = build_model(spec.hparams)
     try:

@@ -268,7 +268,7 @@ def decoder_library_cases(tmp, world):
 @pytest.mark.parametrize("name", ["reference line count", "output directory missing"])
 def test_decoder_library_refuses(world, name):
     """What decode_file, the decoder command's one call, refuses; the command's one-line form is shown above."""
-    from t2t_lite.lines import DecodeFileRequest, decode_file
+    from t2t_lite.bin.lines import DecodeFileRequest, decode_file
     from t2t_lite.errors import UserError
     from t2t_lite.run import RunRequest
 

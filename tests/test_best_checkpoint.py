@@ -10,6 +10,7 @@ import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
 from t2t_lite.errors import UserError
 from t2t_lite.registry import hparams_sets, problems
+from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, open_run
 from t2t_lite.run_dir import BEST_FILE, BEST_SUBDIR, RunSpec, save_spec
 from t2t_lite import run_dir
@@ -112,7 +113,7 @@ def test_training_keeps_the_best_checkpoint_on_the_dev_metric_and_the_decoder_op
     assert any(line.startswith("step 3: dev loss") and "dev exact match" in line and "sentences decoded in" in line
                for line in lines)
     assert any(line.startswith("averaged checkpoint") and "best checkpoint" in line for line in lines)
-    opened = open_run(RunRequest(output_dir=str(tmp_path), checkpoint="best", mixed_precision="none"))
+    opened = open_run(RunRequest(output_dir=str(tmp_path), checkpoint="best", decode=DecodeRequest(mixed_precision="none")))
     assert opened.checkpoint == os.path.join(str(tmp_path), BEST_SUBDIR, f"ckpt-{best['step']}")
     # The best directory holds that step's weights: its dev loss is the one recorded for it.
     restored = trainer.dev_loss(_eval_step(opened.model, trainer))

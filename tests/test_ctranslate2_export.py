@@ -17,10 +17,12 @@ import t2t_lite.hparams  # noqa: F401
 from t2t_lite import Translator, config
 from t2t_lite.errors import UserError
 from t2t_lite.export import ctranslate2_export
-from t2t_lite.export.ctranslate2_backend import CTranslate2Export, gnmt_score, require_ctranslate2
+from t2t_lite.export.export_dir import require_ctranslate2
+from t2t_lite.inference.ctranslate2_backend import CTranslate2Export, gnmt_score
 from t2t_lite.export.export_dir import read_export
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
+from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, open_run
 from cli_helpers import run_tool
 
@@ -66,12 +68,12 @@ def test_gnmt_score_undoes_ctranslate2_penalty():
 def exported(multi30k_run, tmp_path_factory):
     """The float32 export of the tiny Multi30k run, its backend, its Translator and the dev sentences."""
     request = RunRequest(output_dir=multi30k_run["output_dir"], data_dir=multi30k_run["data_dir"],
-                         extra_length=EXTRA_LENGTH, mixed_precision="none")  # float32, as the export
+                         decode=DecodeRequest(extra_length=EXTRA_LENGTH, mixed_precision="none"))  # float32, as the export
     run = open_run(request)
     path = ctranslate2_export.export_ctranslate2(run, str(tmp_path_factory.mktemp("ct2")), "multi30k")
     with open(multi30k_run["raw"] / "val.en", encoding="utf-8") as f:
         sentences = f.read().splitlines()[:DEV_SENTENCES] + [""]
-    return {"path": path, "backend": CTranslate2Export(path), "sentences": sentences, "run": run,
+    return {"path": path, "export": Translator.from_export(path), "sentences": sentences, "run": run,
             "translator": Translator.from_request(request)}
 
 
@@ -79,13 +81,13 @@ def test_export_directory_holds_model_vocabulary_and_settings(exported):
     names = set(os.listdir(exported["path"]))
     assert {"model.bin", "config.json", "shared_vocabulary.json", "vocab.model", "hparams.json", "README.txt"} <= names
     assert read_export(exported["path"]).info["quantization"] == "none"
-    assert exported["backend"].decode_hparams.extra_length == EXTRA_LENGTH
+    assert exported["export"].decode.hparams.extra_length == EXTRA_LENGTH
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_float32_export_decodes_as_the_decoder(exported, beam_size):
     ours = exported["translator"].hypotheses(exported["sentences"], beam_size=beam_size, nbest=beam_size)
-    theirs = exported["backend"].hypotheses(exported["sentences"], beam_size=beam_size, nbest=beam_size)
+    theirs = exported["export"].hypotheses(exported["sentences"], beam_size=beam_size, nbest=beam_size)
     assert [[h.text for h in hyps] for hyps in theirs] == [[h.text for h in hyps] for hyps in ours]
     for our_hyps, their_hyps in zip(ours, theirs):
         assert [h.ids for h in their_hyps] == [h.ids for h in our_hyps]
@@ -99,7 +101,7 @@ def test_unrepresentable_setting_is_refused_before_writing(exported, tmp_path):
         run.spec.hparams, model=model)))
     with pytest.raises(UserError, match="key_dim"):
         ctranslate2_export.export_ctranslate2(odd, str(tmp_path / "exports"))
-    with pytest.raises(UserError, match="--quantization"):
+    with pytest.raises(UserError, match="`quantization`"):
         ctranslate2_export.export_ctranslate2(run, str(tmp_path / "exports"), quantization="int4")
     assert not (tmp_path / "exports").exists()
 
@@ -127,12 +129,13 @@ def test_exporter_cli_writes_int8_export_and_refuses_quantized_saved_model(multi
     assert int8_bytes < float32_bytes, (int8_bytes, float32_bytes)
     # int8 weights move each token's log-probability a little: score the float32 export's outputs with both.
     sentences = exported["sentences"][:20]
-    outputs = [hyps[0].ids for hyps in exported["backend"].hypotheses(sentences)]
-    pieces = exported["backend"].pieces
-    sources = [[pieces[i] for i in exported["backend"].vocabulary.encode(s)] for s in sentences]
+    outputs = [hyps[0].ids for hyps in exported["export"].hypotheses(sentences)]
+    backend = CTranslate2Export(exported["path"])
+    pieces = backend.pieces
+    sources = [[pieces[i] for i in backend.vocabulary.encode(s)] for s in sentences]
     targets = [[pieces[i] for i in ids] for ids in outputs]
     int8 = CTranslate2Export(path).translator.score_batch(sources, targets)
-    float32 = exported["backend"].translator.score_batch(sources, targets)
+    float32 = backend.translator.score_batch(sources, targets)
     differences = np.concatenate([np.abs(np.subtract(a.log_probs, b.log_probs)) for a, b in zip(int8, float32)])
     # Close, and not the float32 computation itself (float32 scores the same pairs to within ~1e-5).
     assert differences.max() < 0.1 and differences.max() > 1e-3, differences.max()

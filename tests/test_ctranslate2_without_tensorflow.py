@@ -10,6 +10,7 @@ tensorflow, tensorflow_text and keras raise ImportError). There
 """
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -21,7 +22,9 @@ import pytest
 from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.export.exporter import ExportRequest, export_run
+from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, open_run
+from trained_runs import multi30k_lines
 
 pytest.importorskip("ctranslate2")
 
@@ -99,7 +102,7 @@ def deployment(multi30k_run, tmp_path_factory):
                           "--quiet", "--target", str(installed), str(source)], capture_output=True, text=True)
     assert pip.returncode == 0, pip.stderr[-3000:]
     request = RunRequest(output_dir=multi30k_run["output_dir"], data_dir=multi30k_run["data_dir"],
-                         extra_length=EXTRA_LENGTH, mixed_precision="none")  # float32, as the export
+                         decode=DecodeRequest(extra_length=EXTRA_LENGTH, mixed_precision="none"))  # float32, as the export
     path = export_run(ExportRequest(str(tmp / "exports"), request, "m", export_format="ctranslate2"))
     with open(multi30k_run["raw"] / "val.en", encoding="utf-8") as f:
         sentences = f.read().splitlines()[:DEV_SENTENCES] + [""]
@@ -122,3 +125,42 @@ def test_a_ctranslate2_export_decodes_without_tensorflow_as_the_decoder(deployme
     assert found["t2t_lite"].startswith(str(deployment["site"])), found["t2t_lite"]  # the --no-deps install
     assert found["lines"] == deployment["expected"]
     assert len(set(found["lines"])) > 1 and found["lines"][-1] == ""
+
+
+# Run in a fresh interpreter: t2t-lite-decoder's entry point, with TensorFlow, tensorflow-text and Keras refused.
+COMMAND = r'''
+import importlib.abc, sys
+
+BLOCKED = {"tensorflow", "tensorflow_text", "keras"}
+
+
+class NoTensorFlow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is refused: a CTranslate2 export decodes without it")
+        return None
+
+
+sys.meta_path.insert(0, NoTensorFlow())
+sys.argv = ["t2t-lite-decoder", *sys.argv[1:]]
+from t2t_lite.bin.decoder import run
+
+run()
+'''
+
+
+def test_the_decoder_command_decodes_and_scores_a_ctranslate2_export_without_tensorflow(deployment, tmp_path):
+    from t2t_lite.metrics.bleu import text_report
+
+    sentences = deployment["sentences"]
+    (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    references = [line.strip() for line in multi30k_lines("val", "de", DEV_SENTENCES).splitlines()] + [""]
+    (tmp_path / "ref.txt").write_text("\n".join(references) + "\n", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-c", COMMAND, f"--export_dir={deployment['export']}", f"--decode_from_file={tmp_path / 'in.txt'}",
+         f"--decode_reference={tmp_path / 'ref.txt'}"], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[:len(sentences)] == deployment["expected"]
+    assert lines[len(sentences):] == text_report(deployment["expected"], references)

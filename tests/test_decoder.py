@@ -17,10 +17,11 @@ from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.errors import UserError
 from t2t_lite.layers import attention
-from t2t_lite.lines import DecodeFileRequest, decode_file
+from t2t_lite.bin.lines import DecodeFileRequest, decode_file
 from t2t_lite.models import build_model
 from t2t_lite.ops import kernel_layout
 from t2t_lite.registry import hparams_sets, problems
+from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, open_run
 from t2t_lite.run_dir import RunSpec, save_spec
 
@@ -172,7 +173,7 @@ def test_decoder_cli_decodes_in_bfloat16_as_the_library_does(run, cli):
     _, results = cli
     result = results["bf16"]
     assert result.returncode == 0 and "mixed_bfloat16" in result.stderr, result.stderr
-    opened = open_run(RunRequest(output_dir=run, mixed_precision="mixed_bfloat16"))
+    opened = open_run(RunRequest(output_dir=run, decode=DecodeRequest(mixed_precision="mixed_bfloat16")))
     decoder = Decoder(opened.model, opened.decode_hparams)
     expected = decode_lines(opened.problem, decoder, BF16_INPUT.split("\n")[:-1], opened.decode_hparams.batch_size)
     assert result.stdout == "".join(hyps[0].text + "\n" for hyps in expected)
@@ -208,7 +209,7 @@ def test_decoder_scores_an_algorithmic_problem_by_exact_match_not_bleu(run, tmp_
 def test_the_reference_report_is_the_problems_own():
     """Text problems keep Problem.score's report; one with its own metric but the default report gets its metric."""
     from t2t_lite.data.problem import Problem
-    from t2t_lite.lines import reference_report
+    from t2t_lite.bin.lines import reference_report
 
     class Text(Problem):
         pass
@@ -271,7 +272,7 @@ def test_checkpoint_of_a_different_shape_is_reported(run, tmp_path):
 
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_forced_length_makes_every_output_exactly_that_long(run, beam_size):
-    opened = open_run(RunRequest(output_dir=run, beam_size=beam_size, extra_length=8))
+    opened = open_run(RunRequest(output_dir=run, decode=DecodeRequest(beam_size=beam_size, extra_length=8)))
     model, decode = opened.model, opened.decode_hparams
     inputs = np.array([[3, 4, 1, 0], [5, 6, 7, 1]], np.int32)
     free = Decoder(model, decode).decode(inputs)[0].numpy()
@@ -290,9 +291,9 @@ def test_forced_length_makes_every_output_exactly_that_long(run, beam_size):
 
 @pytest.mark.parametrize("precision, compute_dtype", [("mixed_bfloat16", "bfloat16"), ("mixed_float16", "float16")])
 def test_a_float32_run_decodes_in_reduced_precision_to_nearly_the_float32_results(run, precision, compute_dtype):
-    opened = open_run(RunRequest(output_dir=run, beam_size=3, extra_length=6, mixed_precision="none"))
+    opened = open_run(RunRequest(output_dir=run, decode=DecodeRequest(beam_size=3, extra_length=6, mixed_precision="none")))
     full, decode = opened.model, opened.decode_hparams
-    reduced = open_run(RunRequest(output_dir=run, mixed_precision=precision)).model
+    reduced = open_run(RunRequest(output_dir=run, decode=DecodeRequest(mixed_precision=precision))).model
     inputs = np.array([[3, 4, 1, 0], [5, 6, 7, 1]], np.int32)
     assert reduced.encode(inputs, training=False)[0].dtype == compute_dtype  # the matmuls really run reduced
     assert len(reduced.weights) == len(full.weights)

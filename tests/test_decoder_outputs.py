@@ -8,8 +8,9 @@ import pytest
 from t2t_lite.decoding.batching import Hypothesis, decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.errors import UserError
-from t2t_lite.lines import DecodeFileRequest, decode_file, format_outputs
+from t2t_lite.bin.lines import DecodeFileRequest, decode_file, format_outputs
 from t2t_lite.metrics.bleu import COMPOUND_SPLIT_LABEL, compound_split_bleu
+from t2t_lite.decoding.request import DecodeRequest, SamplingSettings
 from t2t_lite.run import RunRequest, open_run
 
 from cli_helpers import run_tools
@@ -27,16 +28,16 @@ def source(reverse_run, tmp_path_factory):
 @pytest.fixture(scope="module")
 def expected(reverse_run):
     """Every line's beam-3 hypotheses as the library decodes them."""
-    opened = open_run(RunRequest(output_dir=reverse_run, beam_size=3))
+    opened = open_run(RunRequest(output_dir=reverse_run, decode=DecodeRequest(beam_size=3)))
     return decode_lines(opened.problem, Decoder(opened.models, opened.decode_hparams), LINES, batch_size=2)
 
 
-def decoded(reverse_run, source, **settings) -> str:
-    """decode_file's standard output for `source` with the DecodeFileRequest `settings`."""
-    run = settings.pop("run", {})
+def decoded(reverse_run, source, run=None, decode=None, **settings) -> str:
+    """decode_file's standard output for `source`: `run` RunRequest fields, `decode` DecodeRequest fields
+    (batch size 2 unless given), `settings` DecodeFileRequest fields."""
+    request = RunRequest(output_dir=reverse_run, **(run or {}), decode=DecodeRequest(**{"batch_size": 2, **(decode or {})}))
     out = io.StringIO()
-    decode_file(DecodeFileRequest(RunRequest(output_dir=reverse_run, batch_size=2, **run), str(source), **settings),
-                out=out)
+    decode_file(DecodeFileRequest(request, str(source), **settings), out=out)
     return out.getvalue()
 
 
@@ -52,7 +53,7 @@ def test_format_outputs_in_each_format():
 
 
 def test_nbest_text_gives_moses_lines_of_every_hypothesis_in_input_order(reverse_run, source, expected):
-    lines = decoded(reverse_run, source, run={"beam_size": 3}, nbest=3).splitlines()
+    lines = decoded(reverse_run, source, decode={"beam_size": 3, "nbest": 3}).splitlines()
     want = [f"{index} ||| {h.text} ||| {h.score:.4f}" for index, hyps in enumerate(expected) for h in hyps[:3]]
     assert lines == want
     assert {line.split(" ||| ")[0] for line in lines} == {"0", "1", "2", "3", "4"}
@@ -60,7 +61,7 @@ def test_nbest_text_gives_moses_lines_of_every_hypothesis_in_input_order(reverse
 
 
 def test_jsonl_carries_source_texts_scores_and_ids(reverse_run, source, expected):
-    rows = [json.loads(line) for line in decoded(reverse_run, source, run={"beam_size": 3}, nbest=2,
+    rows = [json.loads(line) for line in decoded(reverse_run, source, decode={"beam_size": 3, "nbest": 2},
                                                  output_format="jsonl").splitlines()]
     assert [row["source"] for row in rows] == LINES
     assert rows[1]["hypotheses"] == [{"text": "", "score": 0.0, "ids": []}]
@@ -76,7 +77,7 @@ def test_sampling_is_reproducible_with_a_seed_and_differs_between_seeds(reverse_
     long_lines.write_text("".join(str(n) * 3 + "0123456789" + "\n" for n in range(8)))
 
     def sample(seed):
-        return decoded(reverse_run, long_lines, sampling_temperature=3.0, sampling_topk=5, random_seed=seed)
+        return decoded(reverse_run, long_lines, decode={"sampling": SamplingSettings(3.0, top_k=5, seed=seed)})
 
     first = sample(1)
     assert len(first.splitlines()) == 8
@@ -86,8 +87,8 @@ def test_sampling_is_reproducible_with_a_seed_and_differs_between_seeds(reverse_
 
 def test_an_ensemble_of_the_model_with_itself_decodes_as_the_model(reverse_run, source, expected):
     checkpoint = open_run(RunRequest(output_dir=reverse_run)).checkpoint
-    rows = [json.loads(line) for line in decoded(reverse_run, source, run={
-        "beam_size": 3, "checkpoint_path": f"{checkpoint},{checkpoint}"}, nbest=3, output_format="jsonl").splitlines()]
+    rows = [json.loads(line) for line in decoded(reverse_run, source, run={"checkpoint_path": f"{checkpoint},{checkpoint}"},
+                                                 decode={"beam_size": 3, "nbest": 3}, output_format="jsonl").splitlines()]
     for row, hyps in zip(rows, expected):
         assert [h["text"] for h in row["hypotheses"]] == [h.text for h in hyps]
         np.testing.assert_allclose([h["score"] for h in row["hypotheses"]], [h.score for h in hyps], atol=1e-5)
@@ -106,11 +107,7 @@ def test_paper_bleu_is_printed_with_its_name_beside_the_other_scores(reverse_run
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"nbest": 0}, "--nbest must be at least 1"),
-    ({"run": {"beam_size": 2}, "nbest": 3}, "--nbest=3 is more than the beam size 2"),
-    ({"nbest": 2, "sampling_temperature": 1.0}, "sampling gives one output per line"),
-    ({"sampling_topk": 5}, "need --sampling_temperature above 0"),
-    ({"sampling_temperature": -1.0}, "must be >= 0"),
+    ({"decode": {"beam_size": 2, "nbest": 3}}, "`nbest`=3 is more than the beam size 2"),
     ({"output_format": "xml"}, "--output_format must be one of text, jsonl"),
     ({"paper_bleu_language": "de"}, "--paper_bleu_language scores against --decode_reference"),
 ])

@@ -73,7 +73,7 @@ def test_concurrent_export_taking_the_number_first_is_skipped(tmp_path, monkeypa
 
 def test_unwritable_export_dir_is_a_user_error(tmp_path):
     (tmp_path / "a_file").write_text("")
-    with pytest.raises(UserError, match="cannot write to --export_dir .*a_file/exports.*Not a directory"):
+    with pytest.raises(UserError, match="cannot write to `export_dir` .*a_file/exports.*Not a directory"):
         layout.make_model_dir(str(tmp_path / "a_file" / "exports"), "translate")
 
 
@@ -84,7 +84,7 @@ def test_good_model_names(name):
 
 @pytest.mark.parametrize("name", ["", "../up", "a/b", ".hidden", "-flag", "sp ace", "caf\u00e9"])
 def test_bad_model_names_are_user_errors(name):
-    with pytest.raises(UserError, match="--model_name must be"):
+    with pytest.raises(UserError, match="`model_name` must be"):
         layout.check_model_name(name)
 
 

@@ -21,6 +21,7 @@ import pytest
 from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.export import ctranslate2_export
 from t2t_lite.export.exporter import ExportRequest, export_run
+from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, open_run
 from cli_helpers import run_forked, run_tool, run_tools, snapshot
 
@@ -43,7 +44,7 @@ def effect(*names: str) -> dict:
 USR_DIR = effect("usr_dir", "t2t_usr_dir")  # bin/cli.py's, on every command: imported before main runs
 RUN_PICKING = ("output_dir", "checkpoint_path", "checkpoint", "data_dir", "problem", "hparams_set")
 NOT_A_RUN = "picks a run, but --export_dir decodes an export"
-NO_SAMPLING = Refused("1.0", "an export decodes with beam search")
+NO_SAMPLING = Refused("1.0", "decodes with beam search; sample from the run")
 DECODER_ANY_ENGINE = {**USR_DIR, "export_dir": ENGINE,
                       **effect("decode_from_file", "decode_to_file", "decode_reference", "paper_bleu_language",
                                "batch_size", "parallel_batches", "nbest", "output_format",
@@ -70,11 +71,12 @@ DECISIONS = {
         "saved_model": {**DECODER_ON_AN_EXPORT,
                         **{name: Refused(value, EXPORTED.format(name))
                            for name, value in (("beam_size", "2"), ("alpha", "1.5"), ("extra_length", "3"))},
-                        "mixed_precision": Refused("mixed_bfloat16", "a SavedModel computes as it was exported"),
+                        # the fixture exports in float32
+                        "mixed_precision": Refused("mixed_bfloat16", "a SavedModel computes in float32"),
                         "constrained_decoding": Refused("true", EXPORTED.format("constrained_decoding")),
                         "compute_type": Refused("int8", "--compute_type is for CTranslate2 exports")},
         "ctranslate2": {**DECODER_ON_AN_EXPORT, **effect("beam_size", "alpha", "extra_length", "compute_type"),
-                        "mixed_precision": Refused("mixed_bfloat16", "a CTranslate2 export takes --compute_type"),
+                        "mixed_precision": Refused("mixed_bfloat16", "computes in its compute_type"),
                         "constrained_decoding": Refused("true", "a CTranslate2 export searches freely")},
     },
     "scorer": {
@@ -88,10 +90,9 @@ DECISIONS = {
         "saved_model": {**EXPORTER_ANY_FORMAT, **effect("max_input_length", "mixed_precision", "constrained_decoding"),
                         "quantization": Refused("int8", "--quantization is for --export_format=ctranslate2")},
         "ctranslate2": {**EXPORTER_ANY_FORMAT, "quantization": EFFECT,
-                        "constrained_decoding": Refused("true", "CTranslate2 searches freely"),
+                        "constrained_decoding": Refused("true", "a CTranslate2 export searches freely"),
                         "max_input_length": Refused("64", "--max_input_length is for --export_format=saved_model"),
-                        "mixed_precision": Refused("mixed_bfloat16",
-                                                   "--mixed_precision is for --export_format=saved_model")},
+                        "mixed_precision": Refused("mixed_bfloat16", "a CTranslate2 export computes in float32")},
     },
     "visualize": {"run": {**USR_DIR, **effect("output_dir", "checkpoint_path", "checkpoint", "data_dir", "sentence",
                                               "plot_dir")}},
@@ -155,7 +156,8 @@ def engines(multi30k_run, tmp_path_factory):
     """The shared Multi30k run, a SavedModel and a CTranslate2 export of it, and a few source lines."""
     pytest.importorskip("ctranslate2")
     tmp = tmp_path_factory.mktemp("engines")
-    request = RunRequest(output_dir=multi30k_run["output_dir"], data_dir=multi30k_run["data_dir"], extra_length=10)
+    request = RunRequest(output_dir=multi30k_run["output_dir"], data_dir=multi30k_run["data_dir"],
+                         decode=DecodeRequest(extra_length=10, mixed_precision="none"))
     saved_model = export_run(ExportRequest(export_dir=str(tmp / "saved_model"), run=request, model_name="m"))
     ctranslate2 = ctranslate2_export.export_ctranslate2(open_run(request), str(tmp / "ctranslate2"), "m")
     with open(multi30k_run["raw"] / "val.en", encoding="utf-8") as f:

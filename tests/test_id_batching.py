@@ -7,11 +7,13 @@ import pytest
 
 from t2t_lite import Translator
 from t2t_lite.data.problem import EOS_ID, PAD_ID
+from t2t_lite.config import DecodeHParams
 from t2t_lite.decoding import batching
 from t2t_lite.decoding.batching import (Hypothesis, decode_id_batches, decode_lines, encode_lines, longest_first,
                                          pad_ids)
+from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
-from t2t_lite.translator import IdBatchBackend
+from t2t_lite.inference.saved_model_backend import IdBatchBackend
 
 K = 2
 
@@ -198,8 +200,10 @@ def test_zero_parallel_batches_is_refused():
 def backend(engine, beam_size=K):
     vocabulary = {"a": 3, "b": 4, "c": 5}
     words = {i: w for w, i in vocabulary.items()}
+    fixed = Engine("a SavedModel", DecodeHParams(beam_size=beam_size, batch_size=2), fixed=("beam_size",),
+                   fixed_hint="export again", samples=False)
     return IdBatchBackend(engine, encode=lambda text: [vocabulary[w] for w in text.split()],
-                          decode=lambda ids: " ".join(words[i] for i in ids), beam_size=beam_size, batch_size=2)
+                          decode=lambda ids: " ".join(words[i] for i in ids), engine=fixed)
 
 
 def test_a_translator_over_an_id_batch_engine_translates_and_gives_hypotheses():
@@ -214,9 +218,9 @@ def test_a_translator_over_an_id_batch_engine_translates_and_gives_hypotheses():
 
 def test_an_id_batch_engine_refuses_what_its_fixed_search_cannot_do():
     translator = Translator(backend(ReversingEngine()))
-    with pytest.raises(UserError, match=r"exported with \(2\); export again with --beam_size=4"):
+    with pytest.raises(UserError, match=r"^a SavedModel decodes with the beam_size it was exported with \(2\)"):
         translator.translate(["a"], beam_size=4)
-    with pytest.raises(UserError, match=r"nbest \(3\) cannot exceed the export's beam size \(2\)"):
+    with pytest.raises(UserError, match=r"^`nbest`=3 is more than the beam size 2"):
         translator.hypotheses(["a"], nbest=3)
     with pytest.raises(UserError, match="holds beam search only"):
         translator.score(["a"], ["b"])

@@ -3,9 +3,10 @@ import inspect
 
 import pytest
 
-from t2t_lite.export.ctranslate2_backend import CTranslate2Export
-from t2t_lite.inference import Backend
-from t2t_lite.translator import IdBatchBackend, RunBackend
+from t2t_lite.inference.ctranslate2_backend import CTranslate2Export
+from t2t_lite.inference.backend import Backend
+from t2t_lite.inference.run_backend import RunBackend
+from t2t_lite.inference.saved_model_backend import IdBatchBackend
 
 
 def parameters(method) -> list[tuple[str, object]]:

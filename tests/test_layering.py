@@ -1,5 +1,6 @@
-"""Imports flow one way: the library below problems/, hparams/ and bin/; inside it, decoding/ below the
-Translator, the Translator below the line-I/O commands, training below all three and below run.py (opening a
+"""Imports flow one way: the library below problems/, hparams/ and bin/ (where the commands' line I/O is);
+inside it, decoding/ below inference/ (the Translator and its backends), export/ (which writes what inference/
+reads) never reading through inference/, training below all three and below run.py (opening a
 run to decode it), whose run-directory reading it shares through run_dir.py.
 
 Every import of every module is read with `ast`, those inside functions included (lazy imports hid a circle once).
@@ -11,7 +12,7 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "t2t_lite"
-TRANSLATOR, LINE_IO, OPEN_RUN = "t2t_lite.translator", "t2t_lite.lines", "t2t_lite.run"
+INFERENCE, LINE_IO, OPEN_RUN = "t2t_lite.inference", "t2t_lite.bin.lines", "t2t_lite.run"
 # What sits above the library (installed as t2t_lite.problems, .hparams and .bin) and absl's flags, which only
 # the commands parse.
 ABOVE_THE_LIBRARY = ("t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.bin", "absl.flags")
@@ -19,9 +20,11 @@ ABOVE_THE_LIBRARY = ("t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.bin", "a
 # or anything under it).
 FORBIDDEN = {
     ".": ABOVE_THE_LIBRARY,
-    "decoding": (TRANSLATOR, LINE_IO),
-    "translator.py": (LINE_IO,),
-    "training": (TRANSLATOR, LINE_IO, OPEN_RUN, "t2t_lite.bin"),
+    "decoding": (INFERENCE, LINE_IO),
+    "inference": (LINE_IO,),
+    # export/ writes what inference/ reads: never the other way round.
+    "export": (INFERENCE,),
+    "training": (INFERENCE, LINE_IO, OPEN_RUN, "t2t_lite.bin"),
 }
 
 
@@ -65,16 +68,16 @@ def test_the_library_decoding_the_translator_and_training_import_nothing_above_t
 
 def make_library(root: pathlib.Path) -> None:
     """The places FORBIDDEN names, empty, under root."""
-    for directory in ("decoding", "training"):
+    for directory in ("decoding", "training", "inference", "export"):
         (root / directory).mkdir()
-    (root / "translator.py").write_text("import numpy\n", encoding="utf-8")
+    (root / "inference" / "translator.py").write_text("import numpy\n", encoding="utf-8")
 
 
 @pytest.mark.parametrize("code", [
-    "from t2t_lite.translator import Translator\n",
-    "def lazy():\n    import t2t_lite.lines as lines\n",  # inside a function
-    "from t2t_lite import translator\n",
-    "from .. import lines\n",  # relative
+    "from t2t_lite.inference.translator import Translator\n",
+    "def lazy():\n    import t2t_lite.bin.lines as lines\n",  # inside a function
+    "from t2t_lite import inference\n",
+    "from ..bin import lines\n",  # relative
     "from t2t_lite.bin.run_flags import run_request\n",
     "from t2t_lite.run import find_checkpoint\n",
     "def lazy():\n    from t2t_lite import run\n",
@@ -88,8 +91,9 @@ def test_the_check_finds_a_planted_import(tmp_path, code):
 
 
 @pytest.mark.parametrize("path, code, name", [
-    ("translator.py", "def lazy():\n    from t2t_lite import lines\n", "t2t_lite.lines"),
-    ("translator.py", "from .lines import decode_file\n", "t2t_lite.lines"),
+    ("inference/translator.py", "def lazy():\n    from t2t_lite.bin import lines\n", "t2t_lite.bin.lines"),
+    ("inference/translator.py", "from ..bin.lines import decode_file\n", "t2t_lite.bin.lines"),
+    ("export/exporter.py", "from t2t_lite.inference.translator import Translator\n", "t2t_lite.inference.translator"),
     ("run.py", "import t2t_lite.problems\n", "t2t_lite.problems"),
     ("export/exporter.py", "from t2t_lite.hparams import transformer\n", "t2t_lite.hparams.transformer"),
     ("data/problem.py", "def lazy():\n    from .. import hparams\n", "t2t_lite.hparams"),
@@ -119,4 +123,4 @@ def test_the_check_lets_allowed_imports_through(tmp_path):
     (tmp_path / "decoding" / "fine.py").write_text(
         "import numpy\nfrom t2t_lite.decoding.batching import Hypothesis\nfrom t2t_lite import errors\n"
         "from . import beam_search\n", encoding="utf-8")
-    assert violations(tmp_path, {"decoding": (TRANSLATOR, LINE_IO)}) == []
+    assert violations(tmp_path, {"decoding": (INFERENCE, LINE_IO)}) == []

@@ -5,6 +5,7 @@ import io
 import pytest
 
 from t2t_lite.data.target_forms import TARGET_FORMS, linearize_with_words
+from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.data.trees import parse_tree_string, read_mrg, strip_tree
 from t2t_lite.errors import UserError
 from t2t_lite.problems import ptb_sample
@@ -48,12 +49,13 @@ def test_a_parser_translates_into_trees_with_the_words_from_a_run_a_savedmodel_a
             shape = TARGET_FORMS["words"].shape
             assert shape(linearize_with_words(parse_tree_string(tree))[1]) == shape(output.split())
             assert [t for t in output.split() if shape([t]) == ["XX"]][1:] == sentence.split()[1:]
-    version = export_run(ExportRequest(run=RunRequest(output_dir=output_dir, **settings),
+    version = export_run(ExportRequest(run=RunRequest(output_dir=output_dir, decode=DecodeRequest(**settings)),
                                        export_dir=str(root / "export")))
     assert Translator.from_export(version).translate(sentences) == trees
 
     free = dict(settings, constrained_decoding=None)
-    ct2 = export_run(ExportRequest(run=RunRequest(output_dir=output_dir, **free), export_dir=str(root / "ct2"),
+    ct2 = export_run(ExportRequest(run=RunRequest(output_dir=output_dir, decode=DecodeRequest(**free)),
+                                   export_dir=str(root / "ct2"),
                                    export_format="ctranslate2"))
     ct2_translator = Translator.from_export(ct2)
     ct2_trees = ct2_translator.translate(sentences)
@@ -64,7 +66,7 @@ def test_a_parser_translates_into_trees_with_the_words_from_a_run_a_savedmodel_a
 
 def test_the_decoder_writes_trees_and_scores_gold_trees_as_users_have_them(words_parser_run, tmp_path):
     from t2t_lite import Translator
-    from t2t_lite.lines import DecodeFileRequest, decode_file
+    from t2t_lite.bin.lines import DecodeFileRequest, decode_file
     from t2t_lite.problems.wsj_parsing import score_linearized
     from t2t_lite.run import RunRequest
 
@@ -73,12 +75,12 @@ def test_the_decoder_writes_trees_and_scores_gold_trees_as_users_have_them(words
     (tmp_path / "words").write_text("\n".join(sentences) + "\n", encoding="utf-8")
     # The gold trees as the .mrg files have them (traces, function tags), one per line.
     (tmp_path / "gold").write_text("\n".join(" ".join(str(tree).split()) for tree in gold) + "\n", encoding="utf-8")
-    settings = dict(output_dir=output_dir, beam_size=2, extra_length=12, mixed_precision="none")
+    settings = dict(beam_size=2, extra_length=12, mixed_precision="none")
     report = io.StringIO()
-    decode_file(DecodeFileRequest(RunRequest(**settings), decode_from_file=str(tmp_path / "words"),
+    decode_file(DecodeFileRequest(RunRequest(output_dir, decode=DecodeRequest(**settings)), decode_from_file=str(tmp_path / "words"),
                                   decode_to_file=str(tmp_path / "trees"), decode_reference=str(tmp_path / "gold"),
                                   output_trees=True), out=report)
-    translator = Translator.from_run(**settings)
+    translator = Translator.from_run(output_dir, **settings)
     assert (tmp_path / "trees").read_text(encoding="utf-8").splitlines() == translator.translate(sentences)
     outputs = linearised(translator, sentences)
     counts, _ = score_linearized(outputs, [str(strip_tree(tree)) for tree in gold], sentences,
@@ -90,7 +92,7 @@ def test_the_decoder_writes_trees_and_scores_gold_trees_as_users_have_them(words
 
 
 def test_output_trees_is_refused_for_a_problem_that_does_not_parse(reverse_run, tmp_path):
-    from t2t_lite.lines import DecodeFileRequest, decode_file
+    from t2t_lite.bin.lines import DecodeFileRequest, decode_file
     from t2t_lite.run import RunRequest
 
     (tmp_path / "in").write_text("1 2 3\n", encoding="utf-8")

@@ -129,6 +129,7 @@ def well_formed_share(problem, outputs, references, sources) -> str:
 def test_a_trained_parser_decodes_only_trees_with_constrained_decoding_and_its_savedmodel_too(parser_run):
     from t2t_lite import Translator
     from t2t_lite.export.exporter import ExportRequest, export_run
+    from t2t_lite.decoding.request import DecodeRequest
     from t2t_lite.run import RunRequest
 
     root, output_dir, words, trees = parser_run
@@ -141,9 +142,9 @@ def test_a_trained_parser_decodes_only_trees_with_constrained_decoding_and_its_s
     outputs = linearised(constrained, words)
     assert well_formed_share(problem, outputs, trees, words) == "Well-formed before repair  = 100.00 %"
 
-    run = RunRequest(output_dir=output_dir, constrained_decoding=True, **settings)
+    run = RunRequest(output_dir=output_dir, decode=DecodeRequest(constrained_decoding=True, **settings))
     version = export_run(ExportRequest(run=run, export_dir=str(root / "export")))
     assert linearised(Translator.from_export(version), words) == outputs
-    with pytest.raises(UserError, match="--constrained_decoding is for runs and SavedModels"):
+    with pytest.raises(UserError, match="`constrained_decoding` is for runs and SavedModels"):
         export_run(ExportRequest(run=run, export_dir=str(root / "ct2"), export_format="ctranslate2"))
 

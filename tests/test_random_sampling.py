@@ -101,9 +101,9 @@ def test_top_1_sampling_is_greedy_exactly():
 
 
 @pytest.mark.parametrize("settings, message", [
-    (dict(temperature=0.0), "temperature must be above 0"),
-    (dict(temperature=-1.0), "temperature must be above 0"),
-    (dict(top_k=-1), "top-k must be at least 0"),
+    (dict(temperature=0.0), "`temperature` must be above 0"),
+    (dict(temperature=-1.0), "`temperature` must be above 0"),
+    (dict(top_k=-1), "`top_k` must be at least 0"),
 ])
 def test_bad_settings_are_refused(settings, message):
     with pytest.raises(ValueError, match=message):

@@ -1,5 +1,4 @@
 """Opening a run (t2t_lite/run.py): which checkpoint, its hparams.json, the refusals, the restored model."""
-import dataclasses
 import os
 import shutil
 
@@ -14,7 +13,8 @@ from t2t_lite import config, precision
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
-from t2t_lite.run import RunRequest, decode_hparams, find_checkpoint, open_run, spec_beside
+from t2t_lite.decoding.request import DecodeRequest
+from t2t_lite.run import RunRequest, find_checkpoint, open_run, spec_beside
 from t2t_lite.run_dir import AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, RunSpec, load_spec, save_spec, spec_json
 
 TINY = "d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1"
@@ -68,7 +68,7 @@ def test_the_averaged_checkpoint_wins_over_the_newest_and_an_explicit_path_over_
 
 def test_a_reopened_run_gives_the_logits_of_the_model_that_was_saved(run):
     output_dir, saved = run
-    opened = open_run(RunRequest(checkpoint_path=os.path.join(output_dir, "ckpt-200"), mixed_precision="none"))
+    opened = open_run(RunRequest(checkpoint_path=os.path.join(output_dir, "ckpt-200"), decode=DecodeRequest(mixed_precision="none")))
     assert opened.spec == tiny_spec() and opened.problem_name == "algorithmic_reverse"
     assert opened.decode_hparams == tiny_spec().hparams.decode
     features = {"inputs": np.array([[3, 4, 5, 1], [6, 7, 1, 0]], np.int32),
@@ -76,21 +76,21 @@ def test_a_reopened_run_gives_the_logits_of_the_model_that_was_saved(run):
     expected = saved(features).numpy()  # [B, T, V]
     np.testing.assert_array_equal(opened.model(features).numpy(), expected)
     # The averaged checkpoint holds other weights (seed 1): the default choice really opened it.
-    averaged = open_run(RunRequest(output_dir=output_dir, mixed_precision="none")).model(features).numpy()
+    averaged = open_run(RunRequest(output_dir=output_dir, decode=DecodeRequest(mixed_precision="none"))).model(features).numpy()
     assert np.abs(averaged - expected).max() > 1e-3
 
 
 def test_a_reduced_precision_run_keeps_the_float32_weights_and_unknown_precisions_are_refused(run):
     output_dir, saved = run
     checkpoint = os.path.join(output_dir, "ckpt-200")
-    opened = open_run(RunRequest(checkpoint_path=checkpoint, mixed_precision="mixed_bfloat16"))
+    opened = open_run(RunRequest(checkpoint_path=checkpoint, decode=DecodeRequest(mixed_precision="mixed_bfloat16")))
     assert opened.model.compute_dtype == "bfloat16"
     for reduced, full in zip(opened.model.weights, saved.weights):
         assert reduced.dtype == "float32"
         np.testing.assert_array_equal(reduced.numpy(), full.numpy())
-    with pytest.raises(UserError, match="^--mixed_precision must be one of auto, none, mixed_float16, mixed_bfloat16; "
+    with pytest.raises(UserError, match="^`mixed_precision` must be one of auto, none, mixed_float16, mixed_bfloat16; "
                                         "got 'bfloat16'$"):
-        open_run(RunRequest(output_dir=output_dir, mixed_precision="bfloat16"))
+        DecodeRequest(mixed_precision="bfloat16")
 
 
 @pytest.mark.parametrize("flags, has_gpu, chosen, dtype", [
@@ -110,8 +110,8 @@ def test_a_vocabulary_of_another_size_is_refused(tmp_path):
     save_run(output_dir, tiny_spec(vocab_size=REVERSE_VOCAB_SIZE + 3), (1,))
     with pytest.raises(UserError) as refusal:
         open_run(RunRequest(output_dir=output_dir))
-    assert str(refusal.value) == (f"the vocabulary of --data_dir None has {REVERSE_VOCAB_SIZE} ids but the model was "
-                                  f"trained with {REVERSE_VOCAB_SIZE + 3}; pass the run's --data_dir")
+    assert str(refusal.value) == (f"the vocabulary of `data_dir` None has {REVERSE_VOCAB_SIZE} ids but the model was "
+                                  f"trained with {REVERSE_VOCAB_SIZE + 3}; pass the run's `data_dir`")
 
 
 def test_the_hparams_set_guard_and_a_checkpoint_outside_a_run(run, tmp_path):
@@ -125,17 +125,6 @@ def test_the_hparams_set_guard_and_a_checkpoint_outside_a_run(run, tmp_path):
     shutil.copytree(output_dir, bare, ignore=shutil.ignore_patterns(AVERAGED_SUBDIR, HPARAMS_FILE))
     with pytest.raises(UserError, match="it is not a t2t-lite run directory$"):
         open_run(RunRequest(output_dir=str(bare)))
-
-
-def test_decode_overrides_replace_the_runs_settings_and_bad_ones_are_refused():
-    defaults = tiny_spec().hparams.decode
-    assert decode_hparams(defaults, RunRequest()) == defaults
-    given = decode_hparams(defaults, RunRequest(beam_size=1, alpha=0.0, extra_length=0, batch_size=7))
-    assert given == dataclasses.replace(defaults, beam_size=1, alpha=0.0, extra_length=0, batch_size=7)
-    for bad in ({"beam_size": 0}, {"batch_size": 0}, {"extra_length": -1}, {"alpha": -0.5}):
-        with pytest.raises(UserError, match=r"^need --beam_size >= 1, --batch_size >= 1, --extra_length >= 0 and "
-                                            r"--alpha >= 0; got .*" + f"{next(iter(bad))}={next(iter(bad.values()))}"):
-            decode_hparams(defaults, RunRequest(**bad))
 
 
 def test_hparams_json_round_trips_and_extra_entries_sit_beside_the_spec(tmp_path):
@@ -169,7 +158,7 @@ def test_several_checkpoints_open_an_ensemble_only_where_the_caller_takes_one(ru
     output_dir, model = run
     paths = f"{output_dir}/ckpt-100,{output_dir}/{AVERAGED_SUBDIR}/ckpt-200"
     request = RunRequest(checkpoint_path=paths)
-    with pytest.raises(UserError, match="^--checkpoint_path names 2 checkpoints but this command opens one"):
+    with pytest.raises(UserError, match="^`checkpoint_path` names 2 checkpoints but this command opens one"):
         open_run(request)
     opened = open_run(request, ensemble=True)
     assert opened.checkpoints == tuple(paths.split(","))

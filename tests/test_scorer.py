@@ -13,9 +13,10 @@ from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.decoding.scoring import score_pairs
 from t2t_lite.errors import UserError
-from t2t_lite.lines import ScoreFileRequest, score_file
+from t2t_lite.bin.lines import ScoreFileRequest, score_file
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
+from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, open_run
 
 from cli_helpers import run_tools
@@ -26,7 +27,7 @@ SOURCES = ["0123456", "98", "5550011", "1", "31415926", "207"]
 
 @pytest.fixture(scope="module")
 def opened(reverse_run):
-    return open_run(RunRequest(output_dir=reverse_run, beam_size=3, alpha=0.6))
+    return open_run(RunRequest(output_dir=reverse_run, decode=DecodeRequest(beam_size=3, alpha=0.6)))
 
 
 def test_the_score_of_beam_searchs_output_is_the_score_beam_search_reported(opened):

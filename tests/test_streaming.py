@@ -10,7 +10,8 @@ import pytest
 from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.errors import UserError
-from t2t_lite.lines import DecodeFileRequest, decode_file, stdin_batches
+from t2t_lite.bin.lines import DecodeFileRequest, decode_file, stdin_batches
+from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, open_run
 
 from cli_helpers import ENV
@@ -43,7 +44,7 @@ def test_stdin_cannot_go_to_a_file_or_be_scored(reverse_run, tmp_path):
 
 @pytest.mark.slow  # a fresh interpreter on a pipe
 def test_a_pipe_gets_each_lines_outputs_before_its_input_is_closed(reverse_run):
-    opened = open_run(RunRequest(output_dir=reverse_run, beam_size=2))
+    opened = open_run(RunRequest(output_dir=reverse_run, decode=DecodeRequest(beam_size=2)))
     lines = ["0123", "98", ""]
     expected = decode_lines(opened.problem, Decoder(opened.models, opened.decode_hparams), lines, batch_size=1)
     process = subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.decoder", f"--output_dir={reverse_run}",

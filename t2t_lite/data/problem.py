@@ -50,10 +50,9 @@ class Problem:
         Returns:
           Lines to print.
         """
-        from t2t_lite.metrics.bleu import bleu_scores
-        from t2t_lite.metrics.chrf_ter import chrf_and_ter
+        from t2t_lite.metrics.bleu import text_report
 
-        return [str(result) for result in bleu_scores(outputs, references) + chrf_and_ter(outputs, references)]
+        return text_report(outputs, references)
 
     def dev_metric(self, outputs: list[str], references: list[str], sources: list[str]) -> tuple[str, float]:
         """The one number training tracks on a dev sample (higher is better), and its name.

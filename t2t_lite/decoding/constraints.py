@@ -271,6 +271,6 @@ def problem_constraint(problem, decode_hparams) -> OutputConstraint | None:
         return None
     constraint = problem.output_constraint()
     if constraint is None:
-        raise UserError(f"--constrained_decoding: problem {type(problem).__name__} has no output constraint "
+        raise UserError(f"`constrained_decoding`: problem {type(problem).__name__} has no output constraint "
                         "(parsing problems do: well-formed trees); decode without it")
     return constraint

@@ -9,13 +9,13 @@ without a length penalty (untempered, over the whole vocabulary, when sampling).
 
 Shapes: B batch, T = max over the batch of the max lengths, V vocab.
 """
-import dataclasses
 import random
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from t2t_lite.decoding.request import SamplingSettings
 from t2t_lite.decoding.search_state import (
     SymbolsToLogitsFn,
     next_token_log_probs,
@@ -28,26 +28,6 @@ from t2t_lite.decoding.top_k import top_k
 # (log_probs float32 [B, V], step) -> the emitted ids int32 [B].
 ChooseFn = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
 HASH_BUCKETS = 2 ** 53  # a sampling draw's resolution: every bucket / 2^53 is exact in float64
-
-
-@dataclasses.dataclass(frozen=True)
-class SamplingSettings:
-    """Sampling one output per sentence instead of searching (e.g. for back-translation).
-
-    temperature: > 0; each step samples from softmax(logits / temperature).
-    top_k: >= 0; sample among each step's top_k tokens only, 0 for all of them.
-    seed: the same seed gives the same outputs; None draws one per Decoder.
-    """
-
-    temperature: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
-
-    def __post_init__(self):
-        if not self.temperature > 0:
-            raise ValueError(f"the sampling temperature must be above 0, got {self.temperature}")
-        if self.top_k < 0:
-            raise ValueError(f"the sampling top-k must be at least 0 (0 samples from every token), got {self.top_k}")
 
 
 def argmax_choice(log_probs, step):

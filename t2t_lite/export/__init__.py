@@ -1,10 +1,11 @@
-"""Exporting a trained run (a SavedModel for TensorFlow Serving, or a CTranslate2 model) and reading exports back.
+"""Exporting a trained run: a SavedModel for TensorFlow Serving, or a CTranslate2 model (t2t_lite/inference/
+decodes them).
 
   exporter.py             export_run: a training run -> a versioned export of either format; the SavedModel itself
+  request.py              what both formats share: the request, the text vocabulary, publishing a version
   serving.py              the SavedModel's graph: strings in, translations out (tokenizer and beam search inside)
   ctranslate2_export.py   a training run -> a CTranslate2 model directory
   layout.py               TF Serving's <export_dir>/<model_name>/<version>/ layout, published atomically
   export_dir.py           what an export is: the one reader of a version directory (no TensorFlow)
-  ctranslate2_backend.py  decoding a CTranslate2 export as the decoder does (no TensorFlow)
   client.py               REST and gRPC predict calls to a running model server (no TensorFlow import for REST)
 """

@@ -42,7 +42,7 @@ def make_predict(protocol: str, server: str | None, model_name: str, version: in
       timeout: seconds to wait for each answer.
     """
     if protocol not in PROTOCOLS:
-        raise UserError(f"--protocol must be one of {PROTOCOLS}, got {protocol!r}")
+        raise UserError(f"`protocol` must be one of {PROTOCOLS}, got {protocol!r}")
     server = server or DEFAULT_SERVERS[protocol]
     if protocol == "rest":
         url = rest_url(server, model_name, version)
@@ -53,7 +53,7 @@ def make_predict(protocol: str, server: str | None, model_name: str, version: in
 def predict_in_batches(predict: PredictFn, lines: list[str], batch_size: int) -> list[Translation]:
     """Sends lines batch_size at a time (a bounded request each) and returns one Translation per line."""
     if batch_size < 1:
-        raise UserError(f"--batch_size must be at least 1, got {batch_size}")
+        raise UserError(f"`batch_size` must be at least 1, got {batch_size}")
     results: list[Translation] = []
     for first in range(0, len(lines), batch_size):
         results.extend(predict(lines[first:first + batch_size]))
@@ -106,7 +106,7 @@ def grpc_predict(server: str, model_name: str, lines: list[str], version: int | 
         import grpc
         from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
     except ImportError:
-        raise UserError("--protocol=grpc needs tensorflow-serving-api: pip install tensorflow-serving-api") from None
+        raise UserError("`protocol`=grpc needs tensorflow-serving-api: pip install tensorflow-serving-api") from None
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name
     request.model_spec.signature_name = SIGNATURE

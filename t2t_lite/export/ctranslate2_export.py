@@ -29,24 +29,28 @@ from t2t_lite.config import HParams
 from t2t_lite.data.ids import EOS_ID, PAD_ID
 from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.data.vocabulary import UNK_ID
+from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
-from t2t_lite.export.ctranslate2_backend import require_ctranslate2
-from t2t_lite.export.export_dir import CTRANSLATE2, TREE_FORM_KEY, VOCAB_ASSET, tree_form
-from t2t_lite.export.exporter import ExportRequest, publish, text_vocabulary
+from t2t_lite.export.export_dir import CTRANSLATE2, VOCAB_ASSET, problem_info, require_ctranslate2
+from t2t_lite.export.request import ExportRequest, publish, text_vocabulary
 from t2t_lite.layers.embedding import timing_signal
 from t2t_lite.run import OpenedRun, open_run
 from t2t_lite.run_dir import HPARAMS_FILE, spec_json
 
+# What a CTranslate2 export can decode with: float32 weights restored (then quantized), a free search.
+EXPORTING = Engine("a CTranslate2 export", samples=False, constrains=False, precision="none",
+                   precision_hint="its weights are float32 or `quantization`'s (e.g. bfloat16), its computation "
+                                  "the caller's compute_type")
 # CTranslate2's weight types offered (its own names); "none" keeps float32.
 QUANTIZATIONS = ("none", "int8", "int8_float32", "int8_float16", "float16", "bfloat16")
 # Rows of the sinusoid table: the longest source (EOS included) and the longest output the export can decode.
 MAX_POSITIONS = 1024
 README_TEXT = """\
-A t2t-lite model for CTranslate2 ({quantization} weights), written by t2t-lite-exporter --export_format=ctranslate2.
+A t2t-lite model for CTranslate2 ({quantization} weights), written by t2t-lite-exporter (export format ctranslate2).
 
 With t2t-lite (t2t-lite-decoder's tokenizer, beam size, n-best and length penalty; needs no TensorFlow:
-pip install ctranslate2 sentencepiece, and t2t-lite with --no-deps):
+pip install ctranslate2 sentencepiece, and t2t-lite without its dependencies, pip's no-deps option):
     from t2t_lite import Translator
     Translator.from_export("this/directory").translate(["A dog runs."])
 
@@ -183,7 +187,7 @@ def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none"
         for name in os.listdir(converted):
             shutil.move(os.path.join(converted, name), os.path.join(directory, name))
     export_info = {"format": CTRANSLATE2, "checkpoint": os.path.abspath(run.checkpoint), "quantization": quantization,
-                   "max_positions": positions, TREE_FORM_KEY: tree_form(run.problem)}
+                   "max_positions": positions, **problem_info(run.problem)}
     # As the SavedModel's: the run's hparams.json with the decode settings the export was asked for.
     exported = dataclasses.replace(run.spec, problem=run.problem_name,
                                    hparams=dataclasses.replace(hparams, decode=run.decode_hparams))
@@ -199,7 +203,7 @@ def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none"
 
 def check_quantization(quantization: str) -> None:
     if quantization not in QUANTIZATIONS:
-        raise UserError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}; got {quantization!r}")
+        raise UserError(f"`quantization` must be one of {', '.join(QUANTIZATIONS)}; got {quantization!r}")
 
 
 def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None = None, quantization: str = "none",
@@ -217,7 +221,7 @@ def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None =
     """
     require_ctranslate2()
     if not export_dir:
-        raise UserError("--export_dir is required (the directory to write the model's versions in)")
+        raise UserError("`export_dir` is required (the directory to write the model's versions in)")
     check_quantization(quantization)
     check_representable(run.spec.hparams)
     text_vocabulary(run.problem, run.problem_name)
@@ -225,10 +229,6 @@ def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None =
     layout.check_model_name(name)
     model_dir = layout.make_model_dir(export_dir, name)
     return publish(model_dir, export_dir, lambda path: write_ctranslate2(run, path, quantization, max_positions))
-
-
-CONSTRAINED_REFUSED = ("--constrained_decoding is for runs and SavedModels: CTranslate2 searches freely; export "
-                       "with --noconstrained_decoding, or as a SavedModel")
 
 
 def export_requested(request: ExportRequest, log: Callable[[str], None]) -> str:
@@ -239,18 +239,11 @@ def export_requested(request: ExportRequest, log: Callable[[str], None]) -> str:
     """
     # A CTranslate2 model reads sources up to its position table and holds float32 (or quantized) weights.
     if request.max_input_length is not None:
-        raise UserError("--max_input_length is for --export_format=saved_model; a CTranslate2 export takes "
+        raise UserError("`max_input_length` is for `export_format`=saved_model; a CTranslate2 export takes "
                         f"sources of up to {MAX_POSITIONS - 1} tokens (its position table)")
-    if request.run.mixed_precision not in ("none", "auto"):  # auto: whatever suits; here that is --quantization
-        raise UserError("--mixed_precision is for --export_format=saved_model; a CTranslate2 export's weights "
-                        "are --quantization's (e.g. bfloat16), its computation the caller's compute_type")
-    if request.run.constrained_decoding:
-        raise UserError(CONSTRAINED_REFUSED)
     require_ctranslate2()  # before the run is opened, its model restored
     quantization = request.quantization or "none"
     check_quantization(quantization)
-    run = open_run(request.run)
-    if run.decode_hparams.constrained_decoding:  # the run's own setting
-        raise UserError(CONSTRAINED_REFUSED)
+    run = open_run(request.run, engine=EXPORTING)
     log(f"converting {run.checkpoint} for CTranslate2 ({quantization} weights)")
     return export_ctranslate2(run, request.export_dir, request.model_name, quantization)

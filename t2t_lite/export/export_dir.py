@@ -11,6 +11,7 @@ import json
 import os
 
 from t2t_lite.config import DecodeHParams
+from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.run_dir import HPARAMS_FILE, RunSpec, load_spec
 
@@ -22,11 +23,45 @@ SAVED_MODEL_ASSETS = "assets"
 # The "export" entry's key for a parser's target form (data/target_forms.py TARGET_FORMS), so that a Translator
 # over the export writes bracketed trees without importing the problem (and TensorFlow).
 TREE_FORM_KEY = "tree_form"
+# The "export" entry's key for how outputs are scored against references without the problem's code
+# (and TensorFlow): REPORT_TEXT, REPORT_TREES, or None where the problem scores its own way.
+REFERENCE_REPORT_KEY = "reference_report"
+REPORT_TEXT, REPORT_TREES = "text", "trees"
+
+
+INSTALL_HINT = 'CTranslate2 is not installed; pip install ".[ctranslate2]" (or pip install "ctranslate2>=4.5")'
+
+
+def require_ctranslate2():
+    """The ctranslate2 module, or a UserError saying how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise UserError(INSTALL_HINT) from None
+    return ctranslate2
 
 
 def tree_form(problem) -> str | None:
     """A problem's target form when its outputs are linearised trees ("tags" or "words"); None otherwise."""
     return getattr(problem, "target_form", None)
+
+
+def problem_info(problem) -> dict:
+    """What an export records of its problem, so it is decoded and scored without the problem's code:
+    its tree form and its reference report."""
+    return {TREE_FORM_KEY: tree_form(problem), REFERENCE_REPORT_KEY: reference_report(problem)}
+
+
+def reference_report(problem) -> str | None:
+    """How an export of `problem` scores outputs against references without importing it: REPORT_TREES for a
+    parser (metrics/tree_report.py), REPORT_TEXT for a problem scored and tracked as Problem is (BLEU, chrF2
+    and TER), None for one with its own scores."""
+    from t2t_lite.data.problem import Problem
+
+    if tree_form(problem) is not None:
+        return REPORT_TREES
+    own = type(problem).score is not Problem.score or type(problem).dev_metric is not Problem.dev_metric
+    return None if own else REPORT_TEXT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +79,33 @@ class ExportDir:
     @property
     def decode_hparams(self) -> DecodeHParams:
         return self.spec.hparams.decode
+
+    @property
+    def engine(self) -> Engine:
+        """What the export decodes with and can change, to resolve a DecodeRequest against."""
+        if self.format == CTRANSLATE2:
+            return Engine("a CTranslate2 export", self.decode_hparams, samples=False, constrains=False,
+                          precision="its compute_type", precision_hint="give `compute_type` instead")
+        return Engine("a SavedModel", self.decode_hparams, samples=False,
+                      fixed=("beam_size", "alpha", "extra_length", "constrained_decoding"),
+                      fixed_hint="export again with it, or decode a CTranslate2 export or the run",
+                      precision=self.info.get("mixed_precision", "none"),
+                      precision_hint="it computes as it was exported: export again with another `mixed_precision`")
+
+    def report(self, outputs: list[str], references: list[str], sources: list[str]) -> list[str] | None:
+        """The report lines of outputs against references as the export's problem scores them, without its
+        code; None for an export whose problem scores its own way (or older than the key)."""
+        kind = self.info.get(REFERENCE_REPORT_KEY)
+        if kind == REPORT_TREES:
+            from t2t_lite.data.target_forms import TARGET_FORMS
+            from t2t_lite.metrics.tree_report import tree_report
+
+            return tree_report(outputs, references, sources, TARGET_FORMS[self.tree_form])
+        if kind == REPORT_TEXT:
+            from t2t_lite.metrics.bleu import text_report
+
+            return text_report(outputs, references)
+        return None
 
     @property
     def tree_form(self) -> str | None:

@@ -17,39 +17,21 @@ import tensorflow as tf
 
 from t2t_lite import precision
 from t2t_lite.config import DecodeHParams, ModelHParams
-from t2t_lite.data.problem import Problem
 from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.decoding.constraints import problem_constraint
+from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
-from t2t_lite.export.export_dir import CTRANSLATE2, FORMATS, SAVED_MODEL, TREE_FORM_KEY, VOCAB_ASSET, tree_form
+from t2t_lite.export import ctranslate2_export
+from t2t_lite.export.export_dir import CTRANSLATE2, FORMATS, VOCAB_ASSET, problem_info
+from t2t_lite.export.request import DEFAULT_MAX_INPUT_LENGTH, ExportRequest, publish, text_vocabulary  # noqa: F401
 from t2t_lite.export.serving import ServingModule
-from t2t_lite.files import storage_fault, storage_fault_text
-from t2t_lite.run import RunRequest, open_run
+from t2t_lite.run import open_run
 from t2t_lite.run_dir import HPARAMS_FILE, RunSpec, spec_json
 
 HPARAMS_ASSET = HPARAMS_FILE
-# t2t's default max_length: the longest source a SavedModel decodes, EOS included.
-DEFAULT_MAX_INPUT_LENGTH = 256
-
-
-@dataclasses.dataclass(frozen=True)
-class ExportRequest:
-    """What to export and how."""
-
-    # TF Serving's model base directory; the export goes to <export_dir>/<model_name>/<version>/.
-    export_dir: str
-    # The run, and the decode settings and compute dtype fixed in the export (its batch_size is not used).
-    run: RunRequest
-    # The name clients use in TF Serving's URLs; default the problem's name.
-    model_name: str | None = None
-    # saved_model only: longer sources are truncated to this many ids, EOS included; None is
-    # DEFAULT_MAX_INPUT_LENGTH. A CTranslate2 export takes sources as long as its position table.
-    max_input_length: int | None = None
-    # export_dir.SAVED_MODEL (for TF Serving) or export_dir.CTRANSLATE2.
-    export_format: str = SAVED_MODEL
-    # ctranslate2 only: the weights' type (ctranslate2_export.QUANTIZATIONS); None keeps float32.
-    quantization: str | None = None
+# What a SavedModel decodes with: the beam search asked for, fixed in its graph.
+EXPORTING = Engine("a SavedModel", samples=False)
 
 
 def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line: None) -> str:
@@ -60,72 +42,48 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
         cannot take the export. A failure while saving removes the partial export (layout.publish).
     """
     if request.export_format not in FORMATS:
-        raise UserError(f"--export_format must be one of {', '.join(FORMATS)}; got {request.export_format!r}")
+        raise UserError(f"`export_format` must be one of {', '.join(FORMATS)}; got {request.export_format!r}")
     if request.export_format == CTRANSLATE2:
-        # Imported when chosen: ctranslate2_export builds on this module (publish, text_vocabulary).
-        from t2t_lite.export import ctranslate2_export
-
         return ctranslate2_export.export_requested(request, log)
     if request.quantization is not None:
-        raise UserError("--quantization is for --export_format=ctranslate2; a SavedModel keeps float32 weights")
+        raise UserError("`quantization` is for `export_format`=ctranslate2; a SavedModel keeps float32 weights")
     if not request.export_dir:
-        raise UserError("--export_dir is required (TF Serving's model base directory)")
+        raise UserError("`export_dir` is required (TF Serving's model base directory)")
     max_input_length = DEFAULT_MAX_INPUT_LENGTH if request.max_input_length is None else request.max_input_length
-    run = open_run(request.run)
+    run = open_run(request.run, engine=EXPORTING)
     model_name = request.model_name or run.problem_name
     layout.check_model_name(model_name)
     decode = run.decode_hparams
     check_lengths(run.spec.hparams.model, decode, max_input_length)
     vocabulary = text_vocabulary(run.problem, run.problem_name)
+    mixed_precision, dtype = run.mixed_precision, run.model.compute_dtype
+    # The layout the decoder measures here, resolved once so that what is recorded is what is traced.
+    step_matmul = dataclasses.replace(request.step_matmul, layout=request.step_matmul.resolved_layout(
+        run.model.d_model, run.model.vocab_size, dtype))
     module = ServingModule(run.model, vocabulary, decode, max_input_length,
-                           constraint=problem_constraint(run.problem, decode))
+                           constraint=problem_constraint(run.problem, decode), step_matmul=step_matmul)
     model_dir = layout.make_model_dir(request.export_dir, model_name)
     exported = dataclasses.replace(run.spec, problem=run.problem_name,
                                    hparams=dataclasses.replace(run.spec.hparams, decode=decode))
-    mixed_precision = run.mixed_precision
     export_info = {"checkpoint": os.path.abspath(run.checkpoint), "model_name": model_name,
                    "max_input_length": max_input_length, "mixed_precision": mixed_precision,
-                   TREE_FORM_KEY: tree_form(run.problem)}
+                   **problem_info(run.problem),
+                   "step_matmul": {"layout": step_matmul.layout, "op": step_matmul.op}}
     log(f"tracing beam search of {run.checkpoint} (beam {decode.beam_size}, alpha {decode.alpha}, extra length "
-        f"{decode.extra_length}) in {precision.compute_dtype(mixed_precision)} and saving into {model_dir}")
+        f"{decode.extra_length}) in {dtype}, step products {step_matmul.layout} with op {step_matmul.op}, and "
+        f"saving into {model_dir}")
     return publish(model_dir, request.export_dir,
                    lambda path: save_module(module, path, exported, vocabulary, export_info))
-
-
-def publish(model_dir: str, export_dir: str, write: Callable[[str], None]) -> str:
-    """layout.publish, with a write the disk cannot take (full, over quota, read-only) as one UserError.
-
-    Raises:
-      UserError: the disk failed the write; the partial version was removed and nothing was published.
-    """
-    try:
-        return layout.publish(model_dir, write)
-    except Exception as error:  # noqa: BLE001 (anything but a storage fault is re-raised as it is)
-        code = storage_fault(error)
-        if code is None:
-            raise
-        raise UserError(f"cannot write the export into --export_dir {export_dir!r}: {storage_fault_text(code)}, "
-                        f"then export again (nothing was published; the versions in {model_dir!r} are as they "
-                        f"were)") from None
 
 
 def check_lengths(model: ModelHParams, decode: DecodeHParams, max_input_length: int) -> None:
     """Refuses a max_input_length below 2, or lengths a learned position embedding cannot represent."""
     if max_input_length < 2:
-        raise UserError(f"--max_input_length must be at least 2 (one token and EOS), got {max_input_length}")
+        raise UserError(f"`max_input_length` must be at least 2 (one token and EOS), got {max_input_length}")
     longest = max_input_length + decode.extra_length  # the longest output the export can decode
     if model.position_encoding == "learned" and longest > model.max_position:
-        raise UserError(f"--max_input_length + --extra_length = {longest} exceeds the model's learned "
+        raise UserError(f"`max_input_length` + `extra_length` = {longest} exceeds the model's learned "
                         f"max_position {model.max_position}; lower them")
-
-
-def text_vocabulary(problem: Problem, problem_name: str) -> Vocabulary:
-    """The problem's SentencePiece vocabulary (open_run has checked its size against the model's)."""
-    vocabulary = getattr(problem, "vocabulary", None)
-    if not isinstance(vocabulary, Vocabulary):
-        raise UserError(f"problem {problem_name!r} has no SentencePiece vocabulary, so it cannot be exported "
-                        "text-in, text-out; text problems (translate_files, wmt_ende, wmt_enfr) can")
-    return vocabulary
 
 
 def save_module(module: ServingModule, path: str, spec: RunSpec, vocabulary: Vocabulary,

@@ -21,7 +21,7 @@ STAGING_PREFIX = ".tmp-export-"
 def check_model_name(model_name: str) -> None:
     """Raises UserError unless model_name is usable as a directory and in TF Serving's REST paths."""
     if not _MODEL_NAME.fullmatch(model_name):
-        raise UserError(f"--model_name must be letters, digits, '_', '.' or '-' (not starting with '.' "
+        raise UserError(f"`model_name` must be letters, digits, '_', '.' or '-' (not starting with '.' "
                         f"or '-'), got {model_name!r}")
 
 
@@ -39,7 +39,7 @@ def make_model_dir(export_dir: str, model_name: str) -> str:
         os.makedirs(model_dir, exist_ok=True)
         tempfile.TemporaryDirectory(dir=model_dir, prefix=STAGING_PREFIX).cleanup()
     except OSError as error:
-        raise UserError(f"cannot write to --export_dir {export_dir!r}: {error.strerror or error}") from None
+        raise UserError(f"cannot write to `export_dir` {export_dir!r}: {error.strerror or error}") from None
     return model_dir
 
 

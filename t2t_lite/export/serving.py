@@ -26,18 +26,11 @@ from t2t_lite.data.problem import EOS_ID, PAD_ID
 from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.decoding.constraints import OutputConstraint
 from t2t_lite.decoding.decoder import Decoder
-from t2t_lite.ops.kernel_layout import IN_OUT
-from t2t_lite.ops.matmul_threads import MATMUL
 from t2t_lite.ops.step_matmul import StepMatmulSettings
 
 # Exactly the characters for which Python's str.isspace() is true (tested over
 # all of Unicode): RE2's \s alone misses \v, \x1c-\x1f, \x85 and Unicode spaces.
 BLANK_PATTERN = r"[\t-\r\x1c-\x1f\x85\p{Z}]*"
-
-# The step products an export traces: Keras's [in, out] kernels and plain MatMul, correct and reasonable on
-# any CPU, GPU or TPU (what a GPU or TPU uses anyway). "auto" would bake in what the exporting CPU measured
-# (its faster layout, its L2-cache threading rule), which may be slower where the model is served.
-EXPORT_STEP_MATMUL = StepMatmulSettings(layout=IN_OUT, op=MATMUL)
 
 TEXT_SIGNATURE = tf.TensorSpec([None], tf.string, name="inputs")
 IDS_SIGNATURE = tf.TensorSpec([None, None], tf.int32, name="inputs")
@@ -53,10 +46,13 @@ class ServingModule(tf.Module):
       max_input_length: most source ids, EOS included, that are decoded (>= 2).
       constraint: the problem's OutputConstraint when decode_hparams.constrained_decoding, traced into both
         signatures; None decodes freely.
+      step_matmul: the step products traced into both signatures. The default is the decoder's, resolved
+        on this machine, so the export gives t2t-lite-decoder's lines here in every precision (in bfloat16
+        the layout and op round differently); the exporter records what it traced with.
     """
 
     def __init__(self, model, vocabulary: Vocabulary, decode_hparams: DecodeHParams, max_input_length: int,
-                 constraint: OutputConstraint | None = None):
+                 constraint: OutputConstraint | None = None, step_matmul: StepMatmulSettings = StepMatmulSettings()):
         super().__init__(name="t2t_lite_serving")
         if max_input_length < 2:
             raise ValueError(f"max_input_length must be at least 2 (one token and EOS), got {max_input_length}")
@@ -71,8 +67,8 @@ class ServingModule(tf.Module):
         self.tokenizer = vocabulary.tokenizer
         self._vocabulary = vocabulary
         # serving_default returns the best hypothesis: its search stops once that is final; decode_ids all K.
-        self._best_decoder = Decoder(model, decode_hparams, EXPORT_STEP_MATMUL, constraint=constraint, final_beams=1)
-        self._decoder = Decoder(model, decode_hparams, EXPORT_STEP_MATMUL, constraint=constraint)
+        self._best_decoder = Decoder(model, decode_hparams, step_matmul, constraint=constraint, final_beams=1)
+        self._decoder = Decoder(model, decode_hparams, step_matmul, constraint=constraint)
         self._beam_size = decode_hparams.beam_size
         self._max_input_length = max_input_length
         # No Python control flow on tensors here (tf.cond is explicit), so no autograph.

@@ -143,6 +143,12 @@ def bleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[B
     return corpus_bleu(hypotheses, references, "13a"), corpus_bleu(hypotheses, references, "intl")
 
 
+def text_report(hypotheses: Sequence[str], references: Sequence[str]) -> list[str]:
+    """The report of text outputs against references: BLEU in both conventions, chrF2 and TER, each with its
+    signature (Problem.score's, and a text export's without its problem)."""
+    return [str(result) for result in bleu_scores(hypotheses, references) + chrf_and_ter(hypotheses, references)]
+
+
 def score_files(translation_path: str, reference_path: str, paper_language: str | None = None) -> tuple:
     """The BLEU conventions, then chrF2 and TER, for a translation file against a line-aligned reference file.
 

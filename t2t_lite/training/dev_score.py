@@ -10,6 +10,7 @@ import time
 import keras
 
 from t2t_lite.config import DecodeHParams
+from t2t_lite.decoding.request import run_decode
 from t2t_lite.data.problem import Problem, strip_ids
 from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.constraints import problem_constraint
@@ -67,11 +68,12 @@ class DevScorer:
     """
 
     def __init__(self, problem: Problem, model: keras.Model, decode_hparams: DecodeHParams, count: int):
-        self.problem, self.decode_hparams = problem, decode_hparams
+        # The run's own decode request, as the decoder resolves it.
+        self.problem, self.decode_hparams = problem, run_decode(decode_hparams).hparams
         self.sample = read_dev_sample(problem, count)
         # As the decoder will decode: a run whose set asks for constrained decoding is chosen on it.
-        self.constraint = problem_constraint(problem, decode_hparams)
-        self.decoder = Decoder(model, decode_hparams, constraint=self.constraint, final_beams=1)  # scores the best
+        self.constraint = problem_constraint(problem, self.decode_hparams)
+        self.decoder = Decoder(model, self.decode_hparams, constraint=self.constraint, final_beams=1)  # scores the best
 
     def score(self) -> DevScore:
         return score_outputs(self.problem, self.decoder, self.sample, self.decode_hparams.batch_size)

@@ -1,7 +1,8 @@
 """The decoder and scorer commands' files: lines read from a file or standard input, decoded or scored through a
 Translator, written as text, Moses n-best lines, JSON Lines or score lines, with the references' scores.
 
-Above the Translator (t2t_lite/translator.py), which is above t2t_lite/decoding/: nothing below imports this.
+Command code, above the Translator (t2t_lite/inference/): nothing in the library imports this. Decoding a
+CTranslate2 export imports no TensorFlow here either (what a run needs is imported when a run is opened).
 """
 import dataclasses
 import json
@@ -11,20 +12,19 @@ import sys
 from collections.abc import Iterator
 from typing import BinaryIO, Callable, TextIO
 
+from typing import TYPE_CHECKING
+
 from t2t_lite import registry, usr_dir
-from t2t_lite.config import DecodeHParams
-from t2t_lite.data.problem import Problem
 from t2t_lite.decoding.batching import Hypothesis
-from t2t_lite.decoding.sampling import SamplingSettings
-from t2t_lite.decoding.scoring import PairScore
 from t2t_lite.errors import UserError
 from t2t_lite.export.export_dir import CTRANSLATE2, find_export
 from t2t_lite.files import atomic_write_text, decode_line, read_lines
-from t2t_lite.metrics.bleu import compound_split_bleu
-from t2t_lite.ops.step_matmul import StepMatmulSettings
-from t2t_lite.precision import AUTO, compute_dtype
-from t2t_lite.run import RunRequest
-from t2t_lite.translator import Translator
+from t2t_lite.inference.translator import Translator
+
+if TYPE_CHECKING:  # a run's: decoding a CTranslate2 export imports none of them (they import TensorFlow)
+    from t2t_lite.decoding.scoring import PairScore
+    from t2t_lite.ops.step_matmul import StepMatmulSettings
+    from t2t_lite.run import RunRequest
 
 # --decode_from_file's name for standard input.
 STDIN = "-"
@@ -38,7 +38,8 @@ STREAM_WAIT = 0.05
 class DecodeFileRequest:
     """What t2t-lite-decoder is asked: which run, which file, where the outputs go and in what form."""
 
-    run: RunRequest
+    # The run, and run.decode the one decode request (beam, n-best, sampling, batch size, precision, ...).
+    run: "RunRequest"
     # Source text, one sentence per line (UTF-8); STDIN ("-") streams standard input.
     decode_from_file: str
     # Where the outputs go; None writes them to `out`.
@@ -47,21 +48,15 @@ class DecodeFileRequest:
     # problems: reference_report) are written after decoding.
     decode_reference: str | None = None
     parallel_batches: int = 1
-    # Hypotheses per input line, best first: 1 <= nbest <= beam size.
-    nbest: int = 1
-    # "text": the best output per line (nbest 1) or Moses n-best lines; "jsonl": one JSON object per line.
+    # "text": the best output per line (n-best 1) or Moses n-best lines; "jsonl": one JSON object per line.
     output_format: str = "text"
-    # Sampling instead of beam search when the temperature is above 0; top_k 0 samples from every token.
-    sampling_temperature: float = 0.0
-    sampling_topk: int = 0
-    random_seed: int | None = None
     # With decode_reference, also the paper's compound-split BLEU, Moses-tokenized for this language.
     paper_bleu_language: str | None = None
     # How a decoding step multiplies on a CPU (the command reads it from the environment: t2t_lite/environment.py).
-    step_matmul: StepMatmulSettings = dataclasses.field(default_factory=StepMatmulSettings)
-    # Decode an export (SavedModel or CTranslate2) instead of a run. Of `run`, only the decode settings apply
-    # (beam_size, alpha, extra_length: any for CTranslate2, the exported ones for a SavedModel; batch_size) and
-    # usr_dir; the run-picking fields are refused (check_export_request).
+    step_matmul: "StepMatmulSettings | None" = None
+    # Decode an export (SavedModel or CTranslate2) instead of a run. Of `run`, only the decode request applies
+    # (resolved against the export: any search for CTranslate2, the exported one for a SavedModel) and
+    # usr_dir; the run-picking fields are refused (open_export).
     export_dir: str | None = None
     # A CTranslate2 export's compute type ("default": what its weights were saved in; "int8", "float32", ...).
     compute_type: str = "default"
@@ -96,30 +91,31 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     if references is not None and len(references) != len(lines):
         raise UserError(f"--decode_reference has {len(references)} lines but --decode_from_file has {len(lines)}")
     if request.export_dir:
-        translator, hp, problem, source = open_export(request)
+        translator, report, source = open_export(request)
     else:
+        from t2t_lite.precision import compute_dtype
+
         translator = Translator.from_request(request.run, step_matmul=request.step_matmul)
-        hp, problem = translator.run.decode_hparams, translator.run.problem
+        problem = translator.run.problem
+
+        def report(outputs, references, sources):
+            return reference_report(problem, outputs, references, sources)
+
         source = f"{' + '.join(translator.run.checkpoints)} in {compute_dtype(translator.run.mixed_precision)}"
-    if request.nbest > hp.beam_size:
-        raise UserError(f"--nbest={request.nbest} is more than the beam size {hp.beam_size}; "
-                        f"raise --beam_size or lower --nbest")
     if request.output_trees and translator.tree_form is None:
         raise UserError("--output_trees is for parsing problems, whose outputs are trees; drop it")
-    sampling = sampling_settings(request)
+    decode = translator.decode
+    sampling, hp = decode.sampling, decode.hparams
     search = (f"sampling at temperature {sampling.temperature}, top-k {sampling.top_k or 'all'}" if sampling
               else f"beam {hp.beam_size}, alpha {hp.alpha}")
     what = "standard input" if streaming else f"{len(lines)} lines"
     log(f"decoding {what} with {source} ({search})")
-    beam_size = hp.beam_size if request.export_dir else None  # a run's decoder already has it
 
     def format_batch(sources, first_index=0):
-        results = translator.hypotheses(sources, beam_size=beam_size, nbest=request.nbest, sampling=sampling,
-                                        first_line=first_index + 1,
-                                        progress=None if streaming else log,
+        results = translator.hypotheses(sources, first_line=first_index + 1, progress=None if streaming else log,
                                         parallel_batches=request.parallel_batches)
         shown = as_trees(translator, sources, results) if request.output_trees else results
-        return results, format_outputs(sources, shown, request.nbest, request.output_format, first_index)
+        return results, format_outputs(sources, shown, decode.nbest, request.output_format, first_index)
 
     if streaming:
         done = 0
@@ -135,89 +131,52 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
         out.write(text)
     if references is not None:
         outputs = [r[0].text if r else "" for r in results]
-        report = reference_report(problem, outputs, references, lines)
+        scores = report(outputs, references, lines)
         if request.paper_bleu_language:
+            from t2t_lite.metrics.bleu import compound_split_bleu
+
             try:
-                report.append(str(compound_split_bleu(outputs, references, request.paper_bleu_language)))
+                scores.append(str(compound_split_bleu(outputs, references, request.paper_bleu_language)))
             except ValueError as error:
                 raise UserError(f"--paper_bleu_language: {error}") from None
-        for line in report:
+        for line in scores:
             out.write(line + "\n")
 
 
 def open_export(request: DecodeFileRequest):
-    """The Translator of request.export_dir, its decode settings, its problem (with decode_reference, for the
-    scores) and a description. What the export cannot honour is refused (check_export_request) before it loads."""
+    """The Translator of request.export_dir with request.run.decode resolved against it, its report of outputs
+    against references (reference_report's) and a description. Flags that pick a run are refused before it
+    loads."""
     export = find_export(request.export_dir)
     if export is None:
         raise UserError(f"--export_dir {request.export_dir!r} is not a t2t-lite export: give the numbered version "
                         f"directory t2t-lite-exporter printed")
+    for name in RUN_FLAGS:
+        if getattr(request.run, name) is not None:
+            raise UserError(f"--{name} picks a run, but --export_dir decodes an export: drop --{name}, or drop "
+                            f"--export_dir to decode the run")
     ctranslate2 = export.format == CTRANSLATE2
-    hp = check_export_request(request, export.decode_hparams, ctranslate2)
-    run = request.run
-    settings = {"alpha": run.alpha, "extra_length": run.extra_length, "compute_type": request.compute_type} \
-        if ctranslate2 else {}
-    translator = Translator.from_export(request.export_dir, batch_size=run.batch_size, **settings)
+    if request.compute_type != "default" and not ctranslate2:
+        raise UserError("--compute_type is for CTranslate2 exports; a SavedModel computes as it was exported")
+    settings = {"compute_type": request.compute_type} if ctranslate2 else {}
+    translator = Translator.from_export(request.export_dir, request.run.decode, **settings)
     engine = f"CTranslate2 ({request.compute_type})" if ctranslate2 else "a SavedModel"
-    problem = None
-    if request.decode_reference:  # the problem's own scores; its data is not needed for them
-        usr_dir.import_for_run(request.run.usr_dir, export.spec.usr_dir)
-        problem = registry.problems.get(export.spec.problem)(None)
-    return translator, hp, problem, f"{request.export_dir}, {engine}"
+
+    def report(outputs, references, sources):
+        recorded = export.report(outputs, references, sources)  # without the problem's code, or TensorFlow
+        if recorded is not None:
+            return recorded
+        usr_dir.import_for_run(request.run.usr_dir, export.spec.usr_dir)  # a problem that scores its own way
+        return reference_report(registry.problems.get(export.spec.problem)(None), outputs, references, sources)
+
+    return translator, report, f"{request.export_dir}, {engine}"
 
 
 # The flags that pick and open a run, which --export_dir replaces.
 RUN_FLAGS = ("output_dir", "checkpoint_path", "checkpoint", "data_dir", "problem", "hparams_set")
-DECODE_SETTINGS = ("beam_size", "alpha", "extra_length", "batch_size")
 
 
-def check_export_request(request: DecodeFileRequest, exported: DecodeHParams, ctranslate2: bool) -> DecodeHParams:
-    """Refuses, in one line and before the export loads, every flag the export would not honour; returns the
-    decode settings it will decode with (the exported ones with those asked for).
-
-    Args:
-      exported: the export's decode hparams (what it was exported with).
-      ctranslate2: whether the export is a CTranslate2 model (else a SavedModel).
-    """
-    run = request.run
-    for name in RUN_FLAGS:
-        if getattr(run, name) is not None:
-            raise UserError(f"--{name} picks a run, but --export_dir decodes an export: drop --{name}, or drop "
-                            f"--export_dir to decode the run")
-    if run.mixed_precision not in ("none", AUTO):  # AUTO: whatever suits; an export computes as it is
-        raise UserError("--mixed_precision is for runs; " + (
-            "a CTranslate2 export takes --compute_type" if ctranslate2 else
-            "a SavedModel computes as it was exported (t2t-lite-exporter --mixed_precision)"))
-    if request.sampling_temperature > 0:
-        raise UserError("an export decodes with beam search; sample from the run (--output_dir instead of "
-                        "--export_dir)")
-    if run.constrained_decoding is not None and run.constrained_decoding != exported.constrained_decoding:
-        raise UserError("a CTranslate2 export searches freely: --constrained_decoding is for runs and SavedModels"
-                        if ctranslate2 else
-                        f"a SavedModel decodes with the constrained_decoding it was exported with "
-                        f"({exported.constrained_decoding}); export again with --constrained_decoding, or decode "
-                        "the run")
-    if not ctranslate2:
-        if request.compute_type != "default":
-            raise UserError("--compute_type is for CTranslate2 exports; a SavedModel computes as it was exported")
-        for name in ("beam_size", "alpha", "extra_length"):
-            value, fixed = getattr(run, name), getattr(exported, name)
-            if value is not None and value != fixed:
-                raise UserError(f"a SavedModel decodes with the {name} it was exported with ({fixed}); export "
-                                f"again with --{name}={value}, or decode a CTranslate2 export or the run")
-    hp = dataclasses.replace(exported, **{name: getattr(run, name) for name in DECODE_SETTINGS
-                                          if getattr(run, name) is not None})
-    if hp.beam_size < 1 or hp.batch_size < 1 or hp.extra_length < 0 or hp.alpha < 0:
-        raise UserError(f"need --beam_size >= 1, --batch_size >= 1, --extra_length >= 0 and --alpha >= 0; got "
-                        f"beam_size={hp.beam_size}, batch_size={hp.batch_size}, extra_length={hp.extra_length}, "
-                        f"alpha={hp.alpha}")
-    if request.nbest > hp.beam_size:
-        raise UserError(f"--nbest={request.nbest} is more than the beam size {hp.beam_size}; "
-                        f"raise --beam_size or lower --nbest")
-    return hp
-
-
-def reference_report(problem: Problem, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
+def reference_report(problem, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
     """The lines --decode_reference prints: the problem's own scores.
 
     Problem.score's report (BLEU, chrF2 and TER; EVALB for parsing), except
@@ -226,6 +185,8 @@ def reference_report(problem: Problem, outputs: list[str], references: list[str]
     strings without spaces score BLEU 0 even when exact), so its metric is
     printed, as training reports it, e.g. "exact match = 100.00".
     """
+    from t2t_lite.data.problem import Problem
+
     own_metric = type(problem).dev_metric is not Problem.dev_metric
     own_report = type(problem).score is not Problem.score
     if own_metric and not own_report:
@@ -240,21 +201,6 @@ def check_request(request: DecodeFileRequest) -> None:
         raise UserError("--decode_from_file is required (- reads standard input)")
     if request.output_format not in OUTPUT_FORMATS:
         raise UserError(f"--output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {request.output_format!r}")
-    if request.nbest < 1:
-        raise UserError(f"--nbest must be at least 1, got {request.nbest}")
-    if request.sampling_temperature < 0 or request.sampling_topk < 0:
-        raise UserError(f"--sampling_temperature and --sampling_topk must be >= 0; got "
-                        f"{request.sampling_temperature} and {request.sampling_topk}")
-    if request.sampling_temperature == 0 and (request.sampling_topk or request.random_seed is not None):
-        raise UserError("--sampling_topk and --random_seed need --sampling_temperature above 0 (0 is beam search)")
-    if request.sampling_temperature > 0 and request.nbest != 1:
-        raise UserError(f"sampling gives one output per line; drop --nbest={request.nbest} or "
-                        f"--sampling_temperature")
-    if request.sampling_temperature > 0:
-        for name in ("beam_size", "alpha"):
-            if getattr(request.run, name) is not None:
-                raise UserError(f"sampling draws one token at a time, without a beam or length penalty; drop "
-                                f"--{name} or --sampling_temperature")
     if request.compute_type != "default" and not request.export_dir:
         raise UserError("--compute_type is for a CTranslate2 --export_dir; a run computes in --mixed_precision")
     if request.decode_from_file == STDIN and (request.decode_to_file or request.decode_reference):
@@ -265,14 +211,6 @@ def check_request(request: DecodeFileRequest) -> None:
                         "--parallel_batches needs a file to decode")
     if request.paper_bleu_language and not request.decode_reference:
         raise UserError("--paper_bleu_language scores against --decode_reference; give one")
-
-
-def sampling_settings(request: DecodeFileRequest) -> SamplingSettings | None:
-    """The request's sampling settings, or None for beam search (temperature 0)."""
-    if request.sampling_temperature == 0:
-        return None
-    return SamplingSettings(temperature=request.sampling_temperature, top_k=request.sampling_topk,
-                            seed=request.random_seed)
 
 
 def stdin_batches(source: BinaryIO, batch_size: int, wait: float = STREAM_WAIT) -> Iterator[list[str]]:
@@ -358,7 +296,7 @@ def format_outputs(sources: list[str], results: list[list[Hypothesis]], nbest: i
     return "".join(line + "\n" for line in lines)
 
 
-def format_score(score: PairScore | None) -> str:
+def format_score(score: "PairScore | None") -> str:
     """One output line: log_prob<TAB>tokens<TAB>score, or "" for a pair that was not scored."""
     return "" if score is None else f"{score.log_prob:.6f}\t{score.tokens}\t{score.score:.6f}"
 
@@ -367,7 +305,8 @@ def format_score(score: PairScore | None) -> str:
 class ScoreFileRequest:
     """What t2t-lite-scorer is asked: which run (or ensemble), which line-aligned files, where the scores go."""
 
-    run: RunRequest
+    # The run (or ensemble), and run.decode: its alpha and batch size (scoring searches nothing).
+    run: "RunRequest"
     source_file: str
     target_file: str
     # Where the scores go, one line per pair; None writes them to `out`.
@@ -386,19 +325,18 @@ def score_file(request: ScoreFileRequest, log: Callable[[str], None] = lambda li
       log: progress lines.
       out: where the scores go without an output_file; default sys.stdout.
     """
+    from t2t_lite.precision import compute_dtype
+    from t2t_lite.decoding.request import SCORING
+
     if not request.source_file or not request.target_file:
         raise UserError("--source_file and --target_file are both required")
-    for name in ("beam_size", "extra_length", "constrained_decoding"):
-        if getattr(request.run, name) is not None:
-            raise UserError(f"--{name} is a search setting, and scoring searches nothing (it scores the given "
-                            f"targets); drop --{name}")
     if request.output_file:
         check_output_file(request.output_file, flag="--output_file")
     sources, targets = read_lines(request.source_file), read_lines(request.target_file)
     if len(sources) != len(targets):
         raise UserError(f"--target_file has {len(targets)} lines but --source_file has {len(sources)}; "
                         f"they must be line-aligned")
-    translator = Translator.from_request(request.run)
+    translator = Translator.from_request(request.run, engine=SCORING)
     run, hp = translator.run, translator.run.decode_hparams
     log(f"scoring {len(sources)} pairs with {' + '.join(run.checkpoints)} (alpha {hp.alpha}) in "
         f"{compute_dtype(run.mixed_precision)}")

@@ -27,7 +27,6 @@ Nothing here imports TensorFlow: a CTranslate2 export decodes with
 `ctranslate2`, `sentencepiece` (data/pieces.py, the tf-text tokenizer's ids)
 and numpy alone (tests/test_ctranslate2_without_tensorflow.py).
 """
-import dataclasses
 import itertools
 import json
 import os
@@ -38,24 +37,13 @@ from t2t_lite.config import DecodeHParams
 from t2t_lite.data.ids import PAD_ID
 from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.decoding.batching import DecodeBatch, Hypothesis, decode_id_batches, encode_lines
+from t2t_lite.decoding.request import ResolvedDecode
 from t2t_lite.errors import UserError
-from t2t_lite.export.export_dir import CTRANSLATE2, read_export
+from t2t_lite.export.export_dir import CTRANSLATE2, read_export, require_ctranslate2
 
 # CTranslate2's default, 1, stops before t2t-lite's search on some sentences and returns shorter outputs;
 # 2 finds the decoder's output almost always for little more time (docs/performance.md has the figures).
 SEARCH_PATIENCE = 2.0
-INSTALL_HINT = 'CTranslate2 is not installed; pip install ".[ctranslate2]" (or pip install "ctranslate2>=4.5")'
-
-
-def require_ctranslate2():
-    """The ctranslate2 module, or a UserError saying how to install it."""
-    try:
-        import ctranslate2
-    except ImportError:
-        raise UserError(INSTALL_HINT) from None
-    return ctranslate2
-
-
 def gnmt_score(ctranslate2_score: float, length: int, alpha: float) -> float:
     """CTranslate2's log_prob / length**alpha as t2t-lite's log_prob / ((5 + length) / 6)**alpha.
 
@@ -75,23 +63,18 @@ class CTranslate2Export:
       device: "cpu" or "cuda".
       compute_type: CTranslate2's compute type; "default" runs in the type the weights were saved in.
       threads: CTranslate2's intra_threads; 0 lets it choose.
-      alpha, extra_length, batch_size: the search's; None keeps the export's.
     Raises:
-      UserError: ctranslate2 or sentencepiece missing, path not a CTranslate2 export, a setting out of range,
-        or a model CTranslate2 cannot load.
+      UserError: ctranslate2 or sentencepiece missing, path not a CTranslate2 export, or a model CTranslate2
+        cannot load.
     """
 
-    def __init__(self, path: str, device: str = "cpu", compute_type: str = "default", threads: int = 0,
-                 alpha: float | None = None, extra_length: int | None = None, batch_size: int | None = None):
+    def __init__(self, path: str, device: str = "cpu", compute_type: str = "default", threads: int = 0):
         ctranslate2 = require_ctranslate2()
         export = read_export(path)
         if export.format != CTRANSLATE2:
             raise UserError(f"{path!r} is a SavedModel, not a CTranslate2 export; open it with Translator.from_export")
-        given = {"alpha": alpha, "extra_length": extra_length, "batch_size": batch_size}
-        # The run's decode settings as exported (beam size, alpha, extra_length, batch size), with those given.
-        self.decode_hparams: DecodeHParams = dataclasses.replace(
-            export.decode_hparams, **{name: value for name, value in given.items() if value is not None})
-        check_search(self.decode_hparams)
+        # The run's decode settings as exported; any search setting can change (DecodeRequest.resolve).
+        self.engine = export.engine
         self.max_positions = int(export.info["max_positions"])
         self.vocabulary = SentencePieceCodec.from_file(export.vocab_path)
         self.pieces = _read_pieces(path, self.vocabulary.vocab_size)
@@ -102,27 +85,20 @@ class CTranslate2Export:
         except (RuntimeError, ValueError) as error:
             raise UserError(f"CTranslate2 cannot load {path!r} on {device} in {compute_type}: {error}") from None
 
-    def hypotheses(self, sentences: list[str], beam_size: int | None = None, nbest: int = 1, sampling=None,
-                   first_line: int = 1, **decoding) -> list[list[Hypothesis]]:
-        """Each sentence's nbest outputs, best first; an empty sentence gives one empty Hypothesis.
+    def hypotheses(self, sentences: list[str], decode: ResolvedDecode, first_line: int = 1,
+                   **decoding) -> list[list[Hypothesis]]:
+        """Each sentence's decode.nbest outputs, best first; an empty sentence gives one empty Hypothesis.
 
         Args:
-          beam_size: None keeps the export's.
-          sampling: must be None (CTranslate2 runs beam search here).
+          decode: a DecodeRequest resolved against `engine`.
           first_line: the 1-based line number of sentences[0], for error messages.
           decoding: decode_id_batches' progress and parallel_batches.
         """
-        if sampling is not None:
-            raise UserError("a CTranslate2 export decodes with beam search; sample with Translator.from_run")
-        hp = self.decode_hparams if beam_size is None else dataclasses.replace(self.decode_hparams,
-                                                                               beam_size=beam_size)
-        check_search(hp)
-        if not 1 <= nbest <= hp.beam_size:
-            raise UserError(f"nbest must be between 1 and the beam size ({hp.beam_size}), got {nbest}")
+        hp = decode.hparams
         # A source with its EOS must fit the position table (the SavedModel truncates to max_input_length too).
         encoded = encode_lines(self.vocabulary, sentences, first_line, max_length=self.max_positions)
         results = decode_id_batches(self.search(hp), encoded, hp.batch_size, self.vocabulary.decode, **decoding)
-        return [hyps[:nbest] for hyps in results]
+        return [hyps[:decode.nbest] for hyps in results]
 
     def score(self, sources: list[str], targets: list[str], progress=None):
         raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
@@ -130,7 +106,7 @@ class CTranslate2Export:
     def search(self, hp: DecodeHParams | None = None) -> DecodeBatch:
         """The DecodeBatch of CTranslate2's search with hp's beam_size, alpha and extra_length (default the
         export's)."""
-        hp = hp or self.decode_hparams
+        hp = hp or self.engine.settings
 
         def decode_batch(inputs):
             rows = [[int(i) for i in row if i != PAD_ID] for row in np.asarray(inputs)]  # each EOS-terminated
@@ -159,14 +135,6 @@ class CTranslate2Export:
             ids = [self.piece_ids[token] for token in tokens]  # EOS last, unless cut at the max length
             ranked.append((ids, gnmt_score(score, len(ids), hp.alpha) if hp.beam_size > 1 else score))
         return sorted(ranked, key=lambda hypothesis: -hypothesis[1])
-
-
-def check_search(hp: DecodeHParams) -> None:
-    """Refuses, in one line, search settings CTranslate2 cannot run."""
-    if hp.beam_size < 1 or hp.alpha < 0 or hp.extra_length < 0 or hp.batch_size < 1:
-        raise UserError(f"need beam_size >= 1, alpha >= 0, extra_length >= 0 and batch_size >= 1; got "
-                        f"beam_size={hp.beam_size}, alpha={hp.alpha}, extra_length={hp.extra_length}, "
-                        f"batch_size={hp.batch_size}")
 
 
 def _padded(hypotheses: list[list[tuple[list[int], float]]], beams: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,58 @@
+"""A SavedModel's decode_ids signature as a Backend, through `IdBatchBackend`, the Backend of any engine that
+decodes padded id batches with a search fixed beforehand."""
+from collections.abc import Callable
+
+from t2t_lite.decoding.batching import decode_id_batches, encode_lines
+from t2t_lite.decoding.request import Engine, ResolvedDecode
+from t2t_lite.errors import UserError
+from t2t_lite.export.export_dir import CTRANSLATE2, read_export
+
+
+class IdBatchBackend:
+    """A t2t_lite.inference.Backend over an engine that decodes padded id batches with a search fixed beforehand
+    (a SavedModel's decode_ids signature).
+
+    Args:
+      decode_batch: a t2t_lite.decoding.batching.DecodeBatch: int32 [B, T_src] source ids (EOS-terminated,
+        PAD after) -> (ids [B, K, T], scores [B, K]), PAD (and EOS, if any) after each hypothesis's tokens.
+      encode: text -> its ids, without EOS.
+      decode: ids (without EOS and PAD) -> text.
+      engine: what requests are resolved against: its settings (beam size K, batch size), those it cannot change.
+      encode_many: texts -> encode's ids for each, all at once; None encodes one text at a time.
+    """
+
+    def __init__(self, decode_batch: Callable, encode: Callable[[str], list[int]],
+                 decode: Callable[[list[int]], str], engine: Engine,
+                 encode_many: Callable[[list[str]], list[list[int]]] | None = None):
+        self.decode_batch, self.encode, self.decode = decode_batch, encode, decode
+        self.engine, self.encode_many = engine, encode_many
+
+    def hypotheses(self, sentences, decode: ResolvedDecode, first_line=1, **decoding):
+        encoded = encode_lines(self, sentences, first_line)  # self.encode(_many) is the engine's tokenizer
+        results = decode_id_batches(self.decode_batch, encoded, decode.hparams.batch_size, self.decode, **decoding)
+        return [hyps[:decode.nbest] for hyps in results]
+
+    def score(self, sources, targets, progress):
+        raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
+
+
+def saved_model_backend(path: str) -> IdBatchBackend:
+    """An IdBatchBackend over the decode_ids signature of the SavedModel t2t-lite-exporter wrote at path, which
+    tokenizes with the tf-text op the export's own text signature runs (data/vocabulary.py)."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  registers the SentencepieceOp the export's text signatures hold
+
+    from t2t_lite.data.vocabulary import Vocabulary
+
+    export = read_export(path)
+    if export.format == CTRANSLATE2:
+        raise UserError(f"{path!r} is a CTranslate2 export, not a SavedModel; open it with Translator.from_export")
+    signature = tf.saved_model.load(path).signatures["decode_ids"]
+    vocabulary = Vocabulary.from_file(export.vocab_path)
+
+    def decode_batch(inputs):
+        found = signature(inputs=tf.constant(inputs))
+        return found["outputs"].numpy(), found["scores"].numpy()  # [B, K, T], [B, K]
+
+    return IdBatchBackend(decode_batch, vocabulary.encode, vocabulary.decode, export.engine,
+                          encode_many=vocabulary.encode_many)
