@@ -159,7 +159,7 @@ def test_a_full_or_read_only_disk_at_a_save_stops_with_one_line_keeps_the_previo
     with pytest.raises(UserError) as raised:
         make_trainer(run, train_steps=8).train()
     assert str(raised.value) == (
-        f"cannot write into --output_dir '{run}': {os.strerror(code)}; {advice}, then rerun the same command: "
+        f"cannot write into `output_dir` '{run}': {os.strerror(code)}; {advice}, then rerun the same command: "
         f"it resumes from {run}/ckpt-4, the newest checkpoint, which is intact")
     assert leftovers(run) == [] and not list(run.glob("ckpt-8*"))
     assert tf.train.latest_checkpoint(str(run)) == str(run / "ckpt-4")
@@ -214,7 +214,7 @@ def test_a_really_full_disk_stops_the_trainer_with_one_line_and_a_rerun_resumes_
         make_trainer(run, train_steps=4).train()
         trainer = make_trainer(run, train_steps=8)
         fill(disk)
-        with pytest.raises(UserError, match=f"^cannot write into --output_dir '{run}': {DISK_FULL}; free some "
+        with pytest.raises(UserError, match=f"^cannot write into `output_dir` '{run}': {DISK_FULL}; free some "
                                             f"space, then rerun the same command: it resumes from {run}/ckpt-4,"):
             trainer.train()
         assert leftovers(run) == [] and not list(run.glob("ckpt-8*"))
@@ -246,7 +246,7 @@ def test_a_full_or_read_only_disk_during_an_export_publishes_nothing_and_keeps_e
     with pytest.raises(UserError) as raised:
         export_run(request)
     assert str(raised.value) == (
-        f"cannot write the export into --export_dir '{tmp_path / 'exports'}': {os.strerror(code)}; {advice}, then "
+        f"cannot write the export into `export_dir` '{tmp_path / 'exports'}': {os.strerror(code)}; {advice}, then "
         f"export again (nothing was published; the versions in '{model_dir}' are as they were)")
     assert sorted(os.listdir(model_dir)) == ["1"] and layout.versions(str(model_dir)) == [1]
     assert (model_dir / "1" / "saved_model.pb").read_bytes() == b"an earlier export"
@@ -270,7 +270,7 @@ def test_a_full_or_read_only_disk_during_a_ctranslate2_export_publishes_nothing(
 
     monkeypatch.setattr(ctranslate2.converters.Converter, "convert", fails)
     run = open_run(RunRequest(output_dir=multi30k_run["output_dir"], data_dir=multi30k_run["data_dir"]))
-    with pytest.raises(UserError, match=f"^cannot write the export into --export_dir '{tmp_path / 'exports'}': "
+    with pytest.raises(UserError, match=f"^cannot write the export into `export_dir` '{tmp_path / 'exports'}': "
                                         f"{os.strerror(code)}; {advice}, then export again"):
         export_ctranslate2(run, str(tmp_path / "exports"), "m30k")
     assert sorted(os.listdir(model_dir)) == ["3"]
@@ -290,7 +290,7 @@ def test_a_read_only_output_dir_is_refused_before_training_when_resuming_too(tmp
 
     monkeypatch.setattr(files.tempfile, "NamedTemporaryFile", read_only)  # the probe ensure_writable writes
     for output_dir in (run, tmp_path / "new"):
-        with pytest.raises(UserError, match=f"^cannot write to --output_dir '{output_dir}': Read-only file system$"):
+        with pytest.raises(UserError, match=f"^cannot write to `output_dir` '{output_dir}': Read-only file system$"):
             run_dir.create_or_resume(str(output_dir), spec)
 
 
