@@ -14,7 +14,7 @@ from t2t_lite.problems import multi30k
 from t2t_lite.problems.translate import read_lines
 from t2t_lite.registry import problems
 from t2t_lite.run_dir import load_spec
-from t2t_lite.translator import Translator
+from t2t_lite.inference.translator import Translator
 from local_server import offline_fetch, serving
 from shared_data import require_shared
 from trained_runs import MULTI30K_TINY
@@ -100,10 +100,10 @@ def test_missing_files_offline_name_the_files_and_where_to_put_them(tmp_path, mo
     with pytest.raises(UserError) as error:
         problem.generate_data(str(tmp_path / "tmp"), log=lambda line: None)
     message = str(error.value)
-    assert "\n" not in message and f"--tmp_dir={tmp_path / 'tmp'}" in message
+    assert "\n" not in message and f"`tmp_dir`={tmp_path / 'tmp'}" in message
     assert "train.{en,de,fr}, val.{en,de,fr}, test_2016_flickr.{en,de,fr} (gzipped or not)" in message
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())
-    with pytest.raises(UserError, match="needs --tmp_dir"):
+    with pytest.raises(UserError, match="needs `tmp_dir`"):
         problem.generate_data(None, log=lambda line: None)
 
 
