@@ -264,7 +264,7 @@ def test_8_threads_of_20_requests_give_the_one_by_one_outputs(serve):
     assert all(text == expected[line] for line, text in answers)
 
 
-def test_translator_from_export_gives_the_decoders_outputs_and_its_beams(exported, serve):
+def test_translator_from_export_gives_the_decoders_outputs_and_its_beams(run, exported, serve):
     lines = exported["sentences"].read_text(encoding="utf-8").splitlines()[:20] + ["", "   "]
     translator = Translator.from_export(exported["path"])
     best = translator.translate(lines)
@@ -273,6 +273,14 @@ def test_translator_from_export_gives_the_decoders_outputs_and_its_beams(exporte
     nbest = translator.hypotheses(lines, nbest=4)
     assert [hyps[0].text for hyps in nbest] == best and [len(h) for h in nbest[:20]] == [4] * 20
     np.testing.assert_allclose([hyps[0].score for hyps in nbest], serve(lines)[1], rtol=1e-5)
+    # The beams after the best are the search's own: distinct, best first, and the run decoder's 4-best.
+    for hyps in nbest[:20]:
+        assert len({h.ids for h in hyps}) == 4 and all(a.score >= b.score for a, b in zip(hyps, hyps[1:]))
+    from_run = Translator.from_run(run["output_dir"], data_dir=run["data_dir"], extra_length=DECODE_EXTRA_LENGTH,
+                                   mixed_precision="none").hypotheses(lines, nbest=4)
+    assert [[h.text for h in hyps] for hyps in nbest] == [[h.text for h in hyps] for hyps in from_run]
+    np.testing.assert_allclose([[h.score for h in hyps] for hyps in nbest[:20]],
+                               [[h.score for h in hyps] for hyps in from_run[:20]], rtol=1e-5)
     with pytest.raises(UserError, match="holds beam search only"):
         translator.score(lines, lines)
     with pytest.raises(UserError, match=r"exported with \(4\); export again with --beam_size=2"):
