@@ -23,7 +23,8 @@ from t2t_lite.errors import UserError
 # Finding the checkpoint and its spec is the run directory's (training's warm start does it too); these names
 # stay importable from here, where the decoding side has always found them.
 from t2t_lite.run_dir import CHECKPOINT_CHOICES  # noqa: F401
-from t2t_lite.run_dir import RunSpec, find_checkpoint, recorded_data_dir, spec_beside
+from t2t_lite.run_dir import (CheckpointMismatch, RunSpec, find_checkpoint, recorded_data_dir, restore_checkpoint,
+                               spec_beside)
 
 if TYPE_CHECKING:
     import keras
@@ -136,17 +137,12 @@ def restore_model(spec: RunSpec, checkpoint: str, mixed_precision: str = "none")
         The variables stay float32 whatever it is, so any run's checkpoint
         loads; under "mixed_bfloat16" the matmuls run in bfloat16.
     """
-    import tensorflow as tf
-
     from t2t_lite.models import build_model
 
     with precision.layers_compute_in(mixed_precision):
         model = build_model(spec.hparams)
     try:
-        status = tf.train.Checkpoint(model=model).restore(checkpoint)
-        status.expect_partial().assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as error:
-        first_line = str(error).strip().splitlines()[0][:200]
-        raise UserError(f"checkpoint {checkpoint!r} does not fit hparams set {spec.hparams_set!r}: "
-                        f"{first_line}") from None
+        restore_checkpoint(checkpoint, model=model)
+    except CheckpointMismatch as reason:
+        raise UserError(f"checkpoint {checkpoint!r} does not fit hparams set {spec.hparams_set!r}: {reason}") from None
     return model

@@ -71,6 +71,21 @@ class RunDir:
 
         return tf.train.latest_checkpoint(self.path)
 
+    def checkpoint_state(self):
+        """TensorFlow's CheckpointState of the directory's `checkpoint` list (paths, timestamps); None without one."""
+        import tensorflow as tf
+
+        return tf.train.get_checkpoint_state(self.path)
+
+    def listed_checkpoints(self) -> list[str]:
+        """The checkpoints the directory's `checkpoint` list names, oldest first, whether or not their files remain."""
+        state = self.checkpoint_state()
+        return list(state.all_model_checkpoint_paths) if state else []
+
+    def checkpoints(self) -> list[str]:
+        """The listed checkpoints whose files are there (one deleted by hand cannot be read), oldest first."""
+        return [path for path in self.listed_checkpoints() if checkpoint_exists(path)]
+
     @property
     def best(self) -> "RunDir":
         return RunDir(os.path.join(self.path, BEST_SUBDIR))
@@ -207,10 +222,8 @@ def find_checkpoint(output_dir: str | None, checkpoint_path: str | None, choice:
     best on the dev metric so far), "latest" (the newest); None picks the
     averaged checkpoint if there is one (the paper decodes from it), else the newest.
     """
-    import tensorflow as tf
-
     if checkpoint_path:
-        if not tf.io.gfile.exists(checkpoint_path + ".index"):
+        if not checkpoint_exists(checkpoint_path):
             raise UserError(f"no checkpoint at `checkpoint_path` {checkpoint_path!r} "
                             f"(expected {checkpoint_path}.index)")
         return checkpoint_path
@@ -248,6 +261,35 @@ def recorded_data_dir(spec: RunSpec, checkpoint: str) -> str | None:
         raise UserError(f"the run of {checkpoint!r} trained on `data_dir` {spec.data_dir!r}, which no longer "
                         f"exists; pass `data_dir`=<where its data is now>")
     return spec.data_dir
+
+
+def checkpoint_exists(prefix: str) -> bool:
+    """Whether a checkpoint is at `prefix` (<dir>/ckpt-<step>): its .index file is there."""
+    import tensorflow as tf
+
+    return tf.io.gfile.exists(prefix + ".index")
+
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint that lacks a variable of what it is restored into, or cannot be read; its message is
+    TensorFlow's reason, in one line."""
+
+
+def restore_checkpoint(checkpoint: str, **objects) -> None:
+    """Restores `objects` (e.g. model=..., optimizer=...) from `checkpoint`, checking that every variable of
+    theirs was in it; what the checkpoint holds beyond them (an optimizer's slots, a data position) is ignored.
+
+    The library's one restore: opening a run, warm starting, resuming, averaging, scoring and keeping the best.
+    Raises:
+      CheckpointMismatch: a variable of `objects` missing or of another shape, or an unreadable checkpoint.
+    """
+    import tensorflow as tf
+
+    try:
+        tf.train.Checkpoint(**objects).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as error:
+        reason = str(error).strip()
+        raise CheckpointMismatch(reason.splitlines()[0][:200] if reason else type(error).__name__) from None
 
 
 def checkpoint_step(checkpoint_path: str) -> int:

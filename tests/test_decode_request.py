@@ -25,7 +25,7 @@ from trained_runs import multi30k_lines
 
 REPO = Path(__file__).resolve().parent.parent
 SAVED_MODEL = Engine("a SavedModel", DecodeHParams(beam_size=4, alpha=0.6), fixed=("beam_size", "alpha"),
-                     fixed_hint="export again", samples=False, precision="mixed_bfloat16", precision_hint="export again")
+                     samples=False, precision="mixed_bfloat16", precision_hint="export again")
 
 
 @pytest.mark.parametrize("name", sorted(LEAST))
@@ -67,7 +67,8 @@ def test_nbest_above_the_resolved_beam_is_refused_and_sampling_has_one_beam():
 
 def test_a_fixed_setting_is_refused_unless_it_is_the_engines_own():
     assert DecodeRequest(beam_size=4, alpha=0.6, extra_length=3).resolve(SAVED_MODEL).hparams.extra_length == 3
-    with pytest.raises(UserError, match=r"^a SavedModel decodes with the beam_size it was exported with \(4\); "):
+    with pytest.raises(UserError, match=r"^a SavedModel decodes with the beam_size it was exported with \(4\); "
+                                        r"export again with `beam_size`=8$"):
         DecodeRequest(beam_size=8).resolve(SAVED_MODEL)
     with pytest.raises(UserError, match="^a SavedModel decodes with beam search"):
         DecodeRequest(sampling=SamplingSettings()).resolve(SAVED_MODEL)

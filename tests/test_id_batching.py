@@ -201,7 +201,7 @@ def backend(engine, beam_size=K):
     vocabulary = {"a": 3, "b": 4, "c": 5}
     words = {i: w for w, i in vocabulary.items()}
     fixed = Engine("a SavedModel", DecodeHParams(beam_size=beam_size, batch_size=2), fixed=("beam_size",),
-                   fixed_hint="export again", samples=False)
+                   samples=False)
     return IdBatchBackend(engine, encode=lambda text: [vocabulary[w] for w in text.split()],
                           decode=lambda ids: " ".join(words[i] for i in ids), engine=fixed)
 

@@ -2,6 +2,9 @@
 import ast
 import pathlib
 
+import numpy as np
+import pytest
+
 from t2t_lite import run, run_dir
 from t2t_lite.run_dir import RunDir
 
@@ -49,3 +52,51 @@ def test_the_checkpoint_lookup_moved_to_run_dir_is_still_run_pys_for_its_users()
     # translator.py, lines.py and bin/ import these from t2t_lite.run.
     assert (run.find_checkpoint, run.spec_beside, run.recorded_data_dir, run.CHECKPOINT_CHOICES) == (
         run_dir.find_checkpoint, run_dir.spec_beside, run_dir.recorded_data_dir, run_dir.CHECKPOINT_CHOICES)
+
+
+def test_restore_checkpoint_checks_every_variable_and_ignores_what_it_does_not_restore(tmp_path):
+    import tensorflow as tf
+
+    from t2t_lite.run_dir import CheckpointMismatch, checkpoint_exists, restore_checkpoint
+
+    saved = {"model": tf.Module(), "optimizer": tf.Module()}
+    saved["model"].w, saved["optimizer"].m = tf.Variable([1.0, 2.0]), tf.Variable([3.0])
+    path = tf.train.Checkpoint(**saved).save(str(tmp_path / "ckpt"))  # ckpt-1, as training saves
+    assert checkpoint_exists(path) and not checkpoint_exists(str(tmp_path / "ckpt-2"))
+    model = tf.Module()
+    model.w = tf.Variable([0.0, 0.0])
+    restore_checkpoint(path, model=model)  # the optimizer it holds is not asked for
+    np.testing.assert_array_equal(model.w.numpy(), [1.0, 2.0])
+    missing = tf.Module()
+    missing.w, missing.extra = tf.Variable([0.0, 0.0]), tf.Variable([0.0])
+    with pytest.raises(CheckpointMismatch):
+        restore_checkpoint(path, model=missing)
+    other_shape = tf.Module()
+    other_shape.w = tf.Variable([0.0, 0.0, 0.0])
+    with pytest.raises(CheckpointMismatch, match="shape"):
+        restore_checkpoint(path, model=other_shape)
+
+
+# TensorFlow's checkpoint calls that only run_dir.py makes: restoring (and its check) and reading the list.
+CHECKPOINT_IO = ("get_checkpoint_state", "assert_existing_objects_matched", "assert_consumed")
+
+
+def checkpoint_io_outside_run_dir(root) -> list[str]:
+    """"path:line: name" for each CHECKPOINT_IO call under root (a t2t_lite directory) but in run_dir.py."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "run_dir.py" and path.parent == root:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in CHECKPOINT_IO:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {node.attr}")
+    return found
+
+
+def test_checkpoint_io_is_written_once_in_the_run_directory_module(tmp_path):
+    library = pathlib.Path(__file__).resolve().parent.parent / "t2t_lite"
+    assert checkpoint_io_outside_run_dir(library) == []
+    (tmp_path / "training").mkdir()
+    (tmp_path / "training" / "planted.py").write_text(
+        "def load(model, path):\n    tf.train.Checkpoint(model=model).restore(path).assert_existing_objects_matched()\n")
+    assert checkpoint_io_outside_run_dir(tmp_path) == ["training/planted.py:2: assert_existing_objects_matched"]

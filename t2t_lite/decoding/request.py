@@ -50,7 +50,7 @@ class Engine:
     settings: DecodeHParams = DecodeHParams()
     # Settings it was built with and cannot change (a SavedModel's search); another value is refused.
     fixed: tuple[str, ...] = ()
-    # How to decode with another value of a fixed setting, for the message.
+    # Another way to decode with another value of a fixed setting, for the message: ", or ...".
     fixed_hint: str = ""
     samples: bool = True
     constrains: bool = True
@@ -124,8 +124,8 @@ class DecodeRequest:
         for name in engine.fixed:
             fixed = getattr(engine.settings, name)
             if name in given and given[name] != fixed:
-                raise UserError(f"{engine.name} decodes with the {name} it was exported with ({fixed}); "
-                                f"{engine.fixed_hint}")
+                raise UserError(f"{engine.name} decodes with the {name} it was exported with ({fixed}); export "
+                                f"again with `{name}`={given[name]}{engine.fixed_hint}")
         if self.sampling is not None and not engine.samples:
             raise UserError(f"{engine.name} decodes with beam search; sample from the run")
         if engine.precision is not None and self.mixed_precision not in (AUTO, engine.precision):

@@ -88,7 +88,7 @@ class ExportDir:
                           precision="its compute_type", precision_hint="give `compute_type` instead")
         return Engine("a SavedModel", self.decode_hparams, samples=False,
                       fixed=("beam_size", "alpha", "extra_length", "constrained_decoding"),
-                      fixed_hint="export again with it, or decode a CTranslate2 export or the run",
+                      fixed_hint=", or decode a CTranslate2 export or the run",
                       precision=self.info.get("mixed_precision", "none"),
                       precision_hint="it computes as it was exported: export again with another `mixed_precision`")
 

@@ -34,7 +34,8 @@ from t2t_lite.config import TrainHParams
 from t2t_lite.errors import UserError
 from t2t_lite.files import storage_fault, storage_fault_text
 from t2t_lite.models import build_model
-from t2t_lite.run_dir import AVERAGED_FILE, HPARAMS_FILE, RunDir, RunSpec, checkpoint_step, load_spec, spec_json
+from t2t_lite.run_dir import (AVERAGED_FILE, HPARAMS_FILE, CheckpointMismatch, RunDir, RunSpec, checkpoint_step,
+                               load_spec, restore_checkpoint, spec_json)
 from t2t_lite.training.checkpoint_dir import write_model_dir
 from t2t_lite.training.signals import StopRequest, stop_on_signals
 
@@ -58,10 +59,8 @@ def checkpoints_to_average(output_dir: str, last_n: int) -> list[str]:
     if last_n < 1:
         raise UserError(f"the number of checkpoints to average must be at least 1, got {last_n}")
     if not os.path.isdir(output_dir):
-        raise UserError(f"--output_dir {output_dir!r} does not exist")
-    state = tf.train.get_checkpoint_state(output_dir)
-    # A listed checkpoint whose files were deleted by hand cannot be read.
-    paths = [p for p in state.all_model_checkpoint_paths if tf.io.gfile.exists(p + ".index")] if state else []
+        raise UserError(f"`output_dir` {output_dir!r} does not exist")
+    paths = RunDir(output_dir).checkpoints()
     if not paths:
         raise UserError(f"no checkpoints in {output_dir!r}: expected a 'checkpoint' file listing ckpt-<step> files")
     return paths[-last_n:]
@@ -222,15 +221,14 @@ def _mean_weights(model: keras.Model, paths: list[str], stop: StopRequest | None
     """Restores each checkpoint into model in turn; the mean of each float weight, in its own dtype.
 
     Raises _Interrupted after the checkpoint being read when `stop` is requested."""
-    checkpoint = tf.train.Checkpoint(model=model)
     weights = _float_weights(model)
     # float64 sums: twenty float32 checkpoints add up without losing the low bits.
     sums = [np.zeros(w.shape, np.float64) for w in weights]
     for path in paths:
         try:
-            checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
-        except (AssertionError, ValueError, tf.errors.OpError) as error:
-            raise UserError(f"{path} does not fit the model of hparams.json: {str(error).splitlines()[0]}") from None
+            restore_checkpoint(path, model=model)
+        except CheckpointMismatch as reason:
+            raise UserError(f"{path} does not fit the model of hparams.json: {reason}") from None
         for total, weight in zip(sums, weights):
             total += np.asarray(weight.numpy(), np.float64)
         if stop is not None and stop.requested:
@@ -242,12 +240,12 @@ def _check_replaceable(destination: str, output_dir: str) -> None:
     """Raises UserError unless destination is absent, empty, or a previous averaging result outside output_dir."""
     dest, source = os.path.realpath(destination), os.path.realpath(output_dir)
     if dest == source or source.startswith(dest + os.sep):
-        raise UserError(f"--destination_dir {destination!r} would replace the run directory {output_dir!r}")
+        raise UserError(f"`destination_dir` {destination!r} would replace the run directory {output_dir!r}")
     if os.path.exists(dest) and not os.path.isdir(dest):
-        raise UserError(f"--destination_dir {destination!r} exists and is not a directory")
+        raise UserError(f"`destination_dir` {destination!r} exists and is not a directory")
     # Only a directory holding averaged.json is ever replaced.
     if os.path.isdir(dest) and os.listdir(dest) and not os.path.exists(RunDir(dest).averaged_file):
-        raise UserError(f"--destination_dir {destination!r} holds files that are not an averaged checkpoint; "
+        raise UserError(f"`destination_dir` {destination!r} holds files that are not an averaged checkpoint; "
                         "choose an empty or new directory")
 
 

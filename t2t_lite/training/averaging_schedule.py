@@ -97,7 +97,7 @@ def sources_manager(checkpoint: tf.train.Checkpoint, directory: str, count: int,
     checkpoint; the resumed run retrains those steps (and, under a time budget, may cross the points at
     other steps), so they are dropped rather than averaged with the new ones.
     """
-    state = tf.train.get_checkpoint_state(directory)
+    state = RunDir(directory).checkpoint_state()
     if state is not None:
         paths = list(state.all_model_checkpoint_paths)
         kept = [p for p in paths if checkpoint_step(p) <= current_step]

@@ -18,10 +18,9 @@ import os
 from collections.abc import Callable
 
 import keras
-import tensorflow as tf
 
 from t2t_lite.files import atomic_write_text
-from t2t_lite.run_dir import BEST_FILE, HPARAMS_FILE, RunDir
+from t2t_lite.run_dir import BEST_FILE, HPARAMS_FILE, RunDir, restore_checkpoint
 from t2t_lite.training.checkpoint_dir import write_model_dir
 
 
@@ -146,7 +145,7 @@ def save_model_weights_as_best(model: keras.Model, checkpoint: str, output_dir: 
     Returns:
       The best checkpoint's prefix.
     """
-    tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+    restore_checkpoint(checkpoint, model=model)
     files = {BEST_FILE: json.dumps(best_json, indent=2) + "\n"}
     hparams_path = RunDir(output_dir).spec_file
     if os.path.exists(hparams_path):

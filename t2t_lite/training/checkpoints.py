@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from t2t_lite.errors import UserError
 from t2t_lite.files import storage_fault, storage_fault_text
-from t2t_lite.run_dir import CHECKPOINT_NAME, RunDir, checkpoint_step
+from t2t_lite.run_dir import CHECKPOINT_NAME, RunDir, checkpoint_exists, checkpoint_step, restore_checkpoint
 from t2t_lite.training.averaging_schedule import AveragingSources
 
 REQUIRED_STATE = ("model", "optimizer")
@@ -55,14 +55,13 @@ def restore_latest(directory: str, state: dict, log: Callable[[str], None]) -> R
     Raises:
       UserError: there are checkpoints but none can be read.
     """
-    listed = tf.train.get_checkpoint_state(directory)
-    candidates = list(reversed(listed.all_model_checkpoint_paths)) if listed else []
+    candidates = list(reversed(RunDir(directory).listed_checkpoints()))
     for path in candidates:
         try:
             entries = saved_entries(path)
             present = {k: v for k, v in state.items() if k != DATA and (k in REQUIRED_STATE or k in entries)}
-            tf.train.Checkpoint(**present).restore(path).assert_existing_objects_matched().expect_partial()
-        except (tf.errors.OpError, ValueError, AssertionError, IndexError) as error:  # IndexError: truncated file
+            restore_checkpoint(path, **present)
+        except (tf.errors.OpError, ValueError, IndexError) as error:  # IndexError: truncated file
             reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
             log(f"checkpoint {path} is unreadable ({reason}); trying the one before it")
             continue
@@ -130,9 +129,9 @@ class Checkpoints:
         """Removes what a failed save of `step` left: its temporary files, and its files unless the state
         file already lists it as the newest (the failure came after it was recorded)."""
         prefix = RunDir(self.directory).checkpoint_prefix(step)
-        listed = tf.train.get_checkpoint_state(self.directory)
-        recorded = (listed is not None and os.path.basename(listed.model_checkpoint_path) == os.path.basename(prefix)
-                    and tf.io.gfile.exists(prefix + ".index"))
+        listed = RunDir(self.directory).listed_checkpoints()
+        recorded = (bool(listed) and os.path.basename(listed[-1]) == os.path.basename(prefix)
+                    and checkpoint_exists(prefix))
         # <prefix>_temp/ holds the shards being written; checkpoint.tmp<hex> a state file being written.
         leftovers = (tf.io.gfile.glob(prefix + "_temp*")
                      + tf.io.gfile.glob(RunDir(self.directory).checkpoint_state_file + ".tmp*"))

@@ -15,7 +15,7 @@ from t2t_lite import precision
 from t2t_lite.config import HParams
 from t2t_lite.data.problem import Problem
 from t2t_lite.models import build_model
-from t2t_lite.run_dir import EVAL_LOGS, TRAIN_LOGS, RunDir
+from t2t_lite.run_dir import EVAL_LOGS, TRAIN_LOGS, RunDir, restore_checkpoint
 from t2t_lite.training import checkpoints as ckpt
 from t2t_lite.training import distribution, loop, run_config
 from t2t_lite.training.averaging import average_after_training, finish_averaging
@@ -260,7 +260,7 @@ class Trainer:
     def _score_as_best_was(self, checkpoint: str) -> float | None:
         """A checkpoint's score on the metric the best checkpoint was chosen on; None if this run cannot tell."""
         model = self._plain()
-        tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+        restore_checkpoint(checkpoint, model=model)  # its own run's: a mismatch is a bug, not the user's
         if self.evaluator.best.state.metric == "loss":
             return self.dev_loss(make_eval_step(model, self.hparams.train.label_smoothing)).loss
         return self._dev_scorer.score_other(model).value if self._dev_scorer is not None else None

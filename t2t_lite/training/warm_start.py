@@ -9,11 +9,10 @@ import dataclasses
 import os
 
 import keras
-import tensorflow as tf
 
 from t2t_lite.config import HParams
 from t2t_lite.errors import UserError
-from t2t_lite.run_dir import find_checkpoint, spec_beside
+from t2t_lite.run_dir import CheckpointMismatch, checkpoint_exists, find_checkpoint, restore_checkpoint, spec_beside
 
 # Model settings that change no weight's shape or meaning: a fine-tuning run may choose its own.
 FREE_MODEL_FIELDS = ("dropout", "attention_dropout", "relu_dropout")
@@ -22,7 +21,7 @@ FREE_MODEL_FIELDS = ("dropout", "attention_dropout", "relu_dropout")
 def source_checkpoint(source: str) -> str:
     """The checkpoint a --warm_start_from names: a checkpoint path, or a run directory (its averaged
     checkpoint if any, else its newest, as the decoder picks)."""
-    if tf.io.gfile.exists(source + ".index"):
+    if checkpoint_exists(source):
         return source
     if os.path.isdir(source):
         return find_checkpoint(source, None)
@@ -60,11 +59,9 @@ def warm_start(model: keras.Model, optimizer: keras.optimizers.Optimizer, hparam
     check_compatible(spec_beside(checkpoint, None).hparams, hparams, checkpoint)
     state = {"model": model, "optimizer": optimizer} if keep_optimizer else {"model": model}
     try:
-        status = tf.train.Checkpoint(**state).restore(checkpoint)
-        status.expect_partial().assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as error:
-        first_line = str(error).strip().splitlines()[0][:200]
+        restore_checkpoint(checkpoint, **state)
+    except CheckpointMismatch as reason:
         hint = "; an averaged checkpoint holds no optimizer state, drop `warm_start_optimizer`" if keep_optimizer else ""
-        raise UserError(f"cannot warm start from {checkpoint!r}: {first_line}{hint}") from None
+        raise UserError(f"cannot warm start from {checkpoint!r}: {reason}{hint}") from None
     optimizer.iterations.assign(0)
     return checkpoint
