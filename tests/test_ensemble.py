@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import t2t_lite.hparams  # noqa: F401
-from t2t_lite import config
+from t2t_lite import config, precision
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.decoding.sampling import SamplingSettings
 from t2t_lite.models import build_model
@@ -84,6 +84,16 @@ def test_an_ensemble_of_a_model_with_itself_is_that_model(models, alone, beam_si
     single = alone(0, beam_size, 0.6)
     model = models[0]
     doubled = [t.numpy() for t in Decoder([model, model], decode_hparams(beam_size, alpha=0.6)).decode(INPUTS)]
+    np.testing.assert_array_equal(doubled[0], single[0])
+    np.testing.assert_allclose(doubled[1], single[1], atol=1e-5)
+
+
+def test_an_ensemble_of_a_model_with_itself_is_that_model_in_bfloat16_too():
+    # float32 above; `auto` picks one of the two on any CPU, and a CPU without native bfloat16 emulates it.
+    with precision.layers_compute_in("mixed_bfloat16"):
+        model = tiny_model(1)
+    single = [t.numpy() for t in Decoder(model, decode_hparams(4)).decode(INPUTS)]
+    doubled = [t.numpy() for t in Decoder([model, model], decode_hparams(4)).decode(INPUTS)]
     np.testing.assert_array_equal(doubled[0], single[0])
     np.testing.assert_allclose(doubled[1], single[1], atol=1e-5)
 

@@ -166,7 +166,9 @@ def test_a_full_or_read_only_disk_at_a_save_stops_with_one_line_keeps_the_previo
     for a, b in zip(before, model_weights(tiny_hparams(), run / "ckpt-4")):
         np.testing.assert_array_equal(a, b)
 
-    monkeypatch.setattr(tf.train.CheckpointManager, "save", save)  # space again, or writable again
+    if code != errno.ENOSPC:  # the fault left nothing behind whatever it was: the rerun is run once, after one
+        return
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", save)  # space again
     lines = []
     rerun = make_trainer(run, train_steps=8, log=lines.append)
     assert rerun.train() is StopReason.STEPS
@@ -200,6 +202,8 @@ def test_a_full_or_read_only_disk_while_writing_the_average_leaves_averaged_as_i
     assert not (run / "averaged").exists() and leftovers(run) == []
     assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-8")
 
+    if code != errno.ENOSPC:  # as above: the rerun after one fault stands for all
+        return
     monkeypatch.setattr(tf.train.CheckpointManager, "save", save)
     lines = []
     assert make_trainer(run, train_steps=8, log=lines.append).train() is StopReason.STEPS
