@@ -1,4 +1,4 @@
-"""Every backend a Translator decodes through implements t2t_lite.inference.Backend, argument for argument."""
+"""Every backend a Translator decodes through implements t2t_lite.inference.backend.Backend, argument for argument."""
 import inspect
 
 import pytest

@@ -55,8 +55,8 @@ def gnmt_score(ctranslate2_score: float, length: int, alpha: float) -> float:
 
 
 class CTranslate2Export:
-    """A CTranslate2 export as a t2t_lite.inference.Backend: beam search with any beam size and n-best; it neither
-    samples nor scores.
+    """A CTranslate2 export as a t2t_lite.inference.backend.Backend: beam search with any beam size and n-best;
+    it neither samples nor scores.
 
     Args:
       path: the export directory (the numbered version t2t-lite-exporter printed).

@@ -9,7 +9,7 @@ if TYPE_CHECKING:  # imported where a run is opened: a CTranslate2 deployment ha
 
 
 class RunBackend:
-    """A run's Decoder as a t2t_lite.inference.Backend: beam search, sampling, ensembles and scoring.
+    """A run's Decoder as a t2t_lite.inference.backend.Backend: beam search, sampling, ensembles and scoring.
 
     Args:
       run: a t2t_lite.run.OpenedRun (opened with ensemble=True).

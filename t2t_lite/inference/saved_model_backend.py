@@ -9,8 +9,8 @@ from t2t_lite.export.export_dir import CTRANSLATE2, read_export
 
 
 class IdBatchBackend:
-    """A t2t_lite.inference.Backend over an engine that decodes padded id batches with a search fixed beforehand
-    (a SavedModel's decode_ids signature).
+    """A t2t_lite.inference.backend.Backend over an engine that decodes padded id batches with a search fixed
+    beforehand (a SavedModel's decode_ids signature).
 
     Args:
       decode_batch: a t2t_lite.decoding.batching.DecodeBatch: int32 [B, T_src] source ids (EOS-terminated,
