@@ -50,7 +50,8 @@ def main(argv) -> None:
     from t2t_lite.decoding.request import SamplingSettings
 
     if FLAGS.sampling_temperature < 0:
-        raise UserError(f"--sampling_temperature must be at least 0 (0 is beam search), got {FLAGS.sampling_temperature}")
+        raise UserError(f"--sampling_temperature must be at least 0 (0 is beam search), "
+                        f"got {FLAGS.sampling_temperature}")
     if FLAGS.sampling_temperature == 0 and (FLAGS.sampling_topk or FLAGS.random_seed is not None):
         raise UserError("--sampling_topk and --random_seed need --sampling_temperature above 0 (0 is beam search)")
     sampling = SamplingSettings(FLAGS.sampling_temperature, FLAGS.sampling_topk, FLAGS.random_seed) \

@@ -182,7 +182,8 @@ def paths(multi30k_run, tmp_path_factory):
     decode = [f"--decode_from_file={tmp / 'in.txt'}", "--extra_length=5"]
     counts = {}
     counts["decoder on a run"] = run_counted("decoder", *run, *decode, "--beam_size=2", "--nbest=2")
-    counts["scorer"] = run_counted("scorer", *run, f"--source_file={tmp / 'in.txt'}", f"--target_file={tmp / 'out.txt'}")
+    counts["scorer"] = run_counted("scorer", *run, f"--source_file={tmp / 'in.txt'}",
+                                   f"--target_file={tmp / 'out.txt'}")
     counts["translator"] = run_counted("translator", multi30k_run["output_dir"], multi30k_run["data_dir"],
                                        json.dumps(sentences.splitlines()))
     for export_format in ("saved_model", "ctranslate2"):
