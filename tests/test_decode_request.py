@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from t2t_lite.config import DecodeHParams
-from t2t_lite.decoding import request as request_module
 from t2t_lite.decoding.request import LEAST, DecodeRequest, Engine, SamplingSettings
 from t2t_lite.errors import UserError
 from cli_helpers import run_forked
