@@ -12,7 +12,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, open_run
-from t2t_lite.run_dir import BEST_FILE, BEST_SUBDIR, RunSpec, save_spec
+from t2t_lite.run_dir import BEST_FILE, BEST_SUBDIR, RunDir, RunSpec, save_spec
 from t2t_lite import run_dir
 from t2t_lite.run_dir import DEV_SCORES_FILE as STATE_FILE
 from t2t_lite.training.best_checkpoint import BestCheckpoint, read_best_json
@@ -35,7 +35,7 @@ def fake_save(saved):
 # The bookkeeping alone, on scripted scores.
 
 def test_best_is_the_highest_score_and_patience_counts_evaluations_without_improvement(tmp_path):
-    tracker = BestCheckpoint(str(tmp_path), higher_is_better=True, patience=2, log=lambda _: None)
+    tracker = BestCheckpoint(RunDir(str(tmp_path)), higher_is_better=True, patience=2, log=lambda _: None)
     saved = []
     script = [(100, 10.0), (200, 12.0), (300, 11.0), (400, 13.0), (500, 12.9), (600, 13.0)]
     stops = []
@@ -52,14 +52,14 @@ def test_best_is_the_highest_score_and_patience_counts_evaluations_without_impro
 
 
 def test_loss_is_lower_better_and_breaks_ties_of_the_metric(tmp_path):
-    by_loss = BestCheckpoint(str(tmp_path / "a"), higher_is_better=False)
+    by_loss = BestCheckpoint(RunDir(str(tmp_path / "a")), higher_is_better=False)
     os.makedirs(tmp_path / "a")
     saved = []
     for step, loss in [(1, 3.0), (2, 2.0), (3, 2.5)]:
         by_loss.record(step, "loss", {"loss": loss}, fake_save(saved))
     assert saved == [1, 2]
     os.makedirs(tmp_path / "b")
-    by_metric = BestCheckpoint(str(tmp_path / "b"), higher_is_better=True)
+    by_metric = BestCheckpoint(RunDir(str(tmp_path / "b")), higher_is_better=True)
     saved = []
     for step, loss in [(1, 3.0), (2, 2.0), (3, 2.5)]:  # BLEU 0 throughout: the lower loss wins the tie
         by_metric.record(step, "BLEU", {"loss": loss, "BLEU": 0.0}, fake_save(saved))
@@ -67,7 +67,7 @@ def test_loss_is_lower_better_and_breaks_ties_of_the_metric(tmp_path):
 
 
 def test_state_survives_a_new_tracker_and_a_kill_between_best_and_state(tmp_path):
-    out = str(tmp_path)
+    out = RunDir(str(tmp_path))
     first = BestCheckpoint(out, higher_is_better=True, patience=3)
     first.record(1, "BLEU", {"loss": 2.0, "BLEU": 5.0}, fake_save([]))
     first.record(2, "BLEU", {"loss": 2.0, "BLEU": 4.0}, fake_save([]))
@@ -107,7 +107,7 @@ def test_training_keeps_the_best_checkpoint_on_the_dev_metric_and_the_decoder_op
     assert all("exact match" in e for e in evaluations)
     # The best is the evaluation with the highest exact match, the lowest loss among equals.
     best = max(evaluations, key=lambda e: (e["exact match"], -e["loss"]))
-    best_json = read_best_json(str(tmp_path))
+    best_json = read_best_json(RunDir(str(tmp_path)))
     assert (best_json["step"], best_json["metric"], best_json["score"]) == (best["step"], "exact match",
                                                                              best["exact match"])
     assert any(line.startswith("step 3: dev loss") and "dev exact match" in line and "sentences decoded in" in line
@@ -152,7 +152,7 @@ def test_early_stopping_after_exactly_patience_evaluations_and_resume_keeps_the_
     assert (state["best_step"], state["evaluations_without_improvement"]) == (6, 2)
     stop_lines = [line for line in lines if line.startswith("early stopping")]
     assert len(stop_lines) == 1 and f"{tmp_path / BEST_SUBDIR}" in stop_lines[0] and "step 6" in stop_lines[0]
-    assert read_best_json(str(tmp_path))["step"] == 6
+    assert read_best_json(RunDir(str(tmp_path)))["step"] == 6
     # A rerun trains nothing more: the stop is remembered.
     again = make_trainer(tmp_path, train_steps=30, eval_bleu_sentences=8, early_stopping_patience=2)
     again.train()
@@ -168,7 +168,7 @@ def test_zero_sentences_decodes_nothing_and_the_best_is_chosen_on_loss(tmp_path,
     state = json.loads((tmp_path / STATE_FILE).read_text())
     assert state["metric"] == "loss" and all(set(e) == {"step", "loss"} for e in state["evaluations"])
     losses = {e["step"]: e["loss"] for e in state["evaluations"]}
-    assert read_best_json(str(tmp_path))["step"] == min(losses, key=losses.get)
+    assert read_best_json(RunDir(str(tmp_path)))["step"] == min(losses, key=losses.get)
 
 
 def test_algorithmic_problems_decode_nothing_by_default_and_bleu_needs_sentences(tmp_path):
@@ -204,5 +204,5 @@ def test_cli_stops_early_with_exit_zero_and_one_line(tmp_path):
     output = result.stdout + result.stderr
     stop_lines = [line for line in output.splitlines() if "early stopping:" in line]
     assert len(stop_lines) == 1 and "2 evaluations in a row" in stop_lines[0] and f"{run / BEST_SUBDIR}" in stop_lines[0]
-    assert read_best_json(str(run))["step"] == 2
+    assert read_best_json(RunDir(str(run)))["step"] == 2
     assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-6")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.run_dir import DEV_SCORES_FILE
+from t2t_lite.run_dir import DEV_SCORES_FILE, RunDir
 from t2t_lite.training.best_checkpoint import BestCheckpoint
 from t2t_lite.training.dev_score import DevScore
 from t2t_lite.training.evaluator import EvalResult, Evaluator, dev_loss
@@ -24,7 +24,7 @@ def scripted(tmp_path, losses, bleus=None, metric="bleu", patience=0, summaries=
     evaluator = Evaluator(
         dev_loss=lambda: EvalResult(loss=losses.pop(0), accuracy=0.5),
         dev_metric=(lambda: DevScore(metric_name, bleus.pop(0), 10, 0.1)) if bleus else None,
-        best=BestCheckpoint(str(tmp_path), higher_is_better=metric != "loss", patience=patience, log=lines.append),
+        best=BestCheckpoint(RunDir(str(tmp_path)), higher_is_better=metric != "loss", patience=patience, log=lines.append),
         tracked_metric=metric, save_best=save_best,
         summaries=summaries or tf.summary.create_noop_writer(), log=lines.append)
     return evaluator, saved, lines

@@ -39,21 +39,21 @@ class BestState:
 
 
 class BestCheckpoint:
-    """Tracks one dev score across evaluations (and resumes) of the run in output_dir.
+    """Tracks one dev score across evaluations (and resumes) of the run in run_dir.
 
     Args:
-      output_dir: the run directory; best/ and dev_scores.json go in it.
+      run_dir: the run directory; best/ and dev_scores.json go in it.
       higher_is_better: True for BLEU-like metrics, False for the loss.
       patience: early stopping after this many evaluations in a row without
         improvement; 0 never stops.
       log: receives a line when tracking restarts because the metric changed.
     """
 
-    def __init__(self, output_dir: str, higher_is_better: bool, patience: int = 0,
+    def __init__(self, run_dir: RunDir, higher_is_better: bool, patience: int = 0,
                  log: Callable[[str], None] = print):
-        self.output_dir, self.higher_is_better, self.patience, self.log = output_dir, higher_is_better, patience, log
-        self.best_dir = RunDir(output_dir).best.path
-        self.state = load_state(output_dir)
+        self.run_dir, self.higher_is_better, self.patience, self.log = run_dir, higher_is_better, patience, log
+        self.best_dir = run_dir.best.path
+        self.state = load_state(run_dir)
 
     @property
     def should_stop(self) -> bool:
@@ -98,7 +98,7 @@ class BestCheckpoint:
         else:
             state.evaluations_without_improvement += 1
         state.evaluations.append({"step": step, **{k: float(v) for k, v in scores.items()}})
-        atomic_write_text(RunDir(self.output_dir).dev_scores_file,
+        atomic_write_text(self.run_dir.dev_scores_file,
                           json.dumps(dataclasses.asdict(state), indent=2) + "\n")
         return improved
 
@@ -107,14 +107,14 @@ class BestCheckpoint:
         return f"dev {self.state.metric} {self.state.best_score:.4g} at step {self.state.best_step}"
 
 
-def load_state(output_dir: str) -> BestState:
-    """dev_scores.json of output_dir (a fresh BestState if absent), its best taken from best/best.json if newer."""
-    path = RunDir(output_dir).dev_scores_file
+def load_state(run_dir: RunDir) -> BestState:
+    """dev_scores.json of run_dir (a fresh BestState if absent), its best taken from best/best.json if newer."""
+    path = run_dir.dev_scores_file
     state = BestState()
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             state = BestState(**json.load(f))
-    best = read_best_json(output_dir)
+    best = read_best_json(run_dir)
     if best is not None and best["metric"] == state.metric and best["step"] != state.best_step:
         # Killed after writing best/ but before dev_scores.json: best/ holds the newer best.
         state.best_step, state.best_score, state.evaluations_without_improvement = best["step"], best["score"], 0
@@ -122,16 +122,16 @@ def load_state(output_dir: str) -> BestState:
     return state
 
 
-def read_best_json(output_dir: str) -> dict | None:
-    """best/best.json of output_dir: {"step", "metric", "score", "scores"}; None when there is no best yet."""
-    path = RunDir(output_dir).best_file
+def read_best_json(run_dir: RunDir) -> dict | None:
+    """best/best.json of run_dir: {"step", "metric", "score", "scores"}; None when there is no best yet."""
+    path = run_dir.best_file
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
 
-def save_model_weights_as_best(model: keras.Model, checkpoint: str, output_dir: str, best_dir: str,
+def save_model_weights_as_best(model: keras.Model, checkpoint: str, run_dir: RunDir, best_dir: str,
                                best_json: dict) -> str:
     """Copies the model weights of a training checkpoint into best_dir, with best.json and the run's hparams.json.
 
@@ -139,7 +139,7 @@ def save_model_weights_as_best(model: keras.Model, checkpoint: str, output_dir: 
       model: a model of the run's hparams outside any distribution strategy, restored into
         from `checkpoint` and saved from, so the live training model is never touched.
       checkpoint: the trainer's checkpoint of the evaluated step.
-      output_dir: the run directory, whose hparams.json is copied beside the weights.
+      run_dir: the run directory, whose hparams.json is copied beside the weights.
       best_dir: where they go (replaced whole).
       best_json: what best.json holds; its "step" names the checkpoint.
     Returns:
@@ -147,7 +147,7 @@ def save_model_weights_as_best(model: keras.Model, checkpoint: str, output_dir: 
     """
     restore_checkpoint(checkpoint, model=model)
     files = {BEST_FILE: json.dumps(best_json, indent=2) + "\n"}
-    hparams_path = RunDir(output_dir).spec_file
+    hparams_path = run_dir.spec_file
     if os.path.exists(hparams_path):
         with open(hparams_path, encoding="utf-8") as f:
             files[HPARAMS_FILE] = f.read()

@@ -102,6 +102,7 @@ class Checkpoints:
     def __init__(self, output_dir: str, state: dict, step_counter: tf.Variable, max_to_keep: int, chief: bool,
                  before_save: Callable[[], None] = lambda: None, saved_step: int | None = None):
         self.directory = output_dir if chief else tempfile.mkdtemp(prefix="t2t-lite-worker-")
+        self.run_dir = RunDir(self.directory)
         self._scratch = not chief
         self._before_save, self._saved_step = before_save, saved_step
         self.manager = tf.train.CheckpointManager(tf.train.Checkpoint(**state), self.directory,
@@ -128,13 +129,13 @@ class Checkpoints:
     def _remove_unlisted(self, step: int) -> None:
         """Removes what a failed save of `step` left: its temporary files, and its files unless the state
         file already lists it as the newest (the failure came after it was recorded)."""
-        prefix = RunDir(self.directory).checkpoint_prefix(step)
-        listed = RunDir(self.directory).listed_checkpoints()
+        prefix = self.run_dir.checkpoint_prefix(step)
+        listed = self.run_dir.listed_checkpoints()
         recorded = (bool(listed) and os.path.basename(listed[-1]) == os.path.basename(prefix)
                     and checkpoint_exists(prefix))
         # <prefix>_temp/ holds the shards being written; checkpoint.tmp<hex> a state file being written.
         leftovers = (tf.io.gfile.glob(prefix + "_temp*")
-                     + tf.io.gfile.glob(RunDir(self.directory).checkpoint_state_file + ".tmp*"))
+                     + tf.io.gfile.glob(self.run_dir.checkpoint_state_file + ".tmp*"))
         if not recorded:
             leftovers += tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
         for path in leftovers:
@@ -167,7 +168,7 @@ class Checkpoints:
                           step: int) -> AveragingSources:
         """The end-of-run checkpoints to average (averaging_schedule.py), kept beside the regular ones."""
         return AveragingSources(points, position, tf.train.Checkpoint(model=model),
-                                RunDir(self.directory).average_sources.path, count, step)
+                                self.run_dir.average_sources.path, count, step)
 
     def close(self) -> None:
         """Removes a non-chief's scratch directory: call once nothing more is saved."""

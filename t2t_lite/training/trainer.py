@@ -58,6 +58,7 @@ class Trainer:
             raise TypeError(f"Trainer takes the settings resolved once, by run_config.resolve_for; got a "
                             f"{type(run).__name__}")
         self.run, self.problem, self.hparams, self.log = run, problem, hparams, log
+        self.run_dir = RunDir(run.output_dir)  # made once, handed to the parts that write into it
         self.strategy = strategy or tf.distribute.get_strategy()
         self.is_chief = distribution.is_chief(self.strategy)
         self.workers = distribution.worker_count(self.strategy)
@@ -79,7 +80,7 @@ class Trainer:
                                         t.batch_size, t.accumulation_steps, self.run.jit_compile,
                                         self.run.float32_output_projection)
         self._eval_step = make_eval_step(self.model, t.label_smoothing)
-        self._writers = {name: (tf.summary.create_file_writer(RunDir(self.run.output_dir).logs(name))
+        self._writers = {name: (tf.summary.create_file_writer(self.run_dir.logs(name))
                                 if self.is_chief else tf.summary.create_noop_writer())
                          for name in (TRAIN_LOGS, EVAL_LOGS)}
         # Read by every worker (a finished early stop ends them all); decoded and written by the chief.
@@ -91,7 +92,7 @@ class Trainer:
         self._plain_model = None
         self.evaluator = Evaluator(
             lambda: self.dev_loss(self._eval_step), self._dev_scorer and self._dev_scorer.score,
-            BestCheckpoint(self.run.output_dir, higher_is_better=self.run.tracked_metric != "loss",
+            BestCheckpoint(self.run_dir, higher_is_better=self.run.tracked_metric != "loss",
                            patience=self.run.early_stopping_patience, log=log),
             self.run.tracked_metric, self._save_best, self._writers[EVAL_LOGS], log)
         self.tokens_trained = 0.0  # target tokens of this process's updates: what a throughput is made of
@@ -255,7 +256,7 @@ class Trainer:
         return self._plain_model
 
     def _save_best(self, checkpoint: str, best_dir: str, best_json: dict) -> None:
-        save_model_weights_as_best(self._plain(), checkpoint, self.run.output_dir, best_dir, best_json)
+        save_model_weights_as_best(self._plain(), checkpoint, self.run_dir, best_dir, best_json)
 
     def _score_as_best_was(self, checkpoint: str) -> float | None:
         """A checkpoint's score on the metric the best checkpoint was chosen on; None if this run cannot tell."""
