@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from t2t_lite import registry, usr_dir
 from t2t_lite.decoding.batching import Hypothesis
+from t2t_lite.bin.run_flags import PICKS_A_RUN  # the flags that pick a run, which --export_dir replaces
 from t2t_lite.errors import UserError
 from t2t_lite.export.export_dir import CTRANSLATE2, find_export
 from t2t_lite.files import atomic_write_text, decode_line, read_lines
@@ -151,7 +152,7 @@ def open_export(request: DecodeFileRequest):
     if export is None:
         raise UserError(f"--export_dir {request.export_dir!r} is not a t2t-lite export: give the numbered version "
                         f"directory t2t-lite-exporter printed")
-    for name in RUN_FLAGS:
+    for name in PICKS_A_RUN:
         if getattr(request.run, name) is not None:
             raise UserError(f"--{name} picks a run, but --export_dir decodes an export: drop --{name}, or drop "
                             f"--export_dir to decode the run")
@@ -170,10 +171,6 @@ def open_export(request: DecodeFileRequest):
         return reference_report(registry.problems.get(export.spec.problem)(None), outputs, references, sources)
 
     return translator, report, f"{request.export_dir}, {engine}"
-
-
-# The flags that pick and open a run, which --export_dir replaces.
-RUN_FLAGS = ("output_dir", "checkpoint_path", "checkpoint", "data_dir", "problem", "hparams_set")
 
 
 def reference_report(problem, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:

@@ -48,7 +48,8 @@ def run_request(**decode_settings):
 
 
 # The flags that pick and open a run, and those of its decode request.
-RUN_FLAGS = ("output_dir", "checkpoint_path", "checkpoint", "data_dir", "usr_dir", "problem", "hparams_set")
+PICKS_A_RUN = ("output_dir", "checkpoint_path", "checkpoint", "data_dir", "problem", "hparams_set")
+RUN_FLAGS = (*PICKS_A_RUN, "usr_dir")
 DECODE_FLAGS = ("beam_size", "alpha", "extra_length", "constrained_decoding", "mixed_precision")
 
 
