@@ -73,6 +73,13 @@ def test_a_fixed_setting_is_refused_unless_it_is_the_engines_own():
         DecodeRequest(sampling=SamplingSettings()).resolve(SAVED_MODEL)
 
 
+def test_an_engine_with_a_precision_setting_of_its_own_refuses_any_but_auto():
+    ctranslate2 = Engine("a CTranslate2 export", takes_precision=False, precision_hint="it computes in its own")
+    assert DecodeRequest().resolve(ctranslate2).mixed_precision == "auto"
+    with pytest.raises(UserError, match="^a CTranslate2 export takes no `mixed_precision`; it computes in its own$"):
+        DecodeRequest(mixed_precision="none").resolve(ctranslate2)
+
+
 def test_a_fixed_precision_is_the_resolved_one_and_another_is_refused():
     assert DecodeRequest().resolve(SAVED_MODEL).mixed_precision == "mixed_bfloat16"
     assert DecodeRequest(mixed_precision="mixed_bfloat16").resolve(SAVED_MODEL).mixed_precision == "mixed_bfloat16"

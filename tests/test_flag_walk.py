@@ -76,7 +76,8 @@ DECISIONS = {
                         "constrained_decoding": Refused("true", EXPORTED.format("constrained_decoding")),
                         "compute_type": Refused("int8", "--compute_type is for CTranslate2 exports")},
         "ctranslate2": {**DECODER_ON_AN_EXPORT, **effect("beam_size", "alpha", "extra_length", "compute_type"),
-                        "mixed_precision": Refused("mixed_bfloat16", "computes in its compute_type"),
+                        "mixed_precision": Refused("mixed_bfloat16",
+                                                   "takes no --mixed_precision; it computes in its --compute_type"),
                         "constrained_decoding": Refused("true", "a CTranslate2 export searches freely")},
     },
     "scorer": {

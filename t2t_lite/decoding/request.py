@@ -58,6 +58,8 @@ class Engine:
     searches: bool = True
     # The precision it computes in, fixed (a SavedModel's); None computes in the request's.
     precision: str | None = None
+    # False for an engine with a precision setting of its own (CTranslate2's compute_type): any but AUTO is refused.
+    takes_precision: bool = True
     precision_hint: str = ""
 
 
@@ -128,6 +130,8 @@ class DecodeRequest:
                                 f"again with `{name}`={given[name]}{engine.fixed_hint}")
         if self.sampling is not None and not engine.samples:
             raise UserError(f"{engine.name} decodes with beam search; sample from the run")
+        if not engine.takes_precision and self.mixed_precision != AUTO:
+            raise UserError(f"{engine.name} takes no `mixed_precision`; {engine.precision_hint}")
         if engine.precision is not None and self.mixed_precision not in (AUTO, engine.precision):
             computes = "float32" if engine.precision == "none" else engine.precision
             raise UserError(f"{engine.name} computes in {computes}, not `mixed_precision`={self.mixed_precision}; "

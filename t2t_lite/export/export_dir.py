@@ -85,7 +85,7 @@ class ExportDir:
         """What the export decodes with and can change, to resolve a DecodeRequest against."""
         if self.format == CTRANSLATE2:
             return Engine("a CTranslate2 export", self.decode_hparams, samples=False, constrains=False,
-                          precision="its compute_type", precision_hint="give `compute_type` instead")
+                          takes_precision=False, precision_hint="it computes in its `compute_type`")
         return Engine("a SavedModel", self.decode_hparams, samples=False,
                       fixed=("beam_size", "alpha", "extra_length", "constrained_decoding"),
                       fixed_hint=", or decode a CTranslate2 export or the run",
