@@ -35,6 +35,7 @@ def build_decoder(args, forced_length):
 
     if args.mixed_precision != "none":
         keras.mixed_precision.set_global_policy(args.mixed_precision)
+    keras.utils.set_random_seed(0)  # the same weights in every run, so two versions' outputs can be compared
     hp = config.apply_overrides(hparams_sets.get("transformer_base")(), f"vocab_size={PROTOCOL_VOCAB}")
     # T2T_LITE_KERNEL_LAYOUT and T2T_LITE_STEP_MATMUL, as the decoder command reads them.
     decoder = Decoder(build_model(hp), dataclasses.replace(hp.decode, beam_size=args.beam_size, alpha=0.6),
@@ -49,7 +50,7 @@ def build_decoder(args, forced_length):
 
 
 def time_decoding(decoder, sentences, batch_size, parallel_batches=1):
-    """Seconds to decode all sentences in batches, after one warm-up batch (tracing).
+    """(seconds to decode all sentences in batches, after one warm-up batch (tracing); their best outputs).
 
     parallel_batches > 1 decodes that many batches at once from threads, as
     t2t-lite-decoder's --parallel_batches does.
@@ -61,8 +62,8 @@ def time_decoding(decoder, sentences, batch_size, parallel_batches=1):
     decoder.decode(padded[0])[0].numpy()
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel_batches) as pool:
-        list(pool.map(lambda batch: decoder.decode(batch)[0].numpy(), padded))
-    return time.perf_counter() - start
+        outputs = list(pool.map(lambda batch: decoder.decode(batch)[0].numpy(), padded))
+    return time.perf_counter() - start, [ids for batch in outputs for ids in batch[:, 0]]
 
 
 def main():
@@ -76,9 +77,11 @@ def main():
     parser.add_argument("--parallel_batches", type=int, default=1, help="batches decoded at once, from threads")
     parser.add_argument("--length_sweep", action="store_true")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no_ceilings", action="store_true", help="skip the matmul ceilings (repeated runs)")
+    parser.add_argument("--outputs", help="write each sentence's best output ids here, a line each")
     args = parser.parse_args()
     sentences = decode_inputs()[: 64 if args.quick else args.sentences]
-    if not args.quick:
+    if not (args.quick or args.no_ceilings):
         print_ceilings(("float32", "bfloat16"))
         for rows, depth, width in STEP_SHAPES:
             figures = ", ".join(f"{dtype} {matmul_gflops(rows, depth, width, dtype):.0f}"
@@ -86,7 +89,11 @@ def main():
             print(f"ceiling at a step's [{rows},{depth}]x[{depth},{width}]: {figures} GFLOP/s", flush=True)
     lengths = [32, 64, 128, 256] if args.length_sweep else [args.output_length]
     for length in lengths:
-        seconds = time_decoding(build_decoder(args, length), sentences, args.batch_size, args.parallel_batches)
+        seconds, outputs = time_decoding(build_decoder(args, length), sentences, args.batch_size,
+                                         args.parallel_batches)
+        if args.outputs:
+            with open(args.outputs, "w") as file:
+                file.writelines(" ".join(map(str, ids)) + "\n" for ids in outputs)
         print(f"decode: {len(sentences)} sentences, beam {args.beam_size}, batch {args.batch_size}, "
               f"{args.parallel_batches} in flight, "
               f"{length} output tokens, {args.mixed_precision}: "

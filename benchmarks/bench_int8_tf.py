@@ -30,16 +30,23 @@ def int8_product(rows, weight, weight_scale):
 
 
 class Int8StepKernel:
-    """A StepKernel's interface (depth, width, a call on rows) over an int8 copy of the weight."""
+    """A StepKernel's interface (depth, width, a call on rows) over an int8 copy of the weight; the bias and
+    activation, if any, are applied to the rescaled product as a StepKernel's are."""
 
-    def __init__(self, matrix, stored_as):
+    def __init__(self, matrix, stored_as, bias=None, activation=None):
         in_out = matrix if stored_as == step_matmul.IN_OUT else tf.transpose(matrix)
         self.scale = tf.maximum(tf.reduce_max(tf.abs(in_out), axis=0, keepdims=True) / 127.0, 1e-30)
         self.weight = tf.cast(tf.round(in_out / self.scale), tf.int8)
         self.depth, self.width = (int(size) for size in in_out.shape)
+        self.bias, self.activation = bias, activation
 
     def __call__(self, rows):
-        return int8_product(rows, self.weight, self.scale)
+        y = int8_product(rows, self.weight, self.scale)
+        if self.bias is not None:
+            y = tf.nn.bias_add(y, tf.cast(self.bias, y.dtype))
+        if self.activation is not None:
+            y = self.activation(y)
+        return y
 
 
 def time_products(repeats: int = 100) -> None:
@@ -68,15 +75,16 @@ def time_products(repeats: int = 100) -> None:
 
 
 def use_int8(output_only: bool) -> None:
-    float_add = step_matmul.StepKernels.add
+    """Every step kernel the decoder prepares in int8 (StepKernelMaker.dense makes its kernels through .weight
+    too), or with output_only only the output projection: the embedding, the one weight stored [out, in]."""
+    float_weight = step_matmul.StepKernelMaker.weight
 
-    def add(self, owner, weight, stored_as=step_matmul.IN_OUT):
-        if output_only and isinstance(owner, step_matmul.Dense):  # the output projection is the embedding's
-            return float_add(self, owner, weight, stored_as)
-        self._owners.append(owner)
-        self._kernels.append(Int8StepKernel(tf.cast(weight, tf.float32), stored_as))
+    def weight(self, weight, stored_as=step_matmul.IN_OUT, bias=None, activation=None):
+        if output_only and stored_as != step_matmul.OUT_IN:  # a Dense layer's kernel, kept in float
+            return float_weight(self, weight, stored_as, bias, activation)
+        return Int8StepKernel(tf.cast(weight, tf.float32), stored_as, bias, activation)
 
-    step_matmul.StepKernels.add = add
+    step_matmul.StepKernelMaker.weight = weight
 
 
 if __name__ == "__main__":

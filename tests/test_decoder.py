@@ -17,7 +17,7 @@ from t2t_lite.precision import layers_compute_in
 from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.errors import UserError
-from t2t_lite.layers import attention
+from t2t_lite.decoding import cached_step
 from t2t_lite.bin.lines import DecodeFileRequest, decode_file
 from t2t_lite.models import build_model
 from t2t_lite.ops import kernel_layout
@@ -87,7 +87,7 @@ def test_every_beam_score_equals_rescoring_its_hypothesis_with_the_full_pass(set
     # The cached search keeps a sentence's beams side by side in cache slots and follows the
     # beams through the per-row ancestry alone. A row that read another beam's history would
     # give its hypothesis a score the teacher-forced full pass does not.
-    monkeypatch.setattr(attention, "SETTLE_EVERY", settle_every)
+    monkeypatch.setattr(cached_step, "SETTLE_EVERY", settle_every)
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size=12")
     keras.utils.set_random_seed(4)  # weights under which 3 sentences x 4 beams leave few empty finished slots
     with layers_compute_in(mixed_precision):

@@ -13,6 +13,7 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "t2t_lite"
 INFERENCE, LINE_IO, OPEN_RUN = "t2t_lite.inference", "t2t_lite.bin.lines", "t2t_lite.run"
+DECODING, STEP_MATMUL = "t2t_lite.decoding", "t2t_lite.ops.step_matmul"
 # What sits above the library (installed as t2t_lite.problems, .hparams and .bin) and absl's flags, which only
 # the commands parse.
 ABOVE_THE_LIBRARY = ("t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.bin", "absl.flags")
@@ -25,6 +26,9 @@ FORBIDDEN = {
     # export/ writes what inference/ reads: never the other way round.
     "export": (INFERENCE,),
     "training": (INFERENCE, LINE_IO, OPEN_RUN, "t2t_lite.bin"),
+    # Layers and models read like the paper: the decoder's caches, beams and CPU kernels live in decoding/ and ops/.
+    "layers": (DECODING, STEP_MATMUL),
+    "models": (DECODING, STEP_MATMUL),
 }
 
 
@@ -68,7 +72,7 @@ def test_the_library_decoding_the_translator_and_training_import_nothing_above_t
 
 def make_library(root: pathlib.Path) -> None:
     """The places FORBIDDEN names, empty, under root."""
-    for directory in ("decoding", "training", "inference", "export"):
+    for directory in ("decoding", "training", "inference", "export", "layers", "models"):
         (root / directory).mkdir()
     (root / "inference" / "translator.py").write_text("import numpy\n", encoding="utf-8")
 
@@ -100,6 +104,9 @@ def test_the_check_finds_a_planted_import(tmp_path, code):
     ("metrics/bleu.py", "from absl import flags\n", "absl.flags"),
     ("config.py", "from absl.flags import FLAGS\n", "absl.flags.FLAGS"),
     ("models/transformer.py", "from t2t_lite.bin import run_flags\n", "t2t_lite.bin.run_flags"),
+    ("layers/attention.py", "from t2t_lite.ops.step_matmul import StepKernel\n", "t2t_lite.ops.step_matmul"),
+    ("layers/feed_forward.py", "from ..ops import step_matmul\n", "t2t_lite.ops.step_matmul"),
+    ("models/transformer.py", "from ..decoding.cached_step import CachedStep\n", "t2t_lite.decoding.cached_step"),
 ])
 def test_the_check_finds_the_translator_reading_lines_and_the_library_reading_what_sits_above_it(
         tmp_path, path, code, name):

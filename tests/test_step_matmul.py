@@ -1,6 +1,4 @@
 """Step kernels in either layout and op against numpy and the Dense layers; how layout and op are chosen."""
-import types
-
 import keras
 import numpy as np
 import pytest
@@ -12,14 +10,14 @@ from t2t_lite.layers.feed_forward import FeedForward
 from t2t_lite.ops import kernel_layout, matmul_threads, step_matmul
 from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN, STEP_ROWS
 from t2t_lite.ops.matmul_threads import BATCH_MATMUL, MATMUL
-from t2t_lite.ops.step_matmul import Dense, StepKernel, StepKernels, StepMatmulSettings
+from t2t_lite.ops.step_matmul import StepKernel, StepKernelMaker, StepMatmulSettings
 
 LAYOUTS = [IN_OUT, OUT_IN]
 OPS = [MATMUL, BATCH_MATMUL]
 
 
 def _dense(units, activation=None, use_bias=True, input_width=6, seed=0, dtype=None):
-    layer = Dense(units, activation=activation, use_bias=use_bias, dtype=dtype)
+    layer = keras.layers.Dense(units, activation=activation, use_bias=use_bias, dtype=dtype)
     layer.build((None, None, input_width))
     rng = np.random.default_rng(seed)
     layer.kernel.assign(rng.normal(size=layer.kernel.shape).astype(np.float32))
@@ -51,15 +49,15 @@ def test_step_kernel_multiplies_with_the_op_it_was_given(op, graph_op):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("activation, use_bias", [(None, True), ("relu", True), (None, False)])
-def test_projection_through_a_step_kernel_matches_numpy(activation, use_bias, layout):
+def test_a_dense_prepared_as_a_step_kernel_matches_numpy(activation, use_bias, layout):
     dense = _dense(5, activation, use_bias)
-    x = np.random.default_rng(1).normal(size=(3, 2, 6)).astype(np.float32)  # [B, T, in]
-    expected = x @ dense.kernel.numpy() + (dense.bias.numpy() if use_bias else 0.0)
+    rows = np.random.default_rng(1).normal(size=(6, 6)).astype(np.float32)  # [R, in]
+    expected = rows @ dense.kernel.numpy() + (dense.bias.numpy() if use_bias else 0.0)
     if activation == "relu":
         expected = np.maximum(expected, 0.0)
         assert (expected == 0).any() and (expected > 0).any()  # the activation is exercised
-    out = _through(StepKernels("float32", layout), dense, x)
-    assert out.shape == (3, 2, 5)
+    out = StepKernelMaker("float32", layout).dense(dense)(rows)
+    assert out.shape == (6, 5)
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
@@ -67,90 +65,58 @@ def test_projection_through_a_step_kernel_matches_numpy(activation, use_bias, la
 @pytest.mark.parametrize("biases", [(True, True), (True, False), (False, False)])
 def test_joined_denses_multiply_like_their_products_side_by_side_in_numpy(layout, biases):
     denses = [_dense(units, use_bias=bias, seed=seed) for units, bias, seed in zip((5, 3), biases, (4, 5))]
-    owner = object()
-    kernels = StepKernels("float32", layout)
-    kernels.add_joined(owner, denses)
+    joined = StepKernelMaker("float32", layout).dense(*denses)
     rows = np.random.default_rng(6).normal(size=(4, 6)).astype(np.float32)
     expected = np.concatenate([rows @ dense.kernel.numpy() + (dense.bias.numpy() if dense.use_bias else 0.0)
                                for dense in denses], axis=1)  # [4, 5 + 3]
-    np.testing.assert_allclose(kernels.get(owner)(rows).numpy(), expected, rtol=1e-5, atol=1e-5)
-
-
-def test_dense_layers_given_to_skip_get_no_kernel_of_their_own():
-    kept, joined = _dense(5, seed=7), _dense(3, seed=8)
-    kernels = StepKernels("float32", IN_OUT)
-    kernels.add_dense_layers([kept, joined], skip=[joined])
-    assert kernels.get(joined) is None and kernels.get(kept) is not None
+    np.testing.assert_allclose(joined(rows).numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_only_denses_without_activation_can_be_joined():
     with pytest.raises(ValueError, match="without an activation"):
-        StepKernels("float32", IN_OUT).add_joined(object(), [_dense(5), _dense(5, activation="relu")])
+        StepKernelMaker("float32", IN_OUT).dense(_dense(5), _dense(5, activation="relu"))
 
 
-def _through(kernels, layer, x):
-    """layer(x) given `kernels` prepared for layer's Dense sub-layers."""
-    kernels.add_dense_layers([layer])
-    return layer(x, kernels=kernels)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("stored_as", LAYOUTS)
+def test_a_given_weight_multiplies_as_the_layout_it_is_stored_in_says(stored_as, layout):
+    rng = np.random.default_rng(7)
+    weight = tf.Variable(rng.normal(size=(6, 5) if stored_as == IN_OUT else (5, 6)).astype(np.float32))
+    rows = rng.normal(size=(3, 6)).astype(np.float32)
+    expected = rows @ (weight.numpy() if stored_as == IN_OUT else weight.numpy().T)
+    kernel = StepKernelMaker("float32", layout).weight(weight, stored_as)
+    assert (kernel.depth, kernel.width) == (6, 5)
+    np.testing.assert_allclose(kernel(rows).numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
-def test_layers_not_prepared_and_calls_without_kernels_are_plain_dense():
-    # Twins: the same weights, one prepared. Then both weights change alike, so the prepared kernel (a
-    # snapshot) no longer is the layers' own: a call that went through it cannot pass for a plain one.
-    prepared, other = _dense(4, seed=2), _dense(4, seed=2)
-    kernels = StepKernels("float32", OUT_IN)
-    kernels.add_dense_layers([prepared])
-    assert kernels.get(prepared) is not None and kernels.get(other) is None
-    x = np.random.default_rng(4).normal(size=(2, 1, 6)).astype(np.float32)
-    snapshot = x @ prepared.kernel.numpy() + prepared.bias.numpy()  # [2, 1, 4] what the prepared kernel gives
-    for layer in (prepared, other):
-        layer.kernel.assign(layer.kernel * 2.0)
-    plain = keras.layers.Dense.call(other, x).numpy()
-    np.testing.assert_array_equal(keras.layers.Dense.call(prepared, x).numpy(), plain)  # still twins
-    np.testing.assert_array_equal(other(x, kernels=kernels).numpy(), plain)  # not prepared: plain
-    np.testing.assert_array_equal(prepared(x).numpy(), plain)  # no kernels: plain
-    # And the kernels given are used where prepared: the twin called with them gives the snapshot's product.
-    np.testing.assert_allclose(prepared(x, kernels=kernels).numpy(), snapshot, rtol=1e-5, atol=1e-5)
-    assert not np.allclose(snapshot, plain)
-
-
-def test_kernels_cover_nested_layers_and_follow_later_weight_updates_only_when_remade():
+def test_kernels_are_snapshots_that_follow_later_weight_updates_only_when_remade():
     ffn = FeedForward(d_model=6, d_ff=8)
     ffn.build((None, None, 6))
-    x = np.random.default_rng(5).normal(size=(2, 3, 6)).astype(np.float32)
-    kernels = StepKernels("float32", IN_OUT)
-    np.testing.assert_allclose(_through(kernels, ffn, x).numpy(), ffn(x).numpy(), rtol=1e-5, atol=1e-6)
-    # The copies are snapshots: a decoder makes them once per decoded batch, after any training step.
+    rows = np.random.default_rng(5).normal(size=(4, 6)).astype(np.float32)  # [R, D]
+
+    def through(maker):  # the network's two products, hidden (with its ReLU) then output, through step kernels
+        hidden, output = maker.dense(ffn.hidden), maker.dense(ffn.output_proj)
+        return lambda x: output(hidden(x)).numpy()
+
+    prepared = through(StepKernelMaker("float32", IN_OUT))
+    before = ffn(rows).numpy()
+    np.testing.assert_allclose(prepared(rows), before, rtol=1e-5, atol=1e-6)
+    # The kernels are snapshots: a decoder makes them once per decoded batch, after any training step.
     ffn.output_proj.kernel.assign(ffn.output_proj.kernel * 2.0)
-    stale = ffn(x, kernels=kernels).numpy()
-    assert not np.allclose(stale, ffn(x).numpy())
-    np.testing.assert_allclose(_through(StepKernels("float32", IN_OUT), ffn, x).numpy(), ffn(x).numpy(),
-                               rtol=1e-5, atol=1e-6)
+    after = ffn(rows).numpy()
+    assert not np.allclose(before, after)
+    np.testing.assert_allclose(prepared(rows), before, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(through(StepKernelMaker("float32", IN_OUT))(rows), after, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_kernels_are_cast_to_the_compute_dtype(layout):
     dense = _dense(5, dtype="mixed_bfloat16")  # float32 variables, bfloat16 products
     x = np.random.default_rng(6).normal(size=(2, 6)).astype("bfloat16")
-    out = _through(StepKernels("bfloat16", layout), dense, x)
+    out = StepKernelMaker("bfloat16", layout).dense(dense)(x)
     assert out.dtype == "bfloat16"
     expected = x.astype(np.float32) @ dense.kernel.numpy() + dense.bias.numpy()
     np.testing.assert_allclose(out.numpy().astype(np.float32), expected, rtol=0.05, atol=0.1)
-
-
-@pytest.mark.parametrize("stored_as", LAYOUTS)
-def test_a_product_of_a_given_weight_is_plain_without_kernels_and_prepared_with_them(stored_as):
-    rng = np.random.default_rng(7)
-    weight = tf.Variable(rng.normal(size=(6, 5) if stored_as == IN_OUT else (5, 6)).astype(np.float32))
-    rows = rng.normal(size=(3, 6)).astype(np.float32)
-    owner = types.SimpleNamespace()  # any object kernels can be prepared for
-    expected = rows @ (weight.numpy() if stored_as == IN_OUT else weight.numpy().T)
-    np.testing.assert_allclose(step_matmul.product(owner, rows, weight, stored_as).numpy(), expected, rtol=1e-5)
-    kernels = StepKernels("float32", OUT_IN if stored_as == IN_OUT else IN_OUT)
-    kernels.add(owner, weight, stored_as)
-    weight.assign(weight * 3.0)  # the prepared copy is what the product multiplies by
-    np.testing.assert_allclose(step_matmul.product(owner, rows, weight, stored_as, kernels=kernels).numpy(),
-                               expected, rtol=1e-5)
 
 
 def test_an_unknown_layout_or_op_is_refused():
@@ -172,8 +138,10 @@ def test_kernels_ask_for_their_op_at_a_decoding_steps_rows_in_their_dtype(monkey
     ffn.build((None, None, 6))
     for layout in LAYOUTS:
         asked.clear()
-        StepKernels("bfloat16", layout).add_dense_layers([ffn])
+        maker = StepKernelMaker("bfloat16", layout)
+        kernels = [maker.dense(ffn.hidden), maker.dense(ffn.output_proj)]
         assert sorted(asked) == [(STEP_ROWS, 6, 8, tf.bfloat16), (STEP_ROWS, 8, 6, tf.bfloat16)]  # [in, out] shapes
+        assert all(kernel.op == BATCH_MATMUL for kernel in kernels)
 
 
 def test_off_the_cpu_nothing_is_measured_or_switched(monkeypatch):
@@ -269,14 +237,6 @@ def test_a_decoder_ignores_the_environment(monkeypatch):
     monkeypatch.setenv(environment.LAYOUT_VARIABLE, "sideways")  # would be refused if it were read
     monkeypatch.setenv(environment.OP_VARIABLE, BATCH_MATMUL)
     assert Decoder(_tiny_model(), DecodeHParams()).step_matmul == StepMatmulSettings()
-
-
-def test_the_walk_finds_every_dense_kernel_of_the_model():
-    """dense_sublayers (public attributes only) reaches every Dense: the model's kernels are exactly theirs."""
-    model = _tiny_model("num_decoder_layers=2")
-    found = sorted(dense.kernel.path for dense in step_matmul.dense_sublayers(model))
-    assert found == sorted(v.path for v in model.variables if v.path.endswith("/kernel"))
-    assert len(found) == 2 * 10 + 6  # each decoder layer: 4 + 4 attention projections, 2 FFN; the encoder's 6
 
 
 def test_the_faster_layout_is_chosen_only_with_a_clear_margin():

@@ -1,8 +1,8 @@
-"""Step kernels go to the step as an argument: decoders of one model with their own kernels, alternately or at once.
+"""Step kernels belong to their step: decoders of one model with their own kernels, alternately or at once.
 
-Nothing is lent to the shared layers, so two decoders of the SAME model with
-different kernels may run their steps interleaved, in one thread or two, and
-each must get the outputs of its own kernels.
+Nothing is lent to the shared layers, so two cached steps (or decoders) of the
+SAME model with different kernels may run interleaved, in one thread or two,
+and each must get the outputs of its own kernels.
 """
 import threading
 
@@ -11,7 +11,8 @@ import numpy as np
 import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config
 from t2t_lite.config import DecodeHParams
-from t2t_lite.decoding.decoder import Decoder, step_kernels
+from t2t_lite.decoding.cached_step import CachedStep
+from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.models import build_model
 from t2t_lite.models.transformer import shift_right
 from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN
@@ -30,15 +31,18 @@ def _model():
     return build_model(config.apply_overrides(hparams_sets.get("transformer_tiny")(), overrides))
 
 
-def _cached_steps(model, kernels):
-    """The cached decoding of TARGETS through `kernels`, one step per next(): logits [B, V] of each position."""
-    memory, memory_bias = model.encode(INPUTS)
-    memory_kv, cache = model.memory_cache(memory), model.initial_cache(INPUTS.shape[0])
+def _cached_step(model, settings):
+    """A CachedStep over INPUTS, one beam: its kernels are the model's weights now."""
+    return CachedStep(model, INPUTS, INPUTS.shape[0], 1, settings)
+
+
+def _cached_steps(step):
+    """The cached decoding of TARGETS through `step`, one step per next(): logits [B, V] of each position."""
+    cache = step.initial_cache
     decoder_inputs = np.asarray(shift_right(TARGETS))
     for i in range(TARGETS.shape[1]):
-        logits, cache = model.decode(decoder_inputs[:, i:i + 1], memory_kv, memory_bias, cache=cache,
-                                     decode_index=i, kernels=kernels)
-        yield logits.numpy()[:, 0]
+        logits, cache = step(decoder_inputs[:, i:i + 1], i, cache)
+        yield logits.numpy()
 
 
 def _in_lockstep(steps, barrier):
@@ -51,28 +55,28 @@ def _in_lockstep(steps, barrier):
 
 
 def test_kernels_of_one_model_from_different_weights_each_give_their_own_steps_alternately_and_from_two_threads():
-    """Kernels are snapshots: two sets made before and after a weight change each decode as the model did then."""
+    """Kernels are snapshots: two steps made before and after a weight change each decode as the model did then."""
     model = _model()
     full_before = model({"inputs": INPUTS, "targets": TARGETS}).numpy()  # [B, T_tgt, V]
-    before = step_kernels(model, "float32", IN_OUT_MATMUL)
+    before = _cached_step(model, IN_OUT_MATMUL)
     # Only the steps read the feed-forward output kernels (not the encoder, not memory_cache), and each
-    # step reads them through its kernels: a step given the other set's would give the other pass's logits.
+    # step reads them through its own kernels: a step with the other's would give the other pass's logits.
     for layer in model.decoder_layers:
         layer.ffn.output_proj.kernel.assign(layer.ffn.output_proj.kernel * 2.0)
     full_after = model({"inputs": INPUTS, "targets": TARGETS}).numpy()
-    after = step_kernels(model, "float32", OUT_IN_BATCH_MATMUL)
+    after = _cached_step(model, OUT_IN_BATCH_MATMUL)
     assert np.abs(full_before - full_after).max() > 0.1
 
     # Alternately, in one thread: a step of one, then a step of the other.
-    steps = list(zip(_cached_steps(model, before), _cached_steps(model, after)))
+    steps = list(zip(_cached_steps(before), _cached_steps(after)))
     np.testing.assert_allclose(np.stack([b for b, _ in steps], axis=1), full_before, atol=1e-5)
     np.testing.assert_allclose(np.stack([a for _, a in steps], axis=1), full_after, atol=1e-5)
 
     # From two threads in lockstep: each thread's steps run between the other's.
     lockstep, results = threading.Barrier(2, timeout=60), {}
 
-    def decode(name, kernels):
-        results[name] = _in_lockstep(_cached_steps(model, kernels), lockstep)
+    def decode(name, step):
+        results[name] = _in_lockstep(_cached_steps(step), lockstep)
 
     _run_together([lambda: decode("before", before), lambda: decode("after", after)])
     np.testing.assert_allclose(results["before"], full_before, atol=1e-5)

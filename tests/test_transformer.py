@@ -4,12 +4,7 @@ import pytest
 
 import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config
-from t2t_lite.decoding.decoder import step_kernels
-from t2t_lite.layers import attention
 from t2t_lite.models import build_model
-from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN
-from t2t_lite.ops.matmul_threads import BATCH_MATMUL, MATMUL
-from t2t_lite.ops.step_matmul import StepMatmulSettings
 from t2t_lite.models.transformer import shift_right
 from t2t_lite.registry import hparams_sets
 
@@ -53,7 +48,7 @@ def test_the_built_model_holds_every_variable_a_forward_pass_and_decoding_use(ov
         loss = tf.reduce_sum(model({"inputs": inputs, "targets": targets}, training=True))
     gradients = tape.gradient(loss, model.trainable_weights)
     memory, bias = model.encode(inputs)
-    model.decode(targets[:, :1], model.memory_cache(memory), bias, cache=model.initial_cache(3), decode_index=0)
+    model.decode(targets[:, :1], model.memory_cache(memory), bias, cache=model.initial_cache(3, 6), cache_index=0)
     assert [(v.path, tuple(v.shape)) for v in model.weights] == built
     assert all(g is not None for g in gradients)  # every variable built is one the forward pass uses
     # Per layer: 4 or 8 attention Dense, 2 feed-forward Dense and 2 or 3 LayerNorms, 2 variables each; then the
@@ -71,28 +66,22 @@ def _batch(rng, batch=3):
 
 @pytest.mark.parametrize("overrides", ["norm_position=post", "norm_position=pre", "position_encoding=learned",
                                        "share_embeddings=false,key_dim=3,value_dim=5"])
-def test_cached_decoding_equals_full_forward_pass(overrides, monkeypatch):
-    monkeypatch.setattr(attention, "SETTLE_EVERY", 4)  # the caches fold once in the 6 positions
+@pytest.mark.parametrize("chunks", [[1] * 6, [2, 4]])
+def test_cached_decoding_with_an_index_equals_full_forward_pass(overrides, chunks):
     model = build_model(tiny(overrides))
     inputs, targets = _batch(np.random.default_rng(0))
     full = model({"inputs": inputs, "targets": targets}).numpy()  # [B, T_tgt, V]
     memory, memory_bias = model.encode(inputs)
     decoder_inputs = np.asarray(shift_right(targets))
-    # The encoder output as it is, or its keys/values projected once and the steps' weights
-    # prepared in either layout and multiplied with either op (what the decoder does).
-    prepared = [(memory, None)]
-    for layout in (IN_OUT, OUT_IN):
-        for op in (MATMUL, BATCH_MATMUL):
-            kernels = step_kernels(model, "float32", StepMatmulSettings(layout=layout, op=op))
-            prepared.append((model.memory_cache(memory), kernels))
-    for memory_given, kernels in prepared:
-        cache = model.initial_cache(inputs.shape[0])
-        steps = []
-        for i in range(targets.shape[1]):
-            logits, cache = model.decode(decoder_inputs[:, i:i + 1], memory_given, memory_bias, cache=cache,
-                                         decode_index=i, kernels=kernels)
-            steps.append(logits.numpy()[:, 0])
-        np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
+    # The encoder output as it is, or its keys/values projected once.
+    for memory_given in (memory, model.memory_cache(memory)):
+        cache, logits, start = model.initial_cache(inputs.shape[0], targets.shape[1] + 1), [], 0
+        for size in chunks:
+            chunk_logits, cache = model.decode(decoder_inputs[:, start:start + size], memory_given, memory_bias,
+                                               cache=cache, cache_index=start)
+            logits.append(chunk_logits.numpy())
+            start += size
+        np.testing.assert_allclose(np.concatenate(logits, axis=1), full, atol=1e-5)
 
 
 def test_decoder_is_causal_and_padding_in_inputs_is_ignored():

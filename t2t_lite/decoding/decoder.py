@@ -5,19 +5,18 @@ import tensorflow as tf
 
 from t2t_lite.config import DecodeHParams
 from t2t_lite.decoding.beam_search import beam_search
+from t2t_lite.decoding.cached_step import ANCESTRY, CachedStep
 from t2t_lite.decoding.constraints import OutputConstraint, constrain
 from t2t_lite.decoding.ensemble import mean_log_probs, shared_vocab_size
 from t2t_lite.decoding.sampling import SamplingSettings, argmax_choice, greedy_decode, sampled_choice
 from t2t_lite.decoding.search_state import SplitState
-from t2t_lite.ops.kernel_layout import OUT_IN
-from t2t_lite.ops.step_matmul import StepKernels, StepMatmulSettings
+from t2t_lite.ops.step_matmul import StepMatmulSettings
 
 INPUTS_SIGNATURE = [tf.TensorSpec([None, None], tf.int32)]
-MEMORY = "memory"  # a model's cache entry for the encoder's keys, values and padding bias
 
 
 class Decoder:
-    """Beam search (or greedy, beam 1, or sampling) over one Transformer's cached `decode`, or an ensemble's.
+    """Beam search (or greedy, beam 1, or sampling) over a Transformer's cached step (cached_step.py), or an ensemble's.
 
     Every sentence gets its own maximum length, input length + extra_length
     (paper 6.1), so its output never depends on the batch it is decoded in.
@@ -72,7 +71,7 @@ class Decoder:
         inputs = tf.convert_to_tensor(inputs, tf.int32)
         batch = tf.shape(inputs)[0]
         beams = 1 if self.sampling is not None else hp.beam_size
-        steps = [_ModelStep(model, inputs, batch, beams, self.step_matmul) for model in self.models]
+        steps = [CachedStep(model, inputs, batch, beams, self.step_matmul) for model in self.models]
 
         def symbols_to_logits(ids, step, caches):
             # ids [N, 1] -> logits [N, V]; N = B * beams, beam-major within a sentence.
@@ -91,11 +90,11 @@ class Decoder:
         def split(caches):
             # Each model's ancestry follows the beams; its per-layer caches stay per sentence.
             per_sentence = tuple(dict(cache) for cache in caches)
-            ancestries = tuple(cache.pop("ancestry") for cache in per_sentence)
+            ancestries = tuple(cache.pop(ANCESTRY) for cache in per_sentence)
             return SplitState(per_beam=ancestries, per_sentence=per_sentence)
 
         def beam_symbols_to_logits(ids, step, state):
-            caches = tuple({"ancestry": ancestry, **cache}
+            caches = tuple({ANCESTRY: ancestry, **cache}
                            for ancestry, cache in zip(state.per_beam, state.per_sentence))
             logits, caches = symbols_to_logits(ids, step, caches)
             return logits, split(caches)
@@ -113,55 +112,8 @@ class Decoder:
         return constrain(symbols_to_logits, state, self.constraint, inputs, max_lengths, rows_per_sentence)
 
 
-class _ModelStep:
-    """One model's cached decoding step over one batch: its sentences encoded once, its step kernels made once."""
-
-    def __init__(self, model, inputs, batch, beams, settings: StepMatmulSettings):
-        self.model = model
-        memory, memory_bias = model.encode(inputs, training=False)  # [B, T_src, D], [B, 1, 1, T_src]
-        # Encoder keys/values are projected once and shared by a sentence's beams (never repeated or
-        # reordered). The self-attention caches grow by one position per step; they keep a slot per
-        # beam, and only the small per-beam ancestry that says which slot holds what follows the beams.
-        # The memory travels in the cache, one row per sentence, so a search can drop finished sentences.
-        self.initial_cache = {**model.initial_cache(batch, beams, memory.dtype),  # per layer [B, H, 0, K, Dk|Dv]
-                              MEMORY: {"kv": model.memory_cache(memory),  # per layer [B, H, T_src, Dk|Dv]
-                                       "bias": memory_bias}}
-        # The steps' weights in the layout and op they multiply fastest with here, made once, not every step.
-        self.kernels = step_kernels(model, memory.dtype, settings)
-
-    def __call__(self, ids, step, cache):
-        """ids [N, 1] -> (logits [N, V], the cache grown by one position)."""
-        memory = cache[MEMORY]
-        layers = {name: part for name, part in cache.items() if name != MEMORY}
-        logits, layers = self.model.decode(ids, memory["kv"], memory["bias"], cache=layers, decode_index=step,
-                                           kernels=self.kernels)
-        return logits[:, 0], {**layers, MEMORY: memory}
-
-
 def _row_keys(inputs):
     """string [B]: each sentence's source ids without the padding, what sampling keys its draws on."""
     words = tf.strings.as_string(inputs) + " "  # [B, T_src]
     return tf.strings.reduce_join(tf.where(tf.not_equal(inputs, 0), words, ""), axis=1)
 
-
-def step_kernels(model, dtype, settings: StepMatmulSettings) -> StepKernels:
-    """A Transformer's decoder Dense kernels and output projection, prepared for a decoding step's products.
-
-    Args:
-      model: a built Transformer.
-      dtype: the compute dtype.
-      settings: the layout and op choices.
-    """
-    # One layout for every weight, chosen at the output projection: the step's largest product.
-    layout = settings.resolved_layout(model.d_model, model.vocab_size, dtype)
-    kernels = StepKernels(dtype, layout, settings)
-    joined = []
-    for layer in model.decoder_layers:  # a step's query, key and value in one product, not three
-        attention = layer.self_attention
-        projections = [attention.query_proj, attention.key_proj, attention.value_proj]
-        kernels.add_joined(attention, projections)
-        joined += projections
-    kernels.add_dense_layers(model.decoder_layers, skip=joined)
-    embedding = model.target_embedding
-    kernels.add(embedding, embedding.embeddings, stored_as=OUT_IN)  # [V, D]: logits = x E^T
-    return kernels

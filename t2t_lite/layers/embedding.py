@@ -6,8 +6,6 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from t2t_lite.ops.kernel_layout import OUT_IN
-from t2t_lite.ops.step_matmul import product
 
 
 def _inverse_timescales(channels, min_timescale=1.0, max_timescale=1.0e4):
@@ -45,20 +43,20 @@ def timing_signal(length, channels):
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
 class SinusoidalPosition(keras.layers.Layer):
-    """Adds `timing_signal` to x [B, T, D]; with `position` set, the signal of that one position."""
+    """Adds `timing_signal` to x [B, T, D]: of positions 0..T-1, or from `position` (an int scalar) on."""
 
     def call(self, x, position=None):
         channels = x.shape[-1]
         if position is None:
             signal = timing_signal(ops.shape(x)[1], channels)  # [T, D]
         else:
-            signal = timing_signal_at(ops.reshape(position, (1,)), channels)  # [1, D]
+            signal = timing_signal_at(position + ops.arange(ops.shape(x)[1]), channels)  # [T, D]
         return x + ops.cast(signal, x.dtype)[None]
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
 class LearnedPosition(keras.layers.Layer):
-    """Adds a trained embedding of each position (Table 3 row E).
+    """Adds a trained embedding of each position (Table 3 row E): of 0..T-1, or from `position` on.
 
     Args:
       max_position: positions 0 .. max_position-1 are representable.
@@ -81,7 +79,7 @@ class LearnedPosition(keras.layers.Layer):
         if position is None:
             rows = self.table[: ops.shape(x)[1]]  # [T, D]
         else:
-            rows = ops.take(self.table, ops.reshape(position, (1,)), axis=0)  # [1, D]
+            rows = ops.take(self.table, position + ops.arange(ops.shape(x)[1]), axis=0)  # [T, D]
         return x + ops.cast(rows, x.dtype)[None]
 
     def get_config(self):
@@ -128,14 +126,11 @@ class SharedEmbedding(keras.layers.Layer):
         """
         return ops.transpose(ops.cast(self.embeddings, dtype))
 
-    def logits(self, x, kernels=None):
-        """x [..., D] -> float32 logits [..., V] = x E^T (float32 for a stable softmax and loss).
-
-        kernels: a decoder's prepared step kernels (ops.StepKernels), or None for the embedding itself.
-        """
+    def logits(self, x):
+        """x [..., D] -> float32 logits [..., V] = x E^T (float32 for a stable softmax and loss)."""
         rows = tf.reshape(x, [-1, self.d_model])  # [R, D]
-        # One GEMM over the [V, D] embedding with transpose_b (ops.product: a decoder may prepare it).
-        logits = product(self, rows, self.embeddings, stored_as=OUT_IN, kernels=kernels)  # [R, V]
+        # One GEMM over the [V, D] embedding with transpose_b, not a transposed copy of it.
+        logits = tf.matmul(rows, tf.cast(self.embeddings, rows.dtype), transpose_b=True)  # [R, V]
         logits = tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], axis=0))
         return tf.cast(logits, "float32")
 

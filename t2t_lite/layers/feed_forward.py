@@ -2,7 +2,6 @@
 import keras
 
 from t2t_lite.layers.dropout import Dropout
-from t2t_lite.ops.step_matmul import Dense
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -19,18 +18,18 @@ class FeedForward(keras.layers.Layer):
         super().__init__(**kwargs)
         self.d_model, self.d_ff, self.dropout_rate = d_model, d_ff, dropout
         policy = self.dtype_policy
-        self.hidden = Dense(d_ff, activation="relu", name="hidden", dtype=policy)
+        self.hidden = keras.layers.Dense(d_ff, activation="relu", name="hidden", dtype=policy)
         self.hidden_dropout = Dropout(dropout, dtype=policy)
-        self.output_proj = Dense(d_model, name="output", dtype=policy)
+        self.output_proj = keras.layers.Dense(d_model, name="output", dtype=policy)
 
     def build(self, input_shape):
         self.hidden.build((None, None, self.d_model))
         self.output_proj.build((None, None, self.d_ff))
 
-    def call(self, x, training=None, kernels=None):
-        """x [B, T, D] -> [B, T, D]; kernels: a decoder's prepared step kernels (ops.StepKernels), or None."""
-        hidden = self.hidden_dropout(self.hidden(x, kernels=kernels), training=training)  # [B, T, F]
-        return self.output_proj(hidden, kernels=kernels)
+    def call(self, x, training=None):
+        """x [B, T, D] -> [B, T, D]."""
+        hidden = self.hidden_dropout(self.hidden(x), training=training)  # [B, T, F]
+        return self.output_proj(hidden)
 
     def get_config(self):
         config = super().get_config()

@@ -87,6 +87,24 @@ class _Sublayers(keras.layers.Layer):
         """The layer's sub-layers, in the order `call` reaches them."""
         raise NotImplementedError
 
+    def residuals(self) -> list:
+        """The Residual around each sub-layer function `through_sublayers` runs, in order."""
+        return [sublayer for sublayer in self.sublayers() if isinstance(sublayer, Residual)]
+
+    def through_sublayers(self, x, sublayer_fns, training=None):
+        """x through each sub-layer function in its Residual, in order: what `call` computes.
+
+        Args:
+          x: [B, T, D], the residual stream.
+          sublayer_fns: one function per Residual (`residuals()`), [B, T, D] -> [B, T, D]: the layer's own
+            sub-layers in `call`; a decoding step's cached equivalents in decoding/cached_step.py.
+        Returns:
+          [B, T, D].
+        """
+        for residual, sublayer_fn in zip(self.residuals(), sublayer_fns, strict=True):
+            x = residual(x, sublayer_fn(residual.before(x)), training=training)
+        return x
+
     def build(self, input_shape, *args, **kwargs):
         # Every sub-layer takes [B, T, D]: all widths are known from the settings.
         for sublayer in self.sublayers():
@@ -116,10 +134,8 @@ class EncoderLayer(_Sublayers):
 
     def call(self, x, bias, training=None):
         """x [B, T_src, D], bias [B, 1, 1, T_src] -> [B, T_src, D]."""
-        h, _ = self.self_attention(self.self_attention_residual.before(x), bias=bias, training=training)
-        x = self.self_attention_residual(x, h, training=training)
-        h = self.ffn(self.ffn_residual.before(x), training=training)
-        return self.ffn_residual(x, h, training=training)
+        return self.through_sublayers(x, [lambda h: self.self_attention(h, bias=bias, training=training)[0],
+                                          lambda h: self.ffn(h, training=training)], training=training)
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -139,27 +155,27 @@ class DecoderLayer(_Sublayers):
         return [self.self_attention, self.self_attention_residual, self.cross_attention,
                 self.cross_attention_residual, self.ffn, self.ffn_residual]
 
-    def call(self, x, memory, self_bias, memory_bias, cache=None, training=None, kernels=None):
+    def call(self, x, memory, self_bias, memory_bias, cache=None, cache_index=None, training=None):
         """Runs one decoder layer.
 
         Args:
-          x: [N, T_tgt, D] (T_tgt = 1 when decoding incrementally).
-          memory: encoder output [B, T_src, D], or this layer's cross_attention.memory_cache
-            of it, which N = B * R rows may share (R beams per sentence).
-          self_bias: [1|N, 1, T_tgt, T_tgt] causal mask; None with a cache (it holds only the past).
+          x: [B, T_tgt, D].
+          memory: encoder output [B, T_src, D], or this layer's cross_attention.memory_cache of it.
+          self_bias: [1|B, 1, T_tgt, T_tgt] causal mask; None with a cache (it masks the later positions).
           memory_bias: [B, 1, 1, T_src].
-          cache: None, or when decoding this layer's self-attention cache {key, value,
-            recent_key, recent_value} [B, H, t0|t1, K, Dk|Dv] with the step's ancestry
-            [N, t + 1, K] (MultiHeadAttention's class doc).
-          kernels: a decoder's prepared step kernels (ops.StepKernels) for the projections, or None.
+          cache: None, or this layer's self-attention cache {key, value} [B, H, T_max, Dk|Dv].
+          cache_index: with a cache, the position of x's first row.
         Returns:
-          (output [N, T_tgt, D], the cache grown by T_tgt positions, or None).
+          (output [B, T_tgt, D], the updated cache, or None).
         """
-        h, cache = self.self_attention(self.self_attention_residual.before(x), bias=self_bias, cache=cache,
-                                       training=training, kernels=kernels)
-        x = self.self_attention_residual(x, h, training=training)
-        h, _ = self.cross_attention(self.cross_attention_residual.before(x), memory=memory, bias=memory_bias,
-                                    training=training, kernels=kernels)
-        x = self.cross_attention_residual(x, h, training=training)
-        h = self.ffn(self.ffn_residual.before(x), training=training, kernels=kernels)
-        return self.ffn_residual(x, h, training=training), cache
+        caches = []
+
+        def self_attend(h):
+            h, grown = self.self_attention(h, bias=self_bias, cache=cache, cache_index=cache_index, training=training)
+            caches.append(grown)
+            return h
+
+        x = self.through_sublayers(x, [self_attend, lambda h: self.cross_attention(h, memory=memory, bias=memory_bias,
+                                                                                     training=training)[0],
+                                       lambda h: self.ffn(h, training=training)], training=training)
+        return x, caches[0]

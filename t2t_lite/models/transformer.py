@@ -33,7 +33,9 @@ class Transformer(keras.Model):
     """Encoder-decoder Transformer; `call` gives teacher-forced logits.
 
     `encode` and `decode` are the two halves; `initial_cache` + `decode`
-    with a cache run the same layers one position at a time for fast decoding.
+    with a cache and an index (as keras-hub's) run the same layers a few
+    positions at a time. The beam decoder's step (decoding/cached_step.py)
+    runs them through `run_decoder` with caches and products of its own.
     The settings are ModelHParams' fields, where each has its comment.
 
     Args:
@@ -124,8 +126,7 @@ class Transformer(keras.Model):
         [B, T_tgt, V] logits never exist at once.
         """
         memory, memory_bias = self.encode(features["inputs"], training=training)
-        states, _ = self._decoder_stack(shift_right(features["targets"]), memory, memory_bias, None, None, training,
-                                        None)
+        states, _ = self._decode_states(shift_right(features["targets"]), memory, memory_bias, None, None, training)
         return states
 
     def output_kernel(self, dtype):
@@ -142,42 +143,53 @@ class Transformer(keras.Model):
             x = self.encoder_norm(x)
         return x, bias
 
-    def decode(self, decoder_inputs, memory, memory_bias, cache=None, decode_index=None, training=None,
-               kernels=None):
+    def decode(self, decoder_inputs, memory, memory_bias, cache=None, cache_index=None, training=None):
         """Runs the decoder stack and the shared softmax projection.
 
         Args:
-          decoder_inputs: int [N, T_tgt] (shifted targets), or [N, 1] with a cache.
-          memory: [B, T_src, D] from `encode`, or its `memory_cache`; N = B * R rows
-            (R beams per sentence) may share the cached one.
+          decoder_inputs: int [B, T_tgt] (shifted targets), or the T_tgt positions from cache_index on.
+          memory: [B, T_src, D] from `encode`, or its `memory_cache`.
           memory_bias: [B, 1, 1, T_src].
-          cache: None, or the self-attention caches, `initial_cache` at position 0.
-          decode_index: int scalar, the position of decoder_inputs when cached.
-          kernels: the decoder's weights prepared for its steps (ops.StepKernels, what Decoder passes),
-            or None to multiply by the variables as they are.
+          cache: None, or the self-attention caches (`initial_cache`) holding positions before cache_index.
+          cache_index: int scalar, the position of decoder_inputs' first column when cached.
         Returns:
-          (float32 logits [N, T_tgt, V], the caches grown by one position, or None).
+          (float32 logits [B, T_tgt, V], the caches with these positions written, or None).
         """
-        x, new_cache = self._decoder_stack(decoder_inputs, memory, memory_bias, cache, decode_index, training, kernels)
-        return self.target_embedding.logits(x, kernels=kernels), new_cache
+        x, new_cache = self._decode_states(decoder_inputs, memory, memory_bias, cache, cache_index, training)
+        return self.target_embedding.logits(x), new_cache
 
-    def _decoder_stack(self, decoder_inputs, memory, memory_bias, cache, decode_index, training, kernels):
-        """decode() up to the softmax projection: (states [N, T_tgt, D], grown caches or None)."""
-        x = self._embed(self.target_embedding, decoder_inputs, decode_index, training)
-        # A cache holds only the positions before this one: nothing to mask.
+    def _decode_states(self, decoder_inputs, memory, memory_bias, cache, cache_index, training):
+        """decode() up to the softmax projection: (states [B, T_tgt, D], updated caches or None)."""
+        # A cache masks its own later positions: a causal bias only without one.
         self_bias = causal_bias(ops.shape(decoder_inputs)[1]) if cache is None else None  # [1, 1, T_tgt, T_tgt]
-        new_cache = None if cache is None else {"ancestry": _grown_ancestry(cache["ancestry"])}  # [N, t+1, K]
-        for i, layer in enumerate(self.decoder_layers):
+        new_cache = None if cache is None else {}
+
+        def run_layer(i, layer, x):
             name = f"layer_{i}"
-            layer_memory = memory[name] if isinstance(memory, dict) else memory
-            layer_cache = None if cache is None else {**cache[name], "ancestry": new_cache["ancestry"]}
-            x, layer_cache = layer(x, layer_memory, self_bias, memory_bias, cache=layer_cache, training=training,
-                                   kernels=kernels)
+            x, layer_cache = layer(x, memory[name] if isinstance(memory, dict) else memory, self_bias, memory_bias,
+                                   cache=None if cache is None else cache[name], cache_index=cache_index,
+                                   training=training)
             if cache is not None:
                 new_cache[name] = layer_cache
-        if self.decoder_norm is not None:
-            x = self.decoder_norm(x)
-        return x, new_cache
+            return x
+
+        return self.run_decoder(decoder_inputs, run_layer, position=cache_index, training=training), new_cache
+
+    def run_decoder(self, decoder_inputs, run_layer, position=None, training=None):
+        """The decoder stack up to the softmax projection, each layer run by `run_layer`.
+
+        Args:
+          decoder_inputs: int [N, T_tgt].
+          run_layer: (index, DecoderLayer, x [N, T_tgt, D]) -> x: `decode` calls the layer; a decoding step
+            (decoding/cached_step.py) runs its sub-layers over its own caches (`DecoderLayer.through_sublayers`).
+          position: None for positions 0..T_tgt-1, or the int scalar position of a single column.
+        Returns:
+          the decoder's states [N, T_tgt, D] (what run_layer returned last, normalised under pre-norm).
+        """
+        x = self._embed(self.target_embedding, decoder_inputs, position, training)
+        for i, layer in enumerate(self.decoder_layers):
+            x = run_layer(i, layer, x)
+        return x if self.decoder_norm is None else self.decoder_norm(x)
 
     def memory_cache(self, memory):
         """Every decoder layer's encoder-decoder keys/values, projected once per sentence.
@@ -189,31 +201,19 @@ class Transformer(keras.Model):
         """
         return {f"layer_{i}": layer.cross_attention.memory_cache(memory) for i, layer in enumerate(self.decoder_layers)}
 
-    def initial_cache(self, batch_size, beams=1, dtype="float32"):
-        """Empty self-attention caches, grown by one position per decoding step.
-
-        Each sentence's K beams share caches with a slot per beam, and
-        "ancestry" records per row which slot holds each position of its
-        history (MultiHeadAttention's class doc). A search that reorders the
-        rows reorders only the ancestry (search_state.SplitState), never the
-        per-sentence "layer_i" caches.
+    def initial_cache(self, batch_size, max_length, dtype="float32"):
+        """Empty self-attention caches for `decode` with a cache_index, as keras-hub's: positions written in place.
 
         Args:
-          batch_size: B sentences; the decoder runs N = B*K rows, row b*K + k in slot k.
-          beams: K.
+          batch_size: B.
+          max_length: T_max, the positions the cache can hold.
           dtype: the compute dtype (the memory's).
         Returns:
-          {"ancestry" [N, 0, K], "layer_i": {"key", "recent_key" [B, H, 0, K, Dk], "value", "recent_value"
-          [B, H, 0, K, Dv]}}: the settled and recent parts of MultiHeadAttention's cache.
+          {"layer_i": {"key" [B, H, T_max, Dk], "value" [B, H, T_max, Dv]}}, zeros.
         """
-        def empty(depth):
-            return ops.zeros((batch_size, self.num_heads, 0, beams, depth), dtype)
-
-        cache = {f"layer_{i}": {"key": empty(self.head_key_dim), "value": empty(self.head_value_dim),
-                                "recent_key": empty(self.head_key_dim), "recent_value": empty(self.head_value_dim)}
-                 for i in range(len(self.decoder_layers))}
-        cache["ancestry"] = ops.zeros((batch_size * beams, 0, beams), dtype)
-        return cache
+        return {f"layer_{i}": {name: ops.zeros((batch_size, self.num_heads, max_length, depth), dtype)
+                               for name, depth in (("key", self.head_key_dim), ("value", self.head_value_dim))}
+                for i in range(len(self.decoder_layers))}
 
     def _embed(self, embedding, ids, position, training):
         # Paper 5.4: dropout on the sum of the embeddings and the positional encodings.
@@ -230,11 +230,4 @@ class Transformer(keras.Model):
                       position_encoding=self.position_encoding, max_position=self.max_position,
                       share_embeddings=self.share_embeddings, layer_norm_epsilon=self.layer_norm_epsilon)
         return config
-
-
-def _grown_ancestry(ancestry):
-    """ancestry [N, t, K] with this step's position appended: each row's own slot (row n is in slot n % K)."""
-    rows, beams = ops.shape(ancestry)[0], ancestry.shape[-1]
-    own_slot = ops.one_hot(ops.arange(rows) % beams, beams, dtype=ancestry.dtype)  # [N, K]
-    return ops.concatenate([ancestry, own_slot[:, None, :]], axis=1)  # [N, t+1, K]
 

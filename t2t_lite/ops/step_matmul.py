@@ -7,19 +7,15 @@ Keras's [in, out] kernel or an [out, in] copy multiplied with transpose_b
 core where MatMul keeps to one (matmul_threads.py). `StepMatmulSettings`
 chooses both.
 
-The whole interface is one argument. A decoder prepares the `StepKernels` of
-the layers its steps run and passes them down its step's call,
-`model.decode(..., kernels=kernels)`; each layer hands them on to its
-sub-layers, and each `Dense`, and each `product(owner, ..., kernels)` of an
-owner given a weight, multiplies through the StepKernel prepared for it, if
-any; a layer given one joined for itself (`add_joined`, its cached
-self-attention's query, key and value) makes several products one. With the
-default `kernels=None`, `Dense` is keras.layers.Dense and `product` is
-tf.matmul, so training and export never see any of this.
-Nothing is set on the layers: decoders of one model with different kernels
-may trace their steps at once, from any threads. The settings are always
-passed in: nothing here reads the environment (t2t_lite/environment.py does,
-for the commands).
+The whole interface is `StepKernel`: a weight prepared once (cast, laid
+out, its op chosen, optionally several Dense layers' kernels joined side by
+side) and called on a step's rows. The decoder's step (decoding/cached_step.py)
+prepares its layers' weights with `StepKernelMaker` and multiplies through
+them; the layers themselves never see any of this, so training, scoring and
+export multiply by the variables as Keras does. Nothing is set on the layers:
+decoders of one model with different kernels may trace their steps at once,
+from any threads. The settings are always passed in: nothing here reads the
+environment (t2t_lite/environment.py does, for the commands).
 """
 import dataclasses
 
@@ -80,34 +76,41 @@ class StepKernel:
       layout: IN_OUT or OUT_IN, the layout to multiply in.
       stored_as: the layout `kernel` comes in.
       op: MATMUL or BATCH_MATMUL, the TensorFlow op to multiply with.
-      bias: [out] added to the product, or None (a Dense adds its own).
+      bias: [out] added to the product, or None.
+      activation: applied last (a Keras activation, e.g. a Dense layer's), or None.
     """
 
-    def __init__(self, kernel, layout, stored_as=IN_OUT, op=MATMUL, bias=None):
+    def __init__(self, kernel, layout, stored_as=IN_OUT, op=MATMUL, bias=None, activation=None):
         if layout not in (IN_OUT, OUT_IN):
             raise ValueError(f"layout must be {IN_OUT!r} or {OUT_IN!r}, not {layout!r}")
         if op not in (MATMUL, BATCH_MATMUL):
             raise ValueError(f"op must be {MATMUL!r} or {BATCH_MATMUL!r}, not {op!r}")
-        self.layout, self.op, self.bias = layout, op, bias
+        self.layout, self.op, self.bias, self.activation = layout, op, bias, activation
         self.matrix = kernel if layout == stored_as else tf.transpose(kernel)
         self.depth, self.width = (int(size) for size in (self.matrix.shape if layout == IN_OUT
                                                          else self.matrix.shape[::-1]))
 
-    def __call__(self, rows):
-        """rows [R, in] -> [R, out]."""
+    def __call__(self, x):
+        """x [..., in] -> [..., out], through a [R, in] x [in, out] product."""
+        rows = x if len(x.shape) == 2 else tf.reshape(x, [-1, self.depth])  # [R, in]
         if self.op == BATCH_MATMUL:  # the same product, on every intra-op thread
             y = tf.raw_ops.BatchMatMulV2(x=rows, y=self.matrix, adj_y=self.layout == OUT_IN)
         else:
             y = tf.matmul(rows, self.matrix, transpose_b=self.layout == OUT_IN)
-        return y if self.bias is None else tf.nn.bias_add(y, self.bias)
+        if self.bias is not None:
+            y = tf.nn.bias_add(y, self.bias)
+        if self.activation is not None:
+            y = self.activation(y)
+        # Reshaped back as Keras's Dense does, which also keeps TensorFlow from fusing a following residual
+        # addition into the product, where bfloat16 would round differently from the layers' own math.
+        return y if len(x.shape) == 2 else tf.reshape(y, tf.concat([tf.shape(x)[:-1], [self.width]], axis=0))
 
 
-class StepKernels:
-    """Prepared StepKernels, one per owner (a Dense, or a layer with a weight), in one dtype and layout.
+class StepKernelMaker:
+    """Prepares StepKernels in one dtype and layout, each with the op its shape multiplies fastest with.
 
-    Made once per decoded batch, outside the decoding loop: the copies are
-    snapshots of the weights when made. The decoder that made them passes
-    them to its step's call; the layers only read them.
+    Made once per decoded batch, outside the decoding loop: the kernels are
+    snapshots of the weights when made.
 
     Args:
       dtype: the compute dtype the weights are cast to.
@@ -117,85 +120,28 @@ class StepKernels:
 
     def __init__(self, dtype, layout: str, settings: StepMatmulSettings = StepMatmulSettings()):
         self.dtype, self.layout, self.settings = dtype, layout, settings
-        self._owners, self._kernels = [], []
 
-    def add(self, owner, weight, stored_as=IN_OUT, bias=None) -> None:
-        """Prepares `weight` ([in, out], or [out, in] if stored_as is OUT_IN) and an optional bias [out]
-        for `owner`'s products."""
+    def weight(self, weight, stored_as=IN_OUT, bias=None, activation=None) -> StepKernel:
+        """`weight` ([in, out], or [out, in] if stored_as is OUT_IN) with an optional bias [out] and activation."""
         matrix = tf.cast(weight, self.dtype)
         depth, width = (int(size) for size in (matrix.shape if stored_as == IN_OUT else matrix.shape[::-1]))
         op = self.settings.resolved_op(depth, width, self.dtype)
         bias = None if bias is None else tf.cast(bias, self.dtype)
-        self._owners.append(owner)
-        self._kernels.append(StepKernel(matrix, self.layout, stored_as=stored_as, op=op, bias=bias))
+        return StepKernel(matrix, self.layout, stored_as=stored_as, op=op, bias=bias, activation=activation)
 
-    def add_joined(self, owner, denses) -> None:
-        """Prepares one product for `owner` that does the products of several Dense layers on the same rows:
-        their kernels side by side ([in, out_1 + out_2 + ...]), their biases too; a step's one larger product
-        runs faster than its few small ones."""
+    def dense(self, *denses: keras.layers.Dense) -> StepKernel:
+        """The product of Keras Dense layers on the same rows, as one: their kernels side by side
+        ([in, out_1 + out_2 + ...]) and biases too, since a step's one larger product runs faster than its few
+        small ones. One layer keeps its activation; joined ones must have none."""
+        if len(denses) == 1:
+            dense, = denses
+            return self.weight(dense.kernel, bias=dense.bias if dense.use_bias else None,
+                               activation=None if dense.activation is keras.activations.linear else dense.activation)
         if any(dense.activation not in (None, keras.activations.linear) for dense in denses):
             raise ValueError("only Dense layers without an activation can be joined")
         kernel = tf.concat([tf.cast(dense.kernel, self.dtype) for dense in denses], axis=1)
         biases = [tf.cast(dense.bias, self.dtype) if dense.use_bias else tf.zeros([dense.units], self.dtype)
                   for dense in denses]
-        self.add(owner, kernel, bias=tf.concat(biases, axis=0) if any(d.use_bias for d in denses) else None)
-
-    def add_dense_layers(self, layers, skip=()) -> None:
-        """Prepares the kernel of every `Dense` under `layers`, at any depth, but those in `skip` (e.g. joined)."""
-        for layer in layers:
-            for dense in dense_sublayers(layer):
-                if not any(dense is skipped for skipped in skip):
-                    self.add(dense, dense.kernel)
-
-    def get(self, owner) -> StepKernel | None:
-        """The kernel prepared for `owner`, or None (owners are told apart by identity, not equality)."""
-        return next((kernel for known, kernel in zip(self._owners, self._kernels) if known is owner), None)
+        return self.weight(kernel, bias=tf.concat(biases, axis=0) if any(d.use_bias for d in denses) else None)
 
 
-def dense_sublayers(layer) -> list:
-    """Every `Dense` at any depth under `layer` (itself included), found through public attributes.
-
-    Keras 3 has no public recursive walk over sub-layers; t2t-lite's layers
-    keep theirs in public attributes (or lists of them), which this follows.
-    """
-    seen, pending = [], [layer]
-    while pending:
-        current = pending.pop()
-        if any(current is layer for layer in seen):  # a shared sub-layer is reached twice
-            continue
-        seen.append(current)
-        for name, value in vars(current).items():
-            if name.startswith("_"):
-                continue
-            values = value if isinstance(value, (list, tuple)) else [value]
-            pending.extend(v for v in values if isinstance(v, keras.layers.Layer))
-    return [layer for layer in seen if isinstance(layer, Dense)]
-
-
-def product(owner, rows, weight, stored_as=IN_OUT, kernels: StepKernels | None = None):
-    """rows [R, in] times `weight` ([in, out], or [out, in] if stored_as is OUT_IN) -> [R, out].
-
-    Through the StepKernel `kernels` holds for `owner`, if any; else tf.matmul
-    with the weight cast to the rows' dtype.
-    """
-    kernel = None if kernels is None else kernels.get(owner)
-    if kernel is not None:
-        return kernel(rows)
-    return tf.matmul(rows, tf.cast(weight, rows.dtype), transpose_b=stored_as == OUT_IN)
-
-
-@keras.saving.register_keras_serializable(package="t2t_lite")
-class Dense(keras.layers.Dense):
-    """keras.layers.Dense, whose product runs through the StepKernel `kernels` holds for it, if any."""
-
-    def call(self, inputs, training=None, kernels: StepKernels | None = None):
-        """inputs [..., in] -> [..., out]; kernels: prepared step kernels, or None for the layer's own."""
-        kernel = None if kernels is None else kernels.get(self)
-        if kernel is None:
-            return super().call(inputs, training=training)
-        y = kernel(tf.reshape(inputs, [-1, kernel.depth]))  # [R, out]
-        if self.use_bias:
-            y = tf.nn.bias_add(y, tf.cast(self.bias, y.dtype))
-        if self.activation is not None:
-            y = self.activation(y)
-        return tf.reshape(y, tf.concat([tf.shape(inputs)[:-1], [kernel.width]], axis=0))

@@ -1,0 +1,214 @@
+"""A Transformer's decoding step for a beam search: caches with a slot per beam, weights prepared for the CPU.
+
+The model's own cached `decode` (a cache and an index, as keras-hub's) keeps
+one cache row per hypothesis, which a beam search would have to reorder every
+step: a copy of every cache. This step keeps a sentence's K beams together
+instead and reorders only a small record of who is where:
+
+- Self-attention caches {"key", "value", "recent_key", "recent_value"}
+  [B, H, t0|t1, K, Dk|Dv] hold a sentence's K slots side by side: position j
+  of slot k is what the row then in slot k computed at step j (positions
+  0..t0-1 settled, t0..t-1 recent). "ancestry" [N, t + 1, K] (N = B*K rows,
+  row b*K + k in slot k) is one-hot over the slots: where position j of row
+  n's history is. Rows attend to every slot's keys and keep their own
+  history's through the one-hot, so a beam search (search_state.SplitState)
+  reorders only the ancestry, never the caches (t2t gathers them every step).
+- The encoder's keys and values are projected once per sentence and shared
+  by its beams, never repeated or reordered.
+- Every product runs through a StepKernel (ops/step_matmul.py): the layout
+  and op fastest here, made once per batch, the self-attention's query, key
+  and value joined into one product.
+
+The step runs the model's own layers otherwise: `Transformer.run_decoder` and
+each layer's `through_sublayers` with the sub-layer functions below, which
+use the attention's `attend` and the layers' norms; only the caches' layout
+and the products differ from the model's `decode`.
+"""
+from keras import ops
+
+from t2t_lite.layers.attention import attend
+from t2t_lite.ops.kernel_layout import OUT_IN
+from t2t_lite.ops.step_matmul import StepKernelMaker, StepMatmulSettings
+
+MEMORY = "memory"  # a step's cache entry for the encoder's keys, values and padding bias
+ANCESTRY = "ancestry"
+
+# A self-attention cache appends each position to a small recent part and folds that into the settled part
+# every SETTLE_EVERY positions. Appending copies the part it grows (TensorFlow has no in-place append): the
+# recent part every step, the settled part only at a fold, so a step copies ~t / SETTLE_EVERY +
+# SETTLE_EVERY / 2 positions instead of t.
+SETTLE_EVERY = 16
+
+
+class LayerKernels:
+    """One decoder layer's products, prepared: the self-attention's joined query/key/value and output, the
+    cross-attention's query and output, the feed-forward network's hidden (with its ReLU) and output."""
+
+    def __init__(self, layer, maker: StepKernelMaker):
+        own, cross, ffn = layer.self_attention, layer.cross_attention, layer.ffn
+        self.query_key_value = maker.dense(own.query_proj, own.key_proj, own.value_proj)
+        self.self_output = maker.dense(own.output_proj)
+        self.cross_query, self.cross_output = maker.dense(cross.query_proj), maker.dense(cross.output_proj)
+        self.hidden, self.output = maker.dense(ffn.hidden), maker.dense(ffn.output_proj)
+
+
+def step_kernels(model, dtype, settings: StepMatmulSettings):
+    """A Transformer's decoder products prepared for its steps: ([LayerKernels] per layer, the output projection).
+
+    One layout for every weight, chosen at the output projection, the step's largest product.
+    """
+    maker = StepKernelMaker(dtype, settings.resolved_layout(model.d_model, model.vocab_size, dtype), settings)
+    embedding = model.target_embedding
+    return ([LayerKernels(layer, maker) for layer in model.decoder_layers],
+            maker.weight(embedding.embeddings, stored_as=OUT_IN))  # [V, D]: logits = x E^T
+
+
+class CachedStep:
+    """One Transformer's decoding step over one batch: its sentences encoded once, its kernels made once.
+
+    Args:
+      model: a built Transformer (or a model with its decoder's layers and methods).
+      inputs: int32 [B, T_src].
+      batch: B.
+      beams: K.
+      settings: the step's layout and op choices.
+    """
+
+    def __init__(self, model, inputs, batch, beams, settings: StepMatmulSettings):
+        self.model, self.beams = model, beams
+        memory, memory_bias = model.encode(inputs, training=False)  # [B, T_src, D], [B, 1, 1, T_src]
+        # The memory travels in the cache, one row per sentence, so a search can drop finished sentences.
+        self.initial_cache = {**_empty_slots(model, batch, beams, memory.dtype),
+                              MEMORY: {"kv": model.memory_cache(memory), "bias": memory_bias}}
+        self.layer_kernels, self.logits_kernel = step_kernels(model, memory.dtype, settings)
+
+    def __call__(self, ids, step, cache):
+        """ids [N, 1] -> (float32 logits [N, V], the cache grown by one position)."""
+        memory = cache[MEMORY]
+        ancestry = _grown_ancestry(cache[ANCESTRY], self.beams)  # [N, t+1, K]
+        grown = {ANCESTRY: ancestry, MEMORY: memory}
+
+        def run_layer(i, layer, x):
+            name, kernels = f"layer_{i}", self.layer_kernels[i]
+
+            def self_attend(h):  # h [N, 1, D]
+                qkv = kernels.query_key_value(ops.reshape(h, (-1, h.shape[-1])))  # [N, H*(2 Dk + Dv)]
+                context, grown[name] = slot_attention(layer.self_attention, qkv, cache[name], ancestry)
+                return kernels.self_output(context)  # [N, 1, D]
+
+            def cross_attend(h):  # h [N, 1, D]
+                q = kernels.cross_query(ops.reshape(h, (-1, h.shape[-1])))  # [N, H*Dk]
+                context = shared_attention(layer.cross_attention, q, memory["kv"][name], memory["bias"])
+                return kernels.cross_output(context)  # [N, 1, D]
+
+            return layer.through_sublayers(x, [self_attend, cross_attend, lambda h: kernels.output(kernels.hidden(h))],
+                                           training=False)
+
+        states = self.model.run_decoder(ids, run_layer, position=step, training=False)  # [N, 1, D]
+        return ops.cast(self.logits_kernel(states), "float32")[:, 0], grown
+
+
+def _empty_slots(model, batch, beams, dtype):
+    """{"ancestry" [N, 0, K], "layer_i": {"key", "recent_key" [B, H, 0, K, Dk], "value", "recent_value"
+    [B, H, 0, K, Dv]}}: no position yet."""
+    def empty(depth):
+        return ops.zeros((batch, model.num_heads, 0, beams, depth), dtype)
+
+    cache = {f"layer_{i}": {"key": empty(layer.self_attention.key_dim), "value": empty(layer.self_attention.value_dim),
+                            "recent_key": empty(layer.self_attention.key_dim),
+                            "recent_value": empty(layer.self_attention.value_dim)}
+             for i, layer in enumerate(model.decoder_layers)}
+    cache[ANCESTRY] = ops.zeros((batch * beams, 0, beams), dtype)
+    return cache
+
+
+def _grown_ancestry(ancestry, beams):
+    """ancestry [N, t, K] with this step's position appended: each row's own slot (row n is in slot n % K)."""
+    own_slot = ops.one_hot(ops.arange(ops.shape(ancestry)[0]) % beams, beams, dtype=ancestry.dtype)  # [N, K]
+    return ops.concatenate([ancestry, own_slot[:, None, :]], axis=1)  # [N, t+1, K]
+
+
+def slot_attention(attention, qkv, cache, ancestry):
+    """One position's self-attention over a sentence's beam slots (the module doc).
+
+    Laid out so that a step transposes only what it must (the new query, key and value into a sentence's
+    slots, and the context back): the logits come out [B, H, K_q, t+1], the ancestry's own layout, so neither
+    it nor they are transposed.
+
+    Args:
+      attention: the layer's MultiHeadAttention (its sizes).
+      qkv: [N, H*(2 Dk + Dv)], the position's query, key and value (N = B*K).
+      cache: {"key", "value"} [B, H, t0, K, Dk|Dv] (settled), {"recent_key", "recent_value"} [B, H, t1, K, Dk|Dv]
+        (recent, t0 + t1 = t).
+      ancestry: [N, t + 1, K], this position included.
+    Returns:
+      (context [N, 1, H*Dv], the caches with this position appended to the recent part).
+    """
+    beams, heads, key_dim, value_dim = ancestry.shape[-1], attention.num_heads, attention.key_dim, attention.value_dim
+    rows, length = ops.shape(ancestry)[0], ops.shape(ancestry)[1]
+    sentences = rows // beams
+
+    def by_sentence(x, depth):  # [N, H*d] -> [B, H, K, d]
+        return ops.transpose(ops.reshape(x, (sentences, beams, heads, depth)), (0, 2, 1, 3))
+
+    def flat(x):  # [B, H, t, K, d] -> [B, H, t*K, d], position-major
+        return ops.reshape(x, (sentences, heads, -1, x.shape[-1]))
+
+    if key_dim == value_dim:  # one transpose for the three
+        qkv = ops.reshape(qkv, (sentences, beams, 3, heads, key_dim))
+        q, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)))  # each [B, H, K, d]
+    else:
+        parts = ops.split(qkv, [heads * key_dim, 2 * heads * key_dim], axis=-1)
+        q, key, value = (by_sentence(part, depth) for part, depth in zip(parts, (key_dim, key_dim, value_dim)))
+    settled_keys, settled_values = cache["key"], cache["value"]
+    recent_keys = ops.concatenate([cache["recent_key"], key[:, :, None]], axis=2)  # [B, H, t1+1, K, Dk]
+    recent_values = ops.concatenate([cache["recent_value"], value[:, :, None]], axis=2)
+    # Each of a sentence's K rows against every slot's keys: [B, H, K_q, (t+1)*K], one read of them.
+    every = ops.concatenate([ops.einsum("bhqd,bhkd->bhqk", q, flat(settled_keys)),
+                             ops.einsum("bhqd,bhkd->bhqk", q, flat(recent_keys))], axis=3)
+    every = ops.reshape(every, (sentences, heads, beams, length, beams))  # [B, H, K_q, t+1, K]
+    # Each row keeps the logits of its own history's slots: [B, H, K_q, t+1].
+    own = ops.reshape(ops.cast(ancestry, every.dtype), (sentences, 1, beams, length, beams))  # [B, 1, K_q, t+1, K]
+    logits = ops.cast(ops.sum(every * own, axis=4), "float32") * (key_dim**-0.5)
+    weights = ops.cast(ops.softmax(logits, axis=-1), settled_values.dtype)  # [B, H, K_q, t+1]
+    # The weights on the row's own slots (zero on the others), against every slot's values.
+    slotted = weights[..., None] * ops.cast(own, weights.dtype)  # [B, H, K_q, t+1, K]
+    settled = ops.shape(settled_keys)[2]
+    context = (ops.matmul(ops.reshape(slotted[:, :, :, :settled], (sentences, heads, beams, -1)),
+                          flat(settled_values))
+               + ops.matmul(ops.reshape(slotted[:, :, :, settled:], (sentences, heads, beams, -1)),
+                            flat(recent_values)))  # [B, H, K_q, Dv]
+    context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (rows, 1, heads * value_dim))  # [N, 1, H*Dv]
+    return context, _settle({"key": settled_keys, "value": settled_values,
+                             "recent_key": recent_keys, "recent_value": recent_values})
+
+
+def _settle(cache):
+    """The cache with its recent part folded into the settled part once it holds SETTLE_EVERY positions."""
+    def fold():
+        return {"key": ops.concatenate([cache["key"], cache["recent_key"]], axis=2),
+                "value": ops.concatenate([cache["value"], cache["recent_value"]], axis=2),
+                "recent_key": cache["recent_key"][:, :, :0], "recent_value": cache["recent_value"][:, :, :0]}
+
+    return ops.cond(ops.shape(cache["recent_key"])[2] >= SETTLE_EVERY, fold, lambda: dict(cache))
+
+
+def shared_attention(attention, q, kv, bias):
+    """Encoder-decoder attention of N = B*R rows, R per sentence, against one copy of each sentence's keys.
+
+    The R rows' queries become R query positions of their sentence: one batched product per sentence.
+
+    Args:
+      attention: the layer's MultiHeadAttention (its sizes).
+      q: [N, H*Dk], the rows' projected queries.
+      kv: {"key", "value"} [B, H, T_src, Dk|Dv] (MultiHeadAttention.memory_cache).
+      bias: [B, 1, 1, T_src].
+    Returns:
+      context [N, 1, H*Dv].
+    """
+    rows, sentences, heads = ops.shape(q)[0], ops.shape(kv["key"])[0], attention.num_heads
+    per_sentence = rows // sentences
+    q = ops.reshape(q, (sentences, per_sentence, heads, attention.key_dim))
+    q = ops.transpose(q, (0, 2, 1, 3))  # [B, H, R, Dk]
+    context = attend(q, kv["key"], kv["value"], bias)  # [B, H, R, Dv]
+    return ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (rows, 1, heads * attention.value_dim))  # [N, 1, H*Dv]

@@ -1,0 +1,135 @@
+"""The decoder's step: beam-slot self-attention, encoder keys shared by a sentence's beams, and a whole model's
+steps through prepared kernels, against numpy and the model's own full pass."""
+import numpy as np
+import pytest
+
+import t2t_lite.hparams  # noqa: F401
+from t2t_lite import config
+from t2t_lite.decoding import cached_step
+from t2t_lite.decoding.cached_step import CachedStep, shared_attention, slot_attention
+from t2t_lite.layers.attention import MultiHeadAttention, causal_bias, padding_bias
+from t2t_lite.models import build_model
+from t2t_lite.models.transformer import shift_right
+from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN
+from t2t_lite.ops.matmul_threads import BATCH_MATMUL, MATMUL
+from t2t_lite.ops.step_matmul import StepMatmulSettings
+from t2t_lite.registry import hparams_sets
+
+HEADS, DK, DV, D = 4, 5, 3, 12
+
+
+@pytest.fixture
+def layer():
+    attention = MultiHeadAttention(num_heads=HEADS, key_dim=DK, value_dim=DV, d_model=D)
+    attention.build((None, None, D))
+    return attention
+
+
+def dense(x, d):
+    return x @ d.kernel.numpy() + d.bias.numpy()
+
+
+def joined_qkv(layer, x):
+    """[N, D] -> [N, H*(2 Dk + Dv)]: what the step's joined product gives."""
+    return np.concatenate([dense(x, p) for p in (layer.query_proj, layer.key_proj, layer.value_proj)], axis=1)
+
+
+def empty_slots(sentences, beams):
+    keys = np.zeros((sentences, HEADS, 0, beams, DK), np.float32)
+    values = np.zeros((sentences, HEADS, 0, beams, DV), np.float32)
+    return {"key": keys, "value": values, "recent_key": keys, "recent_value": values}
+
+
+@pytest.mark.parametrize("settle_every", [2, 3, 16])
+def test_one_beam_per_sentence_equals_the_full_causal_pass(layer, settle_every, monkeypatch):
+    monkeypatch.setattr(cached_step, "SETTLE_EVERY", settle_every)
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 7, D)).astype(np.float32)
+    full, _ = layer(x, bias=causal_bias(7))
+    cache, steps = empty_slots(2, 1), []
+    for i in range(7):
+        ancestry = np.ones((2, i + 1, 1), np.float32)  # every position of a row's history is in slot 0
+        context, cache = slot_attention(layer, joined_qkv(layer, x[:, i]), cache, ancestry)
+        steps.append(dense(context.numpy()[:, 0], layer.output_proj))
+        # The recent part is folded into the settled part every settle_every positions.
+        assert cache["key"].shape[2] == (i + 1) // settle_every * settle_every
+    np.testing.assert_allclose(np.stack(steps, 1), full.numpy(), atol=1e-5)
+    # Settled then recent, the caches hold every position's keys and values, in order.
+    for name in ("key", "value"):
+        grown = np.concatenate([cache[name], cache[f"recent_{name}"]], axis=2)[:, :, :, 0]
+        np.testing.assert_allclose(grown, layer.memory_cache(x)[name].numpy(), atol=1e-6)
+
+
+def test_beam_rows_attend_to_their_own_history_across_cache_slots(layer):
+    # 2 sentences x 3 beams; the caches hold 4 past positions in each beam's slot, and each
+    # row's ancestry picks, position by position, the slot its history is in.
+    sentences, beams, past = 2, 3, 4
+    rng = np.random.default_rng(7)
+    cached_keys = rng.normal(size=(sentences, HEADS, past, beams, DK)).astype(np.float32)
+    cached_values = rng.normal(size=(sentences, HEADS, past, beams, DV)).astype(np.float32)
+    slots = rng.integers(0, beams, size=(sentences * beams, past))
+    assert len(set(map(tuple, slots))) == sentences * beams  # rows with different histories
+    own = np.arange(sentences * beams) % beams
+    ancestry = np.eye(beams, dtype=np.float32)[np.concatenate([slots, own[:, None]], axis=1)]  # [N, 5, K]
+    x = rng.normal(size=(sentences * beams, D)).astype(np.float32)
+    # Three positions settled, one recent.
+    cache = {"key": cached_keys[:, :, :3], "value": cached_values[:, :, :3], "recent_key": cached_keys[:, :, 3:],
+             "recent_value": cached_values[:, :, 3:]}
+    context, grown = slot_attention(layer, joined_qkv(layer, x), cache, ancestry)
+
+    q = dense(x, layer.query_proj).reshape(-1, HEADS, DK)  # [N, H, Dk]
+    new_k = dense(x, layer.key_proj).reshape(-1, HEADS, DK)
+    new_v = dense(x, layer.value_proj).reshape(-1, HEADS, DV)
+    expected = np.zeros((sentences * beams, HEADS * DV), np.float32)
+    for n in range(sentences * beams):
+        b = n // beams
+        history = (np.arange(past), slots[n])  # position j from slot slots[n, j]
+        k = np.concatenate([cached_keys[b].transpose(1, 2, 0, 3)[history], new_k[n][None]])  # [5, H, Dk]
+        v = np.concatenate([cached_values[b].transpose(1, 2, 0, 3)[history], new_v[n][None]])  # [5, H, Dv]
+        logits = np.einsum("hd,thd->ht", q[n], k) / np.sqrt(DK)
+        weights = np.exp(logits - logits.max(-1, keepdims=True))
+        weights /= weights.sum(-1, keepdims=True)
+        expected[n] = np.einsum("ht,thd->hd", weights, v).reshape(-1)
+    np.testing.assert_allclose(context.numpy()[:, 0], expected, atol=1e-5)
+    # The new position goes into each row's own slot; the past stays where it was.
+    np.testing.assert_allclose(grown["recent_key"].numpy()[:, :, -1], new_k.reshape(sentences, beams, HEADS, DK)
+                               .transpose(0, 2, 1, 3), atol=1e-6)
+    np.testing.assert_array_equal(grown["recent_value"].numpy()[:, :, :-1], cached_values[:, :, 3:])
+    np.testing.assert_array_equal(np.asarray(grown["value"]), cached_values[:, :, :3])
+
+
+def test_beams_sharing_one_memory_row_equal_attending_to_a_repeated_memory(layer):
+    rng = np.random.default_rng(4)
+    beams = 3
+    query = rng.normal(size=(2 * beams, D)).astype(np.float32)  # rows b*3 .. b*3+2 belong to sentence b
+    memory = rng.normal(size=(2, 4, D)).astype(np.float32)
+    bias = np.asarray(padding_bias(np.array([[5, 6, 1, 0], [5, 6, 7, 1]], np.int32)))  # [2, 1, 1, 4]
+    repeated, _ = layer(query[:, None], memory=np.repeat(memory, beams, axis=0), bias=np.repeat(bias, beams, axis=0))
+    context = shared_attention(layer, dense(query, layer.query_proj), layer.memory_cache(memory), bias)
+    np.testing.assert_allclose(dense(context.numpy()[:, 0], layer.output_proj), repeated.numpy()[:, 0], atol=1e-5)
+
+
+def tiny(overrides=""):
+    base = "vocab_size=23,num_encoder_layers=2,num_decoder_layers=2,d_model=16,d_ff=32,num_heads=4,dropout=0"
+    return config.apply_overrides(hparams_sets.get("transformer_tiny")(), ",".join(filter(None, [base, overrides])))
+
+
+@pytest.mark.parametrize("overrides", ["norm_position=post", "norm_position=pre", "position_encoding=learned",
+                                       "share_embeddings=false,key_dim=3,value_dim=5"])
+def test_a_models_steps_through_every_layout_and_op_equal_its_full_forward_pass(overrides, monkeypatch):
+    monkeypatch.setattr(cached_step, "SETTLE_EVERY", 4)  # the caches fold once in the 6 positions
+    model = build_model(tiny(overrides))
+    rng = np.random.default_rng(0)
+    inputs = rng.integers(2, 23, size=(3, 7)).astype(np.int32)
+    inputs[0, 4:] = 0
+    targets = rng.integers(2, 23, size=(3, 6)).astype(np.int32)
+    full = model({"inputs": inputs, "targets": targets}).numpy()  # [B, T_tgt, V]
+    decoder_inputs = np.asarray(shift_right(targets))
+    for layout in (IN_OUT, OUT_IN):
+        for op in (MATMUL, BATCH_MATMUL):
+            step = CachedStep(model, inputs, 3, 1, StepMatmulSettings(layout=layout, op=op))
+            cache, logits = step.initial_cache, []
+            for i in range(targets.shape[1]):
+                step_logits, cache = step(decoder_inputs[:, i:i + 1], i, cache)
+                logits.append(step_logits.numpy())
+            np.testing.assert_allclose(np.stack(logits, axis=1), full, atol=1e-5)
