@@ -18,7 +18,7 @@ from t2t_lite import registry, usr_dir
 from t2t_lite.decoding.batching import Hypothesis
 from t2t_lite.bin.run_flags import PICKS_A_RUN  # the flags that pick a run, which --export_dir replaces
 from t2t_lite.errors import UserError
-from t2t_lite.export.export_dir import CTRANSLATE2, find_export
+from t2t_lite.export.export_dir import CTRANSLATE2, read_export
 from t2t_lite.files import atomic_write_text, decode_line, read_lines
 from t2t_lite.inference.translator import Translator
 
@@ -45,8 +45,8 @@ class DecodeFileRequest:
     decode_from_file: str
     # Where the outputs go; None writes them to `out`.
     decode_to_file: str | None = None
-    # Line-aligned references: the problem's scores (BLEU, bracket F1 for parsing, exact match for algorithmic
-    # problems: reference_report) are written after decoding.
+    # Line-aligned references: the problem's scores (Problem.score: BLEU, bracket F1 for parsing, exact match
+    # for algorithmic problems) are written after decoding.
     decode_reference: str | None = None
     parallel_batches: int = 1
     # "text": the best output per line (n-best 1) or Moses n-best lines; "jsonl": one JSON object per line.
@@ -99,8 +99,7 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
         translator = Translator.from_request(request.run, step_matmul=request.step_matmul)
         problem = translator.run.problem
 
-        def report(outputs, references, sources):
-            return reference_report(problem, outputs, references, sources)
+        report = problem.score
 
         source = f"{' + '.join(translator.run.checkpoints)} in {compute_dtype(translator.run.mixed_precision)}"
     if request.output_trees and translator.tree_form is None:
@@ -146,12 +145,9 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
 
 def open_export(request: DecodeFileRequest):
     """The Translator of request.export_dir with request.run.decode resolved against it, its report of outputs
-    against references (reference_report's) and a description. Flags that pick a run are refused before it
+    against references (Problem.score's) and a description. Flags that pick a run are refused before it
     loads."""
-    export = find_export(request.export_dir)
-    if export is None:
-        raise UserError(f"--export_dir {request.export_dir!r} is not a t2t-lite export: give the numbered version "
-                        f"directory t2t-lite-exporter printed")
+    export = read_export(request.export_dir)
     for name in PICKS_A_RUN:
         if getattr(request.run, name) is not None:
             raise UserError(f"--{name} picks a run, but --export_dir decodes an export: drop --{name}, or drop "
@@ -168,28 +164,9 @@ def open_export(request: DecodeFileRequest):
         if recorded is not None:
             return recorded
         usr_dir.import_for_run(request.run.usr_dir, export.spec.usr_dir)  # a problem that scores its own way
-        return reference_report(registry.problems.get(export.spec.problem)(None), outputs, references, sources)
+        return registry.problems.get(export.spec.problem)(None).score(outputs, references, sources)
 
     return translator, report, f"{request.export_dir}, {engine}"
-
-
-def reference_report(problem, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
-    """The lines --decode_reference prints: the problem's own scores.
-
-    Problem.score's report (BLEU, chrF2 and TER; EVALB for parsing), except
-    for a problem that defines its own metric (Problem.dev_metric) but keeps
-    the default text report: there BLEU would misjudge the outputs (digit
-    strings without spaces score BLEU 0 even when exact), so its metric is
-    printed, as training reports it, e.g. "exact match = 100.00".
-    """
-    from t2t_lite.data.problem import Problem
-
-    own_metric = type(problem).dev_metric is not Problem.dev_metric
-    own_report = type(problem).score is not Problem.score
-    if own_metric and not own_report:
-        name, value = problem.dev_metric(outputs, references, sources)
-        return [f"{name} = {value:.2f}"]
-    return list(problem.score(outputs, references, sources))
 
 
 def check_request(request: DecodeFileRequest) -> None:

@@ -214,9 +214,8 @@ def test_decoder_scores_an_algorithmic_problem_by_exact_match_not_bleu(run, tmp_
 
 
 def test_the_reference_report_is_the_problems_own():
-    """Text problems keep Problem.score's report; one with its own metric but the default report gets its metric."""
+    """Text problems get BLEU, chrF2 and TER; one with its own metric but the default report gets its metric."""
     from t2t_lite.data.problem import Problem
-    from t2t_lite.bin.lines import reference_report
 
     class Text(Problem):
         pass
@@ -230,10 +229,10 @@ def test_the_reference_report_is_the_problems_own():
             return ["its own report"]
 
     outputs, references = ["a b c d", "e f"], ["a b c d", "e g"]
-    text = reference_report(Text.__new__(Text), outputs, references, [])
-    assert text == Problem.score(Text.__new__(Text), outputs, references, []) and "BLEU" in text[0]
-    assert reference_report(Counted.__new__(Counted), outputs, references, []) == ["matches = 1.00"]
-    assert reference_report(Reported.__new__(Reported), outputs, references, []) == ["its own report"]
+    text = Text.__new__(Text).score(outputs, references, [])
+    assert [line.split(" ")[0] for line in text] == ["BLEU", "BLEU", "chrF2", "TER"]
+    assert Counted.__new__(Counted).score(outputs, references, []) == ["matches = 1.00"]
+    assert Reported.__new__(Reported).score(outputs, references, []) == ["its own report"]
 
 
 @pytest.mark.parametrize("case, message", [

@@ -40,7 +40,9 @@ class Problem:
 
     def score(self, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
         """Report lines scoring decoded outputs against references: BLEU in both conventions, chrF2 and TER,
-        each with its signature.
+        each with its signature; for a problem with a `dev_metric` of its own, that metric instead, as training
+        reports it ("exact match = 100.00"), since BLEU would misjudge such outputs (digit strings without
+        spaces score BLEU 0 even when exact).
 
         Args:
           outputs: decoded texts, one per source line.
@@ -50,6 +52,9 @@ class Problem:
         Returns:
           Lines to print.
         """
+        if type(self).dev_metric is not Problem.dev_metric:
+            name, value = self.dev_metric(outputs, references, sources)
+            return [f"{name} = {value:.2f}"]
         from t2t_lite.metrics.bleu import text_report
 
         return text_report(outputs, references)

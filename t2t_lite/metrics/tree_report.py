@@ -95,10 +95,6 @@ def evalb_summary(counts: BracketCounts, repaired: int) -> list[str]:
     ]
 
 
-# The most phrases the sample's training trees open one after another before a word (6, once; 5 in 25 of
-# ~82,000 places).
-
-
 def tree_report(outputs: Sequence[str], references: Sequence[str], sources: Sequence[str],
                 form: TargetForm) -> list[str]:
     """EVALB (COLLINS.prm) bracket scores of decoded linearised trees against the references.

@@ -182,7 +182,7 @@ class Transformer(keras.Model):
           decoder_inputs: int [N, T_tgt].
           run_layer: (index, DecoderLayer, x [N, T_tgt, D]) -> x: `decode` calls the layer; a decoding step
             (decoding/cached_step.py) runs its sub-layers over its own caches (`DecoderLayer.through_sublayers`).
-          position: None for positions 0..T_tgt-1, or the int scalar position of a single column.
+          position: None for positions 0..T_tgt-1, or the int scalar position of the first column.
         Returns:
           the decoder's states [N, T_tgt, D] (what run_layer returned last, normalised under pre-norm).
         """
