@@ -128,7 +128,7 @@ def test_a_models_steps_through_every_layout_and_op_equal_its_full_forward_pass(
     for layout in (IN_OUT, OUT_IN):
         for op in (MATMUL, BATCH_MATMUL):
             step = CachedStep(model, inputs, 3, 1, StepMatmulSettings(layout=layout, op=op))
-            cache, logits = step.initial_cache, []
+            cache, logits = step.initial_state, []
             for i in range(targets.shape[1]):
                 step_logits, cache = step(decoder_inputs[:, i:i + 1], i, cache)
                 logits.append(step_logits.numpy())

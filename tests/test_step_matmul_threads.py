@@ -38,7 +38,7 @@ def _cached_step(model, settings):
 
 def _cached_steps(step):
     """The cached decoding of TARGETS through `step`, one step per next(): logits [B, V] of each position."""
-    cache = step.initial_cache
+    cache = step.initial_state
     decoder_inputs = np.asarray(shift_right(TARGETS))
     for i in range(TARGETS.shape[1]):
         logits, cache = step(decoder_inputs[:, i:i + 1], i, cache)

@@ -26,12 +26,12 @@ and the products differ from the model's `decode`.
 """
 from keras import ops
 
+from t2t_lite.decoding.search_state import SplitState
 from t2t_lite.layers.attention import attend
 from t2t_lite.ops.kernel_layout import OUT_IN
 from t2t_lite.ops.step_matmul import StepKernelMaker, StepMatmulSettings
 
 MEMORY = "memory"  # a step's cache entry for the encoder's keys, values and padding bias
-ANCESTRY = "ancestry"
 
 # A self-attention cache appends each position to a small recent part and folds that into the settled part
 # every SETTLE_EVERY positions. Appending copies the part it grows (TensorFlow has no in-place append): the
@@ -77,16 +77,27 @@ class CachedStep:
     def __init__(self, model, inputs, batch, beams, settings: StepMatmulSettings):
         self.model, self.beams = model, beams
         memory, memory_bias = model.encode(inputs, training=False)  # [B, T_src, D], [B, 1, 1, T_src]
-        # The memory travels in the cache, one row per sentence, so a search can drop finished sentences.
-        self.initial_cache = {**_empty_slots(model, batch, beams, memory.dtype),
-                              MEMORY: {"kv": model.memory_cache(memory), "bias": memory_bias}}
+        # The ancestry follows the beams; the caches, and the memory with them (so that a search can drop
+        # finished sentences), stay one row per sentence.
+        caches = {MEMORY: {"kv": model.memory_cache(memory), "bias": memory_bias}}
+        for i, layer in enumerate(model.decoder_layers):
+            attention = layer.self_attention
+            empty_keys, empty_values = (ops.zeros((batch, attention.num_heads, 0, beams, depth), memory.dtype)
+                                        for depth in (attention.key_dim, attention.value_dim))
+            caches[f"layer_{i}"] = {"key": empty_keys, "value": empty_values, "recent_key": empty_keys,
+                                    "recent_value": empty_values}
+        self.initial_state = SplitState(per_beam=ops.zeros((batch * beams, 0, beams), memory.dtype),  # [N, 0, K]
+                                        per_sentence=caches)
         self.layer_kernels, self.logits_kernel = step_kernels(model, memory.dtype, settings)
 
-    def __call__(self, ids, step, cache):
-        """ids [N, 1] -> (float32 logits [N, V], the cache grown by one position)."""
-        memory = cache[MEMORY]
-        ancestry = _grown_ancestry(cache[ANCESTRY], self.beams)  # [N, t+1, K]
-        grown = {ANCESTRY: ancestry, MEMORY: memory}
+    def __call__(self, ids, step, state: SplitState):
+        """ids [N, 1] -> (float32 logits [N, V], the state grown by one position).
+
+        state: SplitState(per_beam=ancestry [N, t, K], per_sentence={"layer_i": caches, MEMORY: ...}).
+        """
+        cache, memory = state.per_sentence, state.per_sentence[MEMORY]
+        ancestry = _grown_ancestry(state.per_beam, self.beams)  # [N, t+1, K]
+        grown = {MEMORY: memory}
 
         def run_layer(i, layer, x):
             name, kernels = f"layer_{i}", self.layer_kernels[i]
@@ -105,21 +116,7 @@ class CachedStep:
                                            training=False)
 
         states = self.model.run_decoder(ids, run_layer, position=step, training=False)  # [N, 1, D]
-        return ops.cast(self.logits_kernel(states), "float32")[:, 0], grown
-
-
-def _empty_slots(model, batch, beams, dtype):
-    """{"ancestry" [N, 0, K], "layer_i": {"key", "recent_key" [B, H, 0, K, Dk], "value", "recent_value"
-    [B, H, 0, K, Dv]}}: no position yet."""
-    def empty(depth):
-        return ops.zeros((batch, model.num_heads, 0, beams, depth), dtype)
-
-    cache = {f"layer_{i}": {"key": empty(layer.self_attention.key_dim), "value": empty(layer.self_attention.value_dim),
-                            "recent_key": empty(layer.self_attention.key_dim),
-                            "recent_value": empty(layer.self_attention.value_dim)}
-             for i, layer in enumerate(model.decoder_layers)}
-    cache[ANCESTRY] = ops.zeros((batch * beams, 0, beams), dtype)
-    return cache
+        return ops.cast(self.logits_kernel(states), "float32")[:, 0], SplitState(ancestry, grown)
 
 
 def _grown_ancestry(ancestry, beams):

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from t2t_lite.config import DecodeHParams
 from t2t_lite.decoding.beam_search import beam_search
-from t2t_lite.decoding.cached_step import ANCESTRY, CachedStep
+from t2t_lite.decoding.cached_step import CachedStep
 from t2t_lite.decoding.constraints import OutputConstraint, constrain
 from t2t_lite.decoding.ensemble import mean_log_probs, shared_vocab_size
 from t2t_lite.decoding.sampling import SamplingSettings, argmax_choice, greedy_decode, sampled_choice
@@ -73,33 +73,20 @@ class Decoder:
         beams = 1 if self.sampling is not None else hp.beam_size
         steps = [CachedStep(model, inputs, batch, beams, self.step_matmul) for model in self.models]
 
-        def symbols_to_logits(ids, step, caches):
-            # ids [N, 1] -> logits [N, V]; N = B * beams, beam-major within a sentence.
-            outputs = [model_step(ids, step, cache) for model_step, cache in zip(steps, caches)]
+        def symbols_to_logits(ids, step, state):
+            # ids [N, 1] -> logits [N, V]; N = B * beams, beam-major within a sentence. The state holds each
+            # model's: its per-beam parts follow the beams, its per-sentence ones stay.
+            outputs = [model_step(ids, step, SplitState(*parts)) for model_step, parts in zip(steps, zip(*state))]
             logits = [logits for logits, _ in outputs]
-            return (logits[0] if len(logits) == 1 else mean_log_probs(logits)), tuple(cache for _, cache in outputs)
+            return (logits[0] if len(logits) == 1 else mean_log_probs(logits)), _joined([s for _, s in outputs])
 
-        caches = tuple(model_step.initial_cache for model_step in steps)
+        state = _joined([model_step.initial_state for model_step in steps])
+        search_fn, state = self._constrained(symbols_to_logits, state, inputs, max_lengths, beams)
         if beams == 1:
             choose = argmax_choice if self.sampling is None else sampled_choice(self.sampling, _row_keys(inputs))
-            symbols_to_logits, caches = self._constrained(symbols_to_logits, caches, inputs, max_lengths, 1)
-            ids, scores = greedy_decode(symbols_to_logits, caches, batch, max_lengths,
-                                        min_decode_lengths=min_lengths, choose_fn=choose)
+            ids, scores = greedy_decode(search_fn, state, batch, max_lengths, min_decode_lengths=min_lengths,
+                                        choose_fn=choose)
             return ids[:, None], scores[:, None]  # [B, 1, T], [B, 1]
-
-        def split(caches):
-            # Each model's ancestry follows the beams; its per-layer caches stay per sentence.
-            per_sentence = tuple(dict(cache) for cache in caches)
-            ancestries = tuple(cache.pop(ANCESTRY) for cache in per_sentence)
-            return SplitState(per_beam=ancestries, per_sentence=per_sentence)
-
-        def beam_symbols_to_logits(ids, step, state):
-            caches = tuple({ANCESTRY: ancestry, **cache}
-                           for ancestry, cache in zip(state.per_beam, state.per_sentence))
-            logits, caches = symbols_to_logits(ids, step, caches)
-            return logits, split(caches)
-
-        search_fn, state = self._constrained(beam_symbols_to_logits, split(caches), inputs, max_lengths, beams)
         # Every per-sentence tensor (caches, encoder memory, constraint state) is in the state, so the
         # search can drop the sentences that are done from later steps.
         return beam_search(search_fn, state, batch, hp.beam_size, self.vocab_size, max_lengths, hp.alpha,
@@ -110,6 +97,11 @@ class Decoder:
         if self.constraint is None:
             return symbols_to_logits, state
         return constrain(symbols_to_logits, state, self.constraint, inputs, max_lengths, rows_per_sentence)
+
+
+def _joined(states: list[SplitState]) -> SplitState:
+    """Several models' SplitStates as one: a tuple of their per-beam parts, a tuple of their per-sentence ones."""
+    return SplitState(per_beam=tuple(s.per_beam for s in states), per_sentence=tuple(s.per_sentence for s in states))
 
 
 def _row_keys(inputs):
