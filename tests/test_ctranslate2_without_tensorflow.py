@@ -107,7 +107,7 @@ def deployment(multi30k_run, tmp_path_factory):
     with open(multi30k_run["raw"] / "val.en", encoding="utf-8") as f:
         sentences = f.read().splitlines()[:DEV_SENTENCES] + [""]
     run = open_run(request)
-    decoded = decode_lines(run.problem, Decoder(run.models, run.decode_hparams), sentences,
+    decoded = decode_lines(run.problem, Decoder(run.models, run.decode_hparams).decode, sentences,
                            run.decode_hparams.batch_size)
     return {"site": installed, "export": path, "sentences": sentences, "expected": [h[0].text for h in decoded]}
 

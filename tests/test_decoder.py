@@ -42,9 +42,9 @@ def test_every_sentence_decodes_the_same_alone_and_in_a_batch_of_32():
     problem = problems.get("algorithmic_reverse")()
     rng = np.random.default_rng(0)
     lines = ["".join(map(str, rng.integers(0, 10, rng.integers(1, 21)))) for _ in range(32)]
-    batched = decode_lines(problem, decoder, lines, batch_size=32)
+    batched = decode_lines(problem, decoder.decode, lines, batch_size=32)
     for line, together in zip(lines, batched):
-        alone = decode_lines(problem, decoder, [line], batch_size=1)[0]
+        alone = decode_lines(problem, decoder.decode, [line], batch_size=1)[0]
         assert [h.text for h in alone] == [h.text for h in together]
         np.testing.assert_allclose([h.score for h in alone], [h.score for h in together], atol=1e-5)
 
@@ -67,14 +67,14 @@ def test_batches_decoded_in_parallel_give_the_one_at_a_time_results_in_input_ord
     problem = problems.get("algorithmic_reverse")()
     rng = np.random.default_rng(3)
     lines = ["".join(map(str, rng.integers(0, 10, rng.integers(1, 15)))) for _ in range(23)] + ["", "7"]
-    one_at_a_time = decode_lines(problem, decoder, lines, batch_size=3)
-    in_parallel = decode_lines(problem, decoder, lines, batch_size=3, parallel_batches=3)
+    one_at_a_time = decode_lines(problem, decoder.decode, lines, batch_size=3)
+    in_parallel = decode_lines(problem, decoder.decode, lines, batch_size=3, parallel_batches=3)
     assert len({round(h[0].score, 3) for h in one_at_a_time}) > 15  # distinct scores, so a swap would show
     assert [[h.text for h in hyps] for hyps in in_parallel] == [[h.text for h in hyps] for hyps in one_at_a_time]
     for parallel_hyps, serial_hyps in zip(in_parallel, one_at_a_time):
         np.testing.assert_allclose([h.score for h in parallel_hyps], [h.score for h in serial_hyps], atol=1e-5)
     with pytest.raises(UserError, match="parallel_batches must be at least 1"):
-        decode_lines(problem, decoder, lines, batch_size=3, parallel_batches=0)
+        decode_lines(problem, decoder.decode, lines, batch_size=3, parallel_batches=0)
 
 
 # float32, and bfloat16 (which `auto` picks on a CPU with native bfloat16; a CPU without emulates it), where the
@@ -171,7 +171,7 @@ def test_decoder_cli_keeps_input_order_and_empty_lines(run, cli):
     opened = open_run(RunRequest(output_dir=run))
     decoder = Decoder(opened.model, opened.decode_hparams)
     lines = ORDER_INPUT.split("\n")[:-1]
-    alone = [decode_lines(opened.problem, decoder, [line], batch_size=1)[0] for line in lines if line.strip()]
+    alone = [decode_lines(opened.problem, decoder.decode, [line], batch_size=1)[0] for line in lines if line.strip()]
     assert [out for line, out in zip(lines, outputs) if line.strip()] == [hyps[0].text for hyps in alone]
     assert len(set(outputs)) > 3  # distinct outputs, so a swap would show
 
@@ -182,7 +182,7 @@ def test_decoder_cli_decodes_in_bfloat16_as_the_library_does(run, cli):
     assert result.returncode == 0 and "mixed_bfloat16" in result.stderr, result.stderr
     opened = open_run(RunRequest(output_dir=run, decode=DecodeRequest(mixed_precision="mixed_bfloat16")))
     decoder = Decoder(opened.model, opened.decode_hparams)
-    expected = decode_lines(opened.problem, decoder, BF16_INPUT.split("\n")[:-1], opened.decode_hparams.batch_size)
+    expected = decode_lines(opened.problem, decoder.decode, BF16_INPUT.split("\n")[:-1], opened.decode_hparams.batch_size)
     assert result.stdout == "".join(hyps[0].text + "\n" for hyps in expected)
 
 
@@ -309,8 +309,8 @@ def test_a_float32_run_decodes_in_reduced_precision_to_nearly_the_float32_result
     problem = problems.get("algorithmic_reverse")()
     rng = np.random.default_rng(5)
     lines = ["".join(map(str, rng.integers(0, 10, rng.integers(2, 12)))) for _ in range(24)]
-    expected = [hyps[0] for hyps in decode_lines(problem, Decoder(full, decode), lines, batch_size=8)]
-    got = [hyps[0] for hyps in decode_lines(problem, Decoder(reduced, decode), lines, batch_size=8)]
+    expected = [hyps[0] for hyps in decode_lines(problem, Decoder(full, decode).decode, lines, batch_size=8)]
+    got = [hyps[0] for hyps in decode_lines(problem, Decoder(reduced, decode).decode, lines, batch_size=8)]
     same = [e.text == g.text for e, g in zip(expected, got)]
     # A briefly trained model has near-ties that reduced precision may flip: bfloat16 flipped 2 of 24 on a
     # CPU with bfloat16 units and up to 5 on an AVX2 CPU that emulates them (its sums round more often).

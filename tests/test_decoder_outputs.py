@@ -29,7 +29,7 @@ def source(reverse_run, tmp_path_factory):
 def expected(reverse_run):
     """Every line's beam-3 hypotheses as the library decodes them."""
     opened = open_run(RunRequest(output_dir=reverse_run, decode=DecodeRequest(beam_size=3)))
-    return decode_lines(opened.problem, Decoder(opened.models, opened.decode_hparams), LINES, batch_size=2)
+    return decode_lines(opened.problem, Decoder(opened.models, opened.decode_hparams).decode, LINES, batch_size=2)
 
 
 def decoded(reverse_run, source, run=None, decode=None, **settings) -> str:

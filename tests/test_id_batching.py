@@ -173,20 +173,19 @@ def test_lines_are_encoded_with_eos_empty_ones_as_nothing_and_bad_ones_named_by_
 
 def test_decode_lines_decodes_text_through_the_decoder_in_input_order():
     engine, lines = ReversingEngine(), []
-    decoder = types.SimpleNamespace(decode=engine)
-    results = decode_lines(WordProblem(), decoder, ["a b c", "", "b a"], batch_size=1, progress=lines.append)
+    results = decode_lines(WordProblem(), engine, ["a b c", "", "b a"], batch_size=1, progress=lines.append)
     assert results == [[Hypothesis("c b a", -3.0, (5, 4, 3))], [Hypothesis("", 0.0)], [Hypothesis("a b", -2.0, (3, 4))]]
     assert len(engine.batches) == 2 and len(lines) == 2
     with pytest.raises(UserError, match="^input line 1: unknown word 'x'$"):
-        decode_lines(WordProblem(), decoder, ["x"], batch_size=1)
+        decode_lines(WordProblem(), engine, ["x"], batch_size=1)
     with pytest.raises(UserError, match="^input line 7: unknown word 'x'$"):
-        decode_lines(WordProblem(), decoder, ["a", "x"], batch_size=1, first_line=6)
+        decode_lines(WordProblem(), engine, ["a", "x"], batch_size=1, first_line=6)
 
 
 def test_decode_lines_decodes_one_batch_at_a_time_unless_more_are_asked_for():
     alone, together = MeetingEngine(), MeetingEngine()
-    decode_lines(WordProblem(), types.SimpleNamespace(decode=alone), ["a", "b"], batch_size=1)
-    results = decode_lines(WordProblem(), types.SimpleNamespace(decode=together), ["a", "b"], batch_size=1,
+    decode_lines(WordProblem(), alone, ["a", "b"], batch_size=1)
+    results = decode_lines(WordProblem(), together, ["a", "b"], batch_size=1,
                            parallel_batches=2)
     assert alone.met == [False, False] and together.met == [True, True]
     assert results == [[Hypothesis("a", -1.0, (3,))], [Hypothesis("b", -1.0, (4,))]]

@@ -32,7 +32,7 @@ def opened(reverse_run):
 
 def test_the_score_of_beam_searchs_output_is_the_score_beam_search_reported(opened):
     hp = opened.decode_hparams
-    found = decode_lines(opened.problem, Decoder(opened.models, hp), SOURCES, batch_size=4)
+    found = decode_lines(opened.problem, Decoder(opened.models, hp).decode, SOURCES, batch_size=4)
     pairs = [(source, h) for source, hyps in zip(SOURCES, found) for h in hyps if h.text]
     assert len(pairs) >= 12  # several beams per sentence, not only the best
     scores = score_pairs(opened.problem, opened.models, [s for s, _ in pairs], [h.text for _, h in pairs],

@@ -46,7 +46,7 @@ def test_stdin_cannot_go_to_a_file_or_be_scored(reverse_run, tmp_path):
 def test_a_pipe_gets_each_lines_outputs_before_its_input_is_closed(reverse_run):
     opened = open_run(RunRequest(output_dir=reverse_run, decode=DecodeRequest(beam_size=2)))
     lines = ["0123", "98", ""]
-    expected = decode_lines(opened.problem, Decoder(opened.models, opened.decode_hparams), lines, batch_size=1)
+    expected = decode_lines(opened.problem, Decoder(opened.models, opened.decode_hparams).decode, lines, batch_size=1)
     process = subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.decoder", f"--output_dir={reverse_run}",
                                 "--decode_from_file=-", "--beam_size=2", "--nbest=2"],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

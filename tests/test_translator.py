@@ -35,7 +35,7 @@ def test_translate_gives_the_decoders_outputs_and_scores_for_each_beam_size(tran
     run = open_run(RunRequest(output_dir=reverse_run))
     for beam_size in (1, 3):
         decoder = Decoder(run.model, dataclasses.replace(run.decode_hparams, beam_size=beam_size))
-        expected = decode_lines(run.problem, decoder, LINES, batch_size=2)
+        expected = decode_lines(run.problem, decoder.decode, LINES, batch_size=2)
         got = translator.hypotheses(LINES, beam_size=beam_size, nbest=beam_size)
         assert [[h.text for h in hyps] for hyps in got] == [[h.text for h in hyps] for hyps in expected]
         assert [[round(h.score, 4) for h in hyps] for hyps in got] == \

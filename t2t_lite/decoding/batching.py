@@ -144,16 +144,17 @@ def hypothesis(beam, score, to_text: Callable[[list[int]], str]) -> Hypothesis:
     return Hypothesis(to_text(ids), float(score), tuple(ids))
 
 
-def decode_lines(problem: TextCodec, decoder, lines: list[str], batch_size: int,
-                 progress: Callable[[str], None] | None = None,
-                 parallel_batches: int = 1, first_line: int = 1) -> list[list[Hypothesis]]:
-    """Decodes lines of text with a t2t_lite.decoding.decoder.Decoder: decode_id_batches over the problem's ids.
+def decode_lines(codec: TextCodec, decode_batch: DecodeBatch, lines: list[str], batch_size: int,
+                 nbest: int | None = None, first_line: int = 1, max_length: int | None = None,
+                 **decoding) -> list[list[Hypothesis]]:
+    """Decodes lines of text: decode_id_batches over the codec's ids, each line's nbest best kept (None: all K).
 
     Empty lines get one empty hypothesis; the order is the input's.
 
     Args:
-      first_line: the 1-based line number of lines[0], for error messages.
-      progress, parallel_batches: as for decode_id_batches.
+      first_line, max_length: as for encode_lines.
+      decoding: decode_id_batches' progress and parallel_batches.
     """
-    encoded = encode_lines(problem, lines, first_line)
-    return decode_id_batches(decoder.decode, encoded, batch_size, problem.decode, progress, parallel_batches)
+    encoded = encode_lines(codec, lines, first_line, max_length=max_length)
+    results = decode_id_batches(decode_batch, encoded, batch_size, codec.decode, **decoding)
+    return results if nbest is None else [hyps[:nbest] for hyps in results]

@@ -1,7 +1,7 @@
 """The one inference interface: what a Translator decodes through, a run's Decoder or an export.
 
-Three implement it (inference/__init__.py). Each encodes text with
-decoding.batching.encode_lines and decodes with decode_id_batches, so an
+Three implement it (inference/__init__.py). Each decodes text with
+decoding.batching.decode_lines (encode_lines, then decode_id_batches), so an
 empty line, the input order and the n-best lists are the same in all three.
 Another engine wraps itself as one of these (an id-batch engine needs only
 IdBatchBackend) and goes into `Translator(backend)`.

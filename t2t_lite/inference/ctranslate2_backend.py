@@ -36,7 +36,7 @@ import numpy as np
 from t2t_lite.config import DecodeHParams
 from t2t_lite.data.ids import PAD_ID
 from t2t_lite.data.pieces import SentencePieceCodec
-from t2t_lite.decoding.batching import DecodeBatch, Hypothesis, decode_id_batches, encode_lines
+from t2t_lite.decoding.batching import DecodeBatch, Hypothesis, decode_lines
 from t2t_lite.decoding.request import ResolvedDecode
 from t2t_lite.errors import UserError
 from t2t_lite.export.export_dir import CTRANSLATE2, read_export, require_ctranslate2
@@ -94,11 +94,9 @@ class CTranslate2Export:
           first_line: the 1-based line number of sentences[0], for error messages.
           decoding: decode_id_batches' progress and parallel_batches.
         """
-        hp = decode.hparams
         # A source with its EOS must fit the position table (the SavedModel truncates to max_input_length too).
-        encoded = encode_lines(self.vocabulary, sentences, first_line, max_length=self.max_positions)
-        results = decode_id_batches(self.search(hp), encoded, hp.batch_size, self.vocabulary.decode, **decoding)
-        return [hyps[:decode.nbest] for hyps in results]
+        return decode_lines(self.vocabulary, self.search(decode.hparams), sentences, decode.hparams.batch_size,
+                            decode.nbest, first_line, max_length=self.max_positions, **decoding)
 
     def score(self, sources: list[str], targets: list[str], progress=None):
         raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")

@@ -1,7 +1,7 @@
 """A run's Decoder as a Backend: beam search, sampling, ensembles and scoring."""
 from typing import TYPE_CHECKING
 
-from t2t_lite.decoding.batching import decode_id_batches, encode_lines
+from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.request import Engine, ResolvedDecode
 
 if TYPE_CHECKING:  # imported where a run is opened: a CTranslate2 deployment has no TensorFlow
@@ -39,10 +39,8 @@ class RunBackend:
         return self._decoders[key]
 
     def hypotheses(self, sentences, decode: ResolvedDecode, first_line=1, **decoding):
-        problem = self.run.problem
-        results = decode_id_batches(self.decoder(decode).decode, encode_lines(problem, sentences, first_line),
-                                    decode.hparams.batch_size, problem.decode, **decoding)
-        return [hyps[:decode.nbest] for hyps in results]
+        return decode_lines(self.run.problem, self.decoder(decode).decode, sentences, decode.hparams.batch_size,
+                            decode.nbest, first_line, **decoding)
 
     def score(self, sources, targets, progress):
         from t2t_lite.decoding.scoring import score_pairs

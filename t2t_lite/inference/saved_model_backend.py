@@ -2,7 +2,7 @@
 decodes padded id batches with a search fixed beforehand."""
 from collections.abc import Callable
 
-from t2t_lite.decoding.batching import decode_id_batches, encode_lines
+from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.request import Engine, ResolvedDecode
 from t2t_lite.errors import UserError
 from t2t_lite.export.export_dir import CTRANSLATE2, read_export
@@ -28,9 +28,9 @@ class IdBatchBackend:
         self.engine, self.encode_many = engine, encode_many
 
     def hypotheses(self, sentences, decode: ResolvedDecode, first_line=1, **decoding):
-        encoded = encode_lines(self, sentences, first_line)  # self.encode(_many) is the engine's tokenizer
-        results = decode_id_batches(self.decode_batch, encoded, decode.hparams.batch_size, self.decode, **decoding)
-        return [hyps[:decode.nbest] for hyps in results]
+        # self.encode(_many) and self.decode are the engine's tokenizer.
+        return decode_lines(self, self.decode_batch, sentences, decode.hparams.batch_size, decode.nbest, first_line,
+                            **decoding)
 
     def score(self, sources, targets, progress):
         raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
