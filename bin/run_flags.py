@@ -34,8 +34,8 @@ def define(verb: str, decoding_settings: bool = True) -> None:
     flags.DEFINE_enum("mixed_precision", "auto", ["auto", "none", "mixed_bfloat16", "mixed_float16"],
                       "Compute dtype, whatever the run trained in: mixed_bfloat16 runs the matmuls in bfloat16 "
                       "(fast on CPUs with AMX or AVX512_BF16; outputs can differ slightly, see docs/decoding.md); "
-                      "auto (the default): bfloat16 where the CPU multiplies it natively, float32 elsewhere and on GPUs; "
-                      "none: float32.")
+                      "auto (the default): bfloat16 where the CPU multiplies it natively, float32 elsewhere and on "
+                      "GPUs; none: float32.")
 
 
 def run_request(**decode_settings):

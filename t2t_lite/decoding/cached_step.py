@@ -52,17 +52,6 @@ class LayerKernels:
         self.hidden, self.output = maker.dense(ffn.hidden), maker.dense(ffn.output_proj)
 
 
-def step_kernels(model, dtype, settings: StepMatmulSettings):
-    """A Transformer's decoder products prepared for its steps: ([LayerKernels] per layer, the output projection).
-
-    One layout for every weight, chosen at the output projection, the step's largest product.
-    """
-    maker = StepKernelMaker(dtype, settings.resolved_layout(model.d_model, model.vocab_size, dtype), settings)
-    embedding = model.target_embedding
-    return ([LayerKernels(layer, maker) for layer in model.decoder_layers],
-            maker.weight(embedding.embeddings, stored_as=OUT_IN))  # [V, D]: logits = x E^T
-
-
 class CachedStep:
     """One Transformer's decoding step over one batch: its sentences encoded once, its kernels made once.
 
@@ -88,7 +77,11 @@ class CachedStep:
                                     "recent_value": empty_values}
         self.initial_state = SplitState(per_beam=ops.zeros((batch * beams, 0, beams), memory.dtype),  # [N, 0, K]
                                         per_sentence=caches)
-        self.layer_kernels, self.logits_kernel = step_kernels(model, memory.dtype, settings)
+        # Every product in one layout, chosen at the output projection, the step's largest.
+        layout = settings.resolved_layout(model.d_model, model.vocab_size, memory.dtype)
+        maker = StepKernelMaker(memory.dtype, layout, settings)
+        self.layer_kernels = [LayerKernels(layer, maker) for layer in model.decoder_layers]
+        self.logits_kernel = maker.weight(model.target_embedding.embeddings, stored_as=OUT_IN)  # [V, D]: x E^T
 
     def __call__(self, ids, step, state: SplitState):
         """ids [N, 1] -> (float32 logits [N, V], the state grown by one position).

@@ -190,8 +190,8 @@ class TreeConstraint:
         depth = state["depth"]
         # A dead beam may hold a forbidden token; clipping keeps its state in range (its outputs never count).
         slot = tf.one_hot(tf.minimum(depth, self.max_depth - 1), self.max_depth, dtype=tf.int32)  # [N, D]
-        closes = tf.where(is_open[:, None], state["closes"] * (1 - slot) + slot * tf.gather(self.close_of, ids)[:, None],
-                          state["closes"])
+        opened_close = slot * tf.gather(self.close_of, ids)[:, None]  # [N, D]: the new phrase's close at its depth
+        closes = tf.where(is_open[:, None], state["closes"] * (1 - slot) + opened_close, state["closes"])
         depth = tf.clip_by_value(depth + tf.cast(is_open, tf.int32) - tf.cast(is_close, tf.int32), 0, self.max_depth)
         copy = {}
         if self.copy_words:
