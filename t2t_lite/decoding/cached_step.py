@@ -22,7 +22,8 @@ instead and reorders only a small record of who is where:
 The step runs the model's own layers otherwise: `Transformer.run_decoder` and
 each layer's `through_sublayers` with the sub-layer functions below, which
 use the attention's `attend` and the layers' norms; only the caches' layout
-and the products differ from the model's `decode`.
+and the products differ from the model's `decode` (and dropout, which a
+step, only ever decoding, leaves out).
 """
 from keras import ops
 
