@@ -48,7 +48,7 @@ def read_dev_sample(problem: Problem, count: int) -> DevSample:
 def score_outputs(problem: Problem, decoder: Decoder, sample: DevSample, batch_size: int) -> DevScore:
     """Decodes sample.sources with decoder (best beam) and scores them with problem.dev_metric."""
     start = time.perf_counter()
-    results = decode_lines(problem, decoder, sample.sources, batch_size)
+    results = decode_lines(problem, decoder.decode, sample.sources, batch_size)
     outputs = [hypotheses[0].text if hypotheses else "" for hypotheses in results]
     name, value = problem.dev_metric(outputs, sample.references, sample.sources)
     return DevScore(name, float(value), len(sample.sources), time.perf_counter() - start)
