@@ -65,7 +65,7 @@ class CachedStep:
     """
 
     def __init__(self, model, inputs, batch, beams, settings: StepMatmulSettings):
-        self.model, self.beams = model, beams
+        self.model = model
         memory, memory_bias = model.encode(inputs, training=False)  # [B, T_src, D], [B, 1, 1, T_src]
         # The ancestry follows the beams; the caches, and the memory with them (so that a search can drop
         # finished sentences), stay one row per sentence.
@@ -90,7 +90,7 @@ class CachedStep:
         state: SplitState(per_beam=ancestry [N, t, K], per_sentence={"layer_i": caches, MEMORY: ...}).
         """
         cache, memory = state.per_sentence, state.per_sentence[MEMORY]
-        ancestry = _grown_ancestry(state.per_beam, self.beams)  # [N, t+1, K]
+        ancestry = _grown_ancestry(state.per_beam)  # [N, t+1, K]
         grown = {MEMORY: memory}
 
         def run_layer(i, layer, x):
@@ -113,8 +113,9 @@ class CachedStep:
         return ops.cast(self.logits_kernel(states), "float32")[:, 0], SplitState(ancestry, grown)
 
 
-def _grown_ancestry(ancestry, beams):
+def _grown_ancestry(ancestry):
     """ancestry [N, t, K] with this step's position appended: each row's own slot (row n is in slot n % K)."""
+    beams = ancestry.shape[-1]  # K, static
     own_slot = ops.one_hot(ops.arange(ops.shape(ancestry)[0]) % beams, beams, dtype=ancestry.dtype)  # [N, K]
     return ops.concatenate([ancestry, own_slot[:, None, :]], axis=1)  # [N, t+1, K]
 
