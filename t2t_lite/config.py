@@ -45,6 +45,10 @@ class ModelHParams:
     # One matrix for source embedding, target embedding and pre-softmax projection (paper 3.4).
     share_embeddings: bool = True
     layer_norm_epsilon: float = 1e-6
+    # Add to each decoder input the encoder's state of the next source word the target has not yet begun:
+    # for targets that copy the source's words in order (a parser's "words" form), the decoder always
+    # knows which word it is at. Which pieces begin a word is the problem's (Problem.word_start_ids).
+    word_pointer: bool = False
 
     @property
     def head_key_dim(self) -> int:

@@ -80,18 +80,22 @@ def test_batches_decoded_in_parallel_give_the_one_at_a_time_results_in_input_ord
 # float32, and bfloat16 (which `auto` picks on a CPU with native bfloat16; a CPU without emulates it), where the
 # cached steps and the full pass multiply in different shapes and round differently: a tolerance of bfloat16's
 # rounding, still far below what a row reading another beam's history changes.
-@pytest.mark.parametrize("settle_every, mixed_precision, tolerance", [(3, "none", 1e-4), (16, "none", 1e-4),
-                                                                      (16, "mixed_bfloat16", 0.03)])
+# With word_pointer, each beam also carries the words it has begun, which must follow it as the ancestry does.
+@pytest.mark.parametrize("settle_every, mixed_precision, tolerance, overrides", [
+    (3, "none", 1e-4, ""), (16, "none", 1e-4, ""), (16, "mixed_bfloat16", 0.03, ""),
+    (3, "none", 1e-4, "word_pointer=true")])
 def test_every_beam_score_equals_rescoring_its_hypothesis_with_the_full_pass(settle_every, mixed_precision,
-                                                                             tolerance, monkeypatch):
+                                                                             tolerance, overrides, monkeypatch):
     # The cached search keeps a sentence's beams side by side in cache slots and follows the
     # beams through the per-row ancestry alone. A row that read another beam's history would
     # give its hypothesis a score the teacher-forced full pass does not.
     monkeypatch.setattr(cached_step, "SETTLE_EVERY", settle_every)
-    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size=12")
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size=12,{overrides}")
     keras.utils.set_random_seed(4)  # weights under which 3 sentences x 4 beams leave few empty finished slots
     with layers_compute_in(mixed_precision):
         model = build_model(hparams)
+    if overrides:
+        model.set_word_starts([2, 5, 8, 9])
     alpha, extra = 0.6, 7
     decoder = Decoder(model, dataclasses.replace(hparams.decode, beam_size=4, alpha=alpha, extra_length=extra))
     inputs = np.array([[5, 7, 3, 9, 1], [4, 4, 8, 1, 0], [11, 2, 6, 10, 1]], np.int32)

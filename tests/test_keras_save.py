@@ -20,6 +20,8 @@ def trained(overrides):
     """A tiny model after a few SGD steps on random pairs: weights far from any initialisation."""
     hp = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},{overrides}")
     model = build_model(hp)
+    if hp.model.word_pointer:
+        model.set_word_starts([3, 4, 7, 11])  # a weight the reloaded model must carry
     rng = np.random.default_rng(0)
     batch = {"inputs": rng.integers(2, 13, (4, 6)).astype(np.int32),
              "targets": rng.integers(2, 13, (4, 5)).astype(np.int32)}
@@ -34,7 +36,7 @@ def trained(overrides):
 
 
 @pytest.mark.parametrize("overrides", ["norm_position=post", "norm_position=pre,share_embeddings=false,"
-                                       "position_encoding=learned,max_position=64"])
+                                       "position_encoding=learned,max_position=64", "word_pointer=true"])
 def test_a_saved_model_reloads_to_the_same_logits_and_decodes_the_same(overrides, tmp_path):
     model, hp, batch = trained(overrides)
     path = str(tmp_path / "x.keras")

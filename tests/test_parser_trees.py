@@ -2,6 +2,7 @@
 t2t-lite-decoder --output_trees, and gold trees as treebanks have them for --decode_reference."""
 import io
 
+import numpy as np
 import pytest
 
 from t2t_lite.data.target_forms import TARGET_FORMS, linearize_with_words
@@ -89,6 +90,31 @@ def test_the_decoder_writes_trees_and_scores_gold_trees_as_users_have_them(words
     # The same F1 from the linearised references: the "words" form keeps what EVALB scores.
     references = [" ".join(linearize_with_words(strip_tree(tree))[1]) for tree in gold]
     assert score_linearized(outputs, references, sentences, TARGET_FORMS["words"])[0] == counts
+
+
+def test_a_word_pointer_parser_knows_its_vocabularys_words_and_its_savedmodel_parses_as_the_run(tmp_path):
+    from t2t_lite import Translator
+    from t2t_lite.export.exporter import ExportRequest, export_run
+    from t2t_lite.registry import problems
+    from t2t_lite.run import RunRequest, open_run
+
+    output_dir, data_dir, combined = train_tiny_parser(tmp_path, "parsing_ptb_sample_words", "word_pointer=true")
+    run = open_run(RunRequest(output_dir=output_dir))
+    starts = run.models[0].word_starts.numpy()
+    expected = problems.get("parsing_ptb_sample_words")(data_dir).word_start_ids()
+    assert sorted(np.flatnonzero(starts)) == sorted(expected) and len(expected) > 20
+    sentences = [" ".join(strip_tree(tree).words()) for path in ptb_sample.split_files(combined, "dev")
+                 for tree in read_mrg(path)][:8] + [""]
+    for constrained in (True, None):  # with the pointer beside the constraint's own count of words, and free
+        settings = dict(beam_size=2, extra_length=12, batch_size=8, mixed_precision="none",
+                        constrained_decoding=constrained)
+        trees = Translator.from_run(output_dir, **settings).translate(sentences)
+        version = export_run(ExportRequest(run=RunRequest(output_dir=output_dir, decode=DecodeRequest(**settings)),
+                                           export_dir=str(tmp_path / f"export_{constrained}")))
+        assert Translator.from_export(version).translate(sentences) == trees
+    with pytest.raises(UserError, match="word_pointer cannot be exported for CTranslate2"):
+        export_run(ExportRequest(run=RunRequest(output_dir=output_dir, decode=DecodeRequest(**settings)),
+                                 export_dir=str(tmp_path / "ct2"), export_format="ctranslate2"))
 
 
 def test_output_trees_is_refused_for_a_problem_that_does_not_parse(reverse_run, tmp_path):

@@ -56,3 +56,15 @@ def test_a_file_that_is_no_model_is_one_user_error(tmp_path):
         SentencePieceCodec.from_file(str(tmp_path / "vocab.model"))
     with pytest.raises(UserError, match="cannot read the vocabulary .*missing.model"):
         SentencePieceCodec.from_file(str(tmp_path / "missing.model"))
+
+
+def test_word_starts_are_the_pieces_after_a_space_but_not_the_targets_symbols():
+    brackets = ("(S", "▁(NP", "▁)NP", "▁)S")
+    sentences = ["the cat sat on the mat", "(S (NP the cat )NP sat )S", "a dog ran", "the catalogue"] * 50
+    codec = SentencePieceCodec(train_sentencepiece(sentences, 300, user_defined_symbols=brackets))
+    starts, pieces = set(codec.word_start_ids()), codec.pieces
+    tree = codec.encode("(S (NP the catalogue )NP sat )S")
+    assert [pieces[i] for i in tree] == ["(S", "▁(NP", "▁the", "▁cat", "alogue", "▁)NP", "▁sat", "▁)S"]
+    assert [i in starts for i in tree] == [False, False, True, True, False, False, True, False]
+    # Without a dummy prefix a text's first word has no "▁" (the model counts it by its place).
+    assert [i in starts for i in codec.encode("the catalogue sat")] == [False, True, False, True]

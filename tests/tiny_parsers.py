@@ -3,8 +3,9 @@ from t2t_lite.registry import problems
 from shared_data import require_shared
 
 
-def train_tiny_parser(root, problem_name: str):
-    """problem_name prepared offline under root from a slice of the shared files, a tiny parser trained 40 steps.
+def train_tiny_parser(root, problem_name: str, overrides: str = ""):
+    """problem_name prepared offline under root from a slice of the shared files, a tiny parser trained 40 steps
+    (with `overrides` to its hparams).
 
     Returns:
       (output_dir, data_dir, the slice's directory).
@@ -24,7 +25,8 @@ def train_tiny_parser(root, problem_name: str):
     problem.generate_data(combined, vocab_size=500, num_shards=1, log=lambda line: None)
     t2t_lite.train(problem=problem_name, hparams_set="transformer_wsj_parsing_tiny", output_dir=output_dir,
                    data_dir=data_dir,
-                   hparams="d_model=32,d_ff=64,num_encoder_layers=1,num_decoder_layers=1,train.batch_size=2048",
+                   hparams="d_model=32,d_ff=64,num_encoder_layers=1,num_decoder_layers=1,train.batch_size=2048"
+                   + (overrides and "," + overrides),
                    train_steps=40, eval_steps=1, save_checkpoints_steps=40, log_every_steps=40,
                    eval_bleu_sentences=0, mixed_precision="none", log=lambda _: None)
     return output_dir, data_dir, combined

@@ -59,6 +59,15 @@ class SentencePieceCodec:
         """The V pieces, piece i for id i."""
         return [self._processor.id_to_piece(i) for i in range(self.vocab_size)]
 
+    def word_start_ids(self) -> list[int]:
+        """The ids of the pieces that begin a word: those beginning with "▁" (a space), except user-defined
+        symbols, which a problem keeps whole for its targets' structure (a parser's brackets), not its words."""
+        from sentencepiece import sentencepiece_model_pb2
+
+        proto = sentencepiece_model_pb2.ModelProto.FromString(self.model)
+        return [i for i, piece in enumerate(proto.pieces)
+                if piece.piece.startswith("▁") and piece.type == piece.NORMAL]
+
     def encode(self, text: str) -> list[int]:
         """One string -> its ids, without EOS."""
         return self._processor.encode(text)

@@ -2,6 +2,7 @@
 import tensorflow as tf
 
 from t2t_lite.data.ids import EOS_ID, PAD_ID, strip_ids  # noqa: F401  (re-exported: the ids every problem uses)
+from t2t_lite.errors import UserError
 
 
 class Problem:
@@ -37,6 +38,20 @@ class Problem:
     def decode(self, ids) -> str:
         """Ids -> text, stopping at the first EOS and skipping PAD."""
         raise NotImplementedError
+
+    def word_start_ids(self) -> list[int]:
+        """The ids of the pieces that begin a word (for ModelHParams.word_pointer): SentencePieceCodec's.
+
+        Raises:
+          UserError: the problem has no SentencePiece vocabulary (algorithmic problems).
+        """
+        model = getattr(getattr(self, "vocabulary", None), "model", None)
+        if model is None:
+            raise UserError(f"problem {type(self).__name__} has no SentencePiece vocabulary, so no words for "
+                            "`word_pointer` to point at; set word_pointer=false")
+        from t2t_lite.data.pieces import SentencePieceCodec
+
+        return SentencePieceCodec(model).word_start_ids()
 
     def score(self, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
         """Report lines scoring decoded outputs against references: BLEU in both conventions, chrF2 and TER,

@@ -29,10 +29,13 @@ from keras import ops
 
 from t2t_lite.decoding.search_state import SplitState
 from t2t_lite.layers.attention import attend
+from t2t_lite.models.transformer import WORDS_BEGUN
 from t2t_lite.ops.kernel_layout import OUT_IN
 from t2t_lite.ops.step_matmul import StepKernelMaker, StepMatmulSettings
 
 MEMORY = "memory"  # a step's cache entry for the encoder's keys, values and padding bias
+WORDS = "words"  # and in it, with a word pointer, the memory at each source word (Transformer.source_words)
+ANCESTRY = "ancestry"  # the per-beam record of which slot holds each position of a beam's history
 
 # A self-attention cache appends each position to a small recent part and folds that into the settled part
 # every SETTLE_EVERY positions. Appending copies the part it grows (TensorFlow has no in-place append): the
@@ -70,14 +73,17 @@ class CachedStep:
         # The ancestry follows the beams; the caches, and the memory with them (so that a search can drop
         # finished sentences), stay one row per sentence.
         caches = {MEMORY: {"kv": model.memory_cache(memory), "bias": memory_bias}}
+        per_beam = {ANCESTRY: ops.zeros((batch * beams, 0, beams), memory.dtype)}  # [N, 0, K]
+        if getattr(model, "word_pointer", False):  # the next word each beam has not begun, and where they are
+            caches[MEMORY][WORDS] = model.source_words(inputs, memory)  # [B, T_src, D]
+            per_beam[WORDS_BEGUN] = ops.zeros((batch * beams, 1), "int32")  # [N, 1]
         for i, layer in enumerate(model.decoder_layers):
             attention = layer.self_attention
             empty_keys, empty_values = (ops.zeros((batch, attention.num_heads, 0, beams, depth), memory.dtype)
                                         for depth in (attention.key_dim, attention.value_dim))
             caches[f"layer_{i}"] = {"key": empty_keys, "value": empty_values, "recent_key": empty_keys,
                                     "recent_value": empty_values}
-        self.initial_state = SplitState(per_beam=ops.zeros((batch * beams, 0, beams), memory.dtype),  # [N, 0, K]
-                                        per_sentence=caches)
+        self.initial_state = SplitState(per_beam=per_beam, per_sentence=caches)
         # Every product in one layout, chosen at the output projection, the step's largest.
         layout = settings.resolved_layout(model.d_model, model.vocab_size, memory.dtype)
         maker = StepKernelMaker(memory.dtype, layout, settings)
@@ -87,11 +93,15 @@ class CachedStep:
     def __call__(self, ids, step, state: SplitState):
         """ids [N, 1] -> (float32 logits [N, V], the state grown by one position).
 
-        state: SplitState(per_beam=ancestry [N, t, K], per_sentence={"layer_i": caches, MEMORY: ...}).
+        state: SplitState(per_beam={ANCESTRY: [N, t, K], and with a word pointer WORDS_BEGUN: int32 [N, 1]},
+          per_sentence={"layer_i": caches, MEMORY: ...}).
         """
         cache, memory = state.per_sentence, state.per_sentence[MEMORY]
-        ancestry = _grown_ancestry(state.per_beam)  # [N, t+1, K]
-        grown = {MEMORY: memory}
+        per_beam = {ANCESTRY: _grown_ancestry(state.per_beam[ANCESTRY])}  # [N, t+1, K]
+        ancestry, grown, pointed = per_beam[ANCESTRY], {MEMORY: memory}, None
+        if WORDS_BEGUN in state.per_beam:
+            pointed, begun = self.model.pointed_words(memory[WORDS], ids, state.per_beam[WORDS_BEGUN][:, 0])
+            per_beam[WORDS_BEGUN] = begun[:, None]
 
         def run_layer(i, layer, x):
             name, kernels = f"layer_{i}", self.layer_kernels[i]
@@ -109,8 +119,8 @@ class CachedStep:
             return layer.through_sublayers(x, [self_attend, cross_attend, lambda h: kernels.output(kernels.hidden(h))],
                                            training=False)
 
-        states = self.model.run_decoder(ids, run_layer, position=step, training=False)  # [N, 1, D]
-        return ops.cast(self.logits_kernel(states), "float32")[:, 0], SplitState(ancestry, grown)
+        states = self.model.run_decoder(ids, run_layer, position=step, pointed=pointed, training=False)  # [N, 1, D]
+        return ops.cast(self.logits_kernel(states), "float32")[:, 0], SplitState(per_beam, grown)
 
 
 def _grown_ancestry(ancestry):

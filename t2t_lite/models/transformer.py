@@ -2,14 +2,19 @@
 import dataclasses
 
 import keras
+import numpy as np
 from keras import ops
 
 from t2t_lite import registry
 from t2t_lite.config import ModelHParams
+from t2t_lite.data.ids import EOS_ID
 from t2t_lite.layers.attention import causal_bias, padding_bias
 from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition
 from t2t_lite.layers.transformer_layers import DecoderLayer, EncoderLayer
+
+# A cache's entry for the words its positions began (word_pointer).
+WORDS_BEGUN = "words_begun"
 
 
 def shift_right(targets):
@@ -51,12 +56,14 @@ class Transformer(keras.Model):
       max_position: positions a learned positional embedding can represent.
       share_embeddings: one matrix for source, target and pre-softmax projection.
       layer_norm_epsilon: LayerNorm epsilon.
+      word_pointer: add to each decoder input the encoder's state of the next source word the target has
+        not begun (`source_words`, `pointed_words`); which pieces begin a word is `set_word_starts`'.
     """
 
     def __init__(self, vocab_size, num_encoder_layers=6, num_decoder_layers=6, d_model=512, d_ff=2048, num_heads=8,
                  key_dim=0, value_dim=0, dropout=0.1, attention_dropout=0.0, relu_dropout=0.0, norm_position="post",
                  position_encoding="sinusoid", max_position=1024, share_embeddings=True, layer_norm_epsilon=1e-6,
-                 **kwargs):
+                 word_pointer=False, **kwargs):
         super().__init__(**kwargs)
         if vocab_size <= 0:
             raise ValueError(f"vocab_size must be set, got {vocab_size}")
@@ -69,6 +76,7 @@ class Transformer(keras.Model):
         self.dropout_rate, self.attention_dropout, self.relu_dropout = dropout, attention_dropout, relu_dropout
         self.norm_position, self.position_encoding, self.max_position = norm_position, position_encoding, max_position
         self.share_embeddings, self.layer_norm_epsilon = share_embeddings, layer_norm_epsilon
+        self.word_pointer = word_pointer
         policy = self.dtype_policy
         self.target_embedding = SharedEmbedding(vocab_size, d_model, name="shared_embedding", dtype=policy)
         self.source_embedding = (self.target_embedding if share_embeddings
@@ -106,6 +114,10 @@ class Transformer(keras.Model):
         for layer in layers:
             if layer is not None and not layer.built:
                 layer.build(width)
+        if self.word_pointer and not hasattr(self, "word_starts"):
+            # A weight, not a setting: checkpoints and exports carry it, so decoding needs no vocabulary.
+            self.word_starts = self.add_weight(name="word_starts", shape=(self.vocab_size,), initializer="zeros",
+                                               trainable=False, dtype="float32")
 
     def get_build_config(self):
         return {"built": self.built}
@@ -126,7 +138,9 @@ class Transformer(keras.Model):
         [B, T_tgt, V] logits never exist at once.
         """
         memory, memory_bias = self.encode(features["inputs"], training=training)
-        states, _ = self._decode_states(shift_right(features["targets"]), memory, memory_bias, None, None, training)
+        word_memory = self.source_words(features["inputs"], memory) if self.word_pointer else None
+        states, _ = self._decode_states(shift_right(features["targets"]), memory, memory_bias, None, None,
+                                        word_memory, training)
         return states
 
     def output_kernel(self, dtype):
@@ -143,7 +157,8 @@ class Transformer(keras.Model):
             x = self.encoder_norm(x)
         return x, bias
 
-    def decode(self, decoder_inputs, memory, memory_bias, cache=None, cache_index=None, training=None):
+    def decode(self, decoder_inputs, memory, memory_bias, cache=None, cache_index=None, word_memory=None,
+               training=None):
         """Runs the decoder stack and the shared softmax projection.
 
         Args:
@@ -152,17 +167,25 @@ class Transformer(keras.Model):
           memory_bias: [B, 1, 1, T_src].
           cache: None, or the self-attention caches (`initial_cache`) holding positions before cache_index.
           cache_index: int scalar, the position of decoder_inputs' first column when cached.
+          word_memory: with word_pointer, `source_words` of the inputs.
         Returns:
           (float32 logits [B, T_tgt, V], the caches with these positions written, or None).
         """
-        x, new_cache = self._decode_states(decoder_inputs, memory, memory_bias, cache, cache_index, training)
+        x, new_cache = self._decode_states(decoder_inputs, memory, memory_bias, cache, cache_index, word_memory,
+                                           training)
         return self.target_embedding.logits(x), new_cache
 
-    def _decode_states(self, decoder_inputs, memory, memory_bias, cache, cache_index, training):
+    def _decode_states(self, decoder_inputs, memory, memory_bias, cache, cache_index, word_memory, training):
         """decode() up to the softmax projection: (states [B, T_tgt, D], updated caches or None)."""
         # A cache masks its own later positions: a causal bias only without one.
         self_bias = causal_bias(ops.shape(decoder_inputs)[1]) if cache is None else None  # [1, 1, T_tgt, T_tgt]
         new_cache = None if cache is None else {}
+        pointed = None
+        if self.word_pointer:
+            begun = ops.zeros_like(decoder_inputs[:, 0]) if cache is None else cache[WORDS_BEGUN]
+            pointed, begun = self.pointed_words(word_memory, decoder_inputs, begun)
+            if cache is not None:
+                new_cache[WORDS_BEGUN] = begun
 
         def run_layer(i, layer, x):
             name = f"layer_{i}"
@@ -173,9 +196,10 @@ class Transformer(keras.Model):
                 new_cache[name] = layer_cache
             return x
 
-        return self.run_decoder(decoder_inputs, run_layer, position=cache_index, training=training), new_cache
+        states = self.run_decoder(decoder_inputs, run_layer, position=cache_index, pointed=pointed, training=training)
+        return states, new_cache
 
-    def run_decoder(self, decoder_inputs, run_layer, position=None, training=None):
+    def run_decoder(self, decoder_inputs, run_layer, position=None, pointed=None, training=None):
         """The decoder stack up to the softmax projection, each layer run by `run_layer`.
 
         Args:
@@ -183,10 +207,11 @@ class Transformer(keras.Model):
           run_layer: (index, DecoderLayer, x [N, T_tgt, D]) -> x: `decode` calls the layer; a decoding step
             (decoding/cached_step.py) runs its sub-layers over its own caches (`DecoderLayer.through_sublayers`).
           position: None for positions 0..T_tgt-1, or the int scalar position of the first column.
+          pointed: with word_pointer, `pointed_words`' states [N, T_tgt, D], added to the embeddings.
         Returns:
           the decoder's states [N, T_tgt, D] (what run_layer returned last, normalised under pre-norm).
         """
-        x = self._embed(self.target_embedding, decoder_inputs, position, training)
+        x = self._embed(self.target_embedding, decoder_inputs, position, training, pointed)
         for i, layer in enumerate(self.decoder_layers):
             x = run_layer(i, layer, x)
         return x if self.decoder_norm is None else self.decoder_norm(x)
@@ -209,15 +234,65 @@ class Transformer(keras.Model):
           max_length: T_max, the positions the cache can hold.
           dtype: the compute dtype (the memory's).
         Returns:
-          {"layer_i": {"key" [B, H, T_max, Dk], "value" [B, H, T_max, Dv]}}, zeros.
+          {"layer_i": {"key" [B, H, T_max, Dk], "value" [B, H, T_max, Dv]}}, zeros; with word_pointer also
+          WORDS_BEGUN: int32 [B] zeros, the words the cached positions began.
         """
-        return {f"layer_{i}": {name: ops.zeros((batch_size, self.num_heads, max_length, depth), dtype)
-                               for name, depth in (("key", self.head_key_dim), ("value", self.head_value_dim))}
-                for i in range(len(self.decoder_layers))}
+        cache = {f"layer_{i}": {name: ops.zeros((batch_size, self.num_heads, max_length, depth), dtype)
+                                for name, depth in (("key", self.head_key_dim), ("value", self.head_value_dim))}
+                 for i in range(len(self.decoder_layers))}
+        if self.word_pointer:
+            cache[WORDS_BEGUN] = ops.zeros((batch_size,), "int32")
+        return cache
 
-    def _embed(self, embedding, ids, position, training):
-        # Paper 5.4: dropout on the sum of the embeddings and the positional encodings.
+    def set_word_starts(self, ids):
+        """Makes the pieces `ids` (the problem's Problem.word_start_ids) the ones that begin a word."""
+        table = np.zeros([self.vocab_size], np.float32)
+        table[list(ids)] = 1
+        self.word_starts.assign(table)
+
+    def source_words(self, inputs, memory):
+        """The memory at each source word's first piece: inputs int [B, T_src], memory [B, T_src, D] ->
+        [B, T_src, D], word w in row w (T_src rows hold every word), zero rows after the last word.
+
+        A word begins at a word-start piece (`set_word_starts`) and at the first piece. In a target only
+        word-start pieces count, so a target's first word must follow a space (a parser's tree begins
+        with a bracket).
+        """
+        # Our vocabularies have no dummy prefix: a source's first piece begins a word, "▁" or not.
+        first = ops.cast(ops.equal(ops.arange(ops.shape(inputs)[1]), 0)[None, :] & (inputs > EOS_ID), "int32")
+        starts = ops.maximum(self._begins_word(inputs) * ops.cast(inputs > EOS_ID, "int32"), first)  # [B, T_src]
+        word = ops.cumsum(starts, axis=1) - 1  # each piece's word, counted from 0
+        places = ops.arange(ops.shape(inputs)[1], dtype="int32")
+        # at[b, s, w]: piece s begins word w.
+        at = ops.logical_and(ops.equal(word[:, :, None], places[None, None, :]), ops.equal(starts[:, :, None], 1))
+        return ops.einsum("bsw,bsd->bwd", ops.cast(at, memory.dtype), memory)
+
+    def pointed_words(self, word_memory, decoder_inputs, begun):
+        """The source word each decoder input points at: the next one the target has not begun.
+
+        Args:
+          word_memory: [B, W, D] from `source_words`.
+          decoder_inputs: int [N, T] (N = B*R: R rows per sentence, e.g. beams, sentence-major).
+          begun: int32 [N], the words begun before column 0.
+        Returns:
+          ([N, T, D] the pointed words' states (zeros once every word is begun), int32 [N] the words begun
+          through the last column).
+        """
+        begun = begun[:, None] + ops.cumsum(self._begins_word(decoder_inputs), axis=1)  # [N, T]
+        sentences, words = ops.shape(word_memory)[0], ops.shape(word_memory)[1]
+        rows, length = ops.shape(decoder_inputs)[0], ops.shape(decoder_inputs)[1]
+        pick = ops.cast(ops.equal(begun[:, :, None], ops.arange(words, dtype="int32")), word_memory.dtype)
+        pointed = ops.matmul(ops.reshape(pick, (sentences, -1, words)), word_memory)  # [B, R*T, D]
+        return ops.reshape(pointed, (rows, length, self.d_model)), begun[:, -1]
+
+    def _begins_word(self, ids):
+        return ops.cast(ops.take(ops.convert_to_tensor(self.word_starts), ids), "int32")
+
+    def _embed(self, embedding, ids, position, training, pointed=None):
+        # Paper 5.4: dropout on the sum of the embeddings and the positional encodings (and the pointed word).
         x = self.position(embedding(ids), position=position)
+        if pointed is not None:
+            x = x + ops.cast(pointed, x.dtype)
         return self.embedding_dropout(x, training=training)
 
     def get_config(self):
@@ -228,6 +303,7 @@ class Transformer(keras.Model):
                       dropout=self.dropout_rate, attention_dropout=self.attention_dropout,
                       relu_dropout=self.relu_dropout, norm_position=self.norm_position,
                       position_encoding=self.position_encoding, max_position=self.max_position,
-                      share_embeddings=self.share_embeddings, layer_norm_epsilon=self.layer_norm_epsilon)
+                      share_embeddings=self.share_embeddings, layer_norm_epsilon=self.layer_norm_epsilon,
+                      word_pointer=self.word_pointer)
         return config
 

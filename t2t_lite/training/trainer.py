@@ -68,6 +68,8 @@ class Trainer:
         t = hparams.train
         with self.strategy.scope(), precision.layers_compute_in(self.run.mixed_precision):
             self.model = build_model(hparams)
+            if hparams.model.word_pointer:
+                self.model.set_word_starts(problem.word_start_ids())
             # Adam is what checkpoints hold and the learning rate is read from; under
             # float16 a LossScaleOptimizer around it applies the updates.
             # Kept to move its last step as the end of training is estimated (end-aware schedules only).
