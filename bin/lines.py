@@ -10,9 +10,7 @@ import os
 import select
 import sys
 from collections.abc import Iterator
-from typing import BinaryIO, Callable, TextIO
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO, Callable, TextIO
 
 from t2t_lite import registry, usr_dir
 from t2t_lite.decoding.batching import Hypothesis
@@ -23,7 +21,6 @@ from t2t_lite.files import atomic_write_text, decode_line, read_lines
 from t2t_lite.inference.translator import Translator
 
 if TYPE_CHECKING:  # a run's: decoding a CTranslate2 export imports none of them (they import TensorFlow)
-    from t2t_lite.decoding.scoring import PairScore
     from t2t_lite.ops.step_matmul import StepMatmulSettings
     from t2t_lite.run import RunRequest
 
@@ -97,10 +94,7 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
         from t2t_lite.precision import compute_dtype
 
         translator = Translator.from_request(request.run, step_matmul=request.step_matmul)
-        problem = translator.run.problem
-
-        report = problem.score
-
+        report = translator.run.problem.score
         source = f"{' + '.join(translator.run.checkpoints)} in {compute_dtype(translator.run.mixed_precision)}"
     if request.output_trees and translator.tree_form is None:
         raise UserError("--output_trees is for parsing problems, whose outputs are trees; drop it")
@@ -114,7 +108,9 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     def format_batch(sources, first_index=0):
         results = translator.hypotheses(sources, first_line=first_index + 1, progress=None if streaming else log,
                                         parallel_batches=request.parallel_batches)
-        shown = as_trees(translator, sources, results) if request.output_trees else results
+        # With output_trees, the texts shown are bracketed trees over each source's words (Translator.as_trees).
+        shown = ([[dataclasses.replace(h, text=translator.as_trees([source], [h.text])[0]) for h in hypotheses]
+                  for source, hypotheses in zip(sources, results)] if request.output_trees else results)
         return results, format_outputs(sources, shown, decode.nbest, request.output_format, first_index)
 
     if streaming:
@@ -203,12 +199,9 @@ def stdin_batches(source: BinaryIO, batch_size: int, wait: float = STREAM_WAIT) 
             raw, pending = pending.split(b"\n", 1)
             number += 1
             batch.append(decode_line(raw, "standard input", number))
-        if len(batch) == batch_size:
-            yield batch
-            batch = []
-            continue
-        # With no line waiting, block until input comes; with some, wait briefly, then decode what there is.
-        if not select.select([fd], [], [], wait if batch else None)[0]:
+        # A full batch goes at once. With no line waiting, block until input comes; with some, wait briefly, then
+        # decode what there is.
+        if len(batch) == batch_size or not select.select([fd], [], [], wait if batch else None)[0]:
             yield batch
             batch = []
             continue
@@ -237,12 +230,6 @@ def check_output_file(path: str, flag: str = "--decode_to_file") -> None:
         raise UserError(f"{flag} {path!r}: directory {directory!r} is not writable")
 
 
-def as_trees(translator: Translator, sources: list[str], results: list[list[Hypothesis]]) -> list[list[Hypothesis]]:
-    """The hypotheses with their texts as bracketed trees over their source's words (Translator.as_trees)."""
-    return [[dataclasses.replace(h, text=translator.as_trees([source], [h.text])[0]) for h in hypotheses]
-            for source, hypotheses in zip(sources, results)]
-
-
 def format_outputs(sources: list[str], results: list[list[Hypothesis]], nbest: int, output_format: str,
                    first_index: int = 0) -> str:
     """The output text of decoded lines, each with its newline.
@@ -268,11 +255,6 @@ def format_outputs(sources: list[str], results: list[list[Hypothesis]], nbest: i
         else:
             lines.extend(f"{index} ||| {h.text} ||| {h.score:.4f}" for h in best)
     return "".join(line + "\n" for line in lines)
-
-
-def format_score(score: "PairScore | None") -> str:
-    """One output line: log_prob<TAB>tokens<TAB>score, or "" for a pair that was not scored."""
-    return "" if score is None else f"{score.log_prob:.6f}\t{score.tokens}\t{score.score:.6f}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -315,7 +297,8 @@ def score_file(request: ScoreFileRequest, log: Callable[[str], None] = lambda li
     log(f"scoring {len(sources)} pairs with {' + '.join(run.checkpoints)} (alpha {hp.alpha}) in "
         f"{compute_dtype(run.mixed_precision)}")
     scores = translator.score(sources, targets, progress=log)
-    text = "".join(format_score(score) + "\n" for score in scores)
+    # One line per pair: log_prob<TAB>tokens<TAB>score, or an empty line for a pair that was not scored.
+    text = "".join("\n" if s is None else f"{s.log_prob:.6f}\t{s.tokens}\t{s.score:.6f}\n" for s in scores)
     if request.output_file:
         atomic_write_text(request.output_file, text)
     else:
