@@ -173,30 +173,20 @@ def create_or_resume(output_dir: str, requested: RunSpec, chief: bool = True) ->
     if chief:
         # A resumed run's too: a read-only output_dir would otherwise fail only at the first save.
         ensure_writable(output_dir)
-    if saved is not None:
-        moved = {name: getattr(requested, name) for name in ("data_dir", "usr_dir")
-                 if getattr(requested, name) and getattr(requested, name) != getattr(saved, name)}
-        if moved:
-            saved = dataclasses.replace(saved, **moved)
-            if chief:
-                _write_spec(output_dir, saved)
-        return saved
-    if chief:
-        _write_spec(output_dir, requested)
-    return requested
+    spec = requested if saved is None else dataclasses.replace(  # a moved data_dir or usr_dir replaces the saved one
+        saved, **{name: getattr(requested, name) for name in ("data_dir", "usr_dir") if getattr(requested, name)})
+    if chief and spec != saved:  # a new run, or a resumed one that moved
+        # A failure (a full disk: an empty file still fits) is one UserError; nothing is half-written.
+        try:
+            save_spec(output_dir, spec)
+        except OSError as error:
+            raise UserError(f"cannot write to `output_dir` {output_dir!r}: {error.strerror or error}") from None
+    return spec
 
 
 def ensure_writable(output_dir: str) -> None:
     """Creates output_dir if needed and checks a file can be written there, or raises UserError."""
     ensure_writable_dir(output_dir, "`output_dir`")
-
-
-def _write_spec(output_dir: str, spec: RunSpec) -> None:
-    """save_spec, with a failure (a full disk: an empty file still fits) as one UserError; nothing half-written."""
-    try:
-        save_spec(output_dir, spec)
-    except OSError as error:
-        raise UserError(f"cannot write to `output_dir` {output_dir!r}: {error.strerror or error}") from None
 
 
 def check_matches(saved: RunSpec, requested: RunSpec, output_dir: str) -> None:
