@@ -114,13 +114,9 @@ class ExportDir:
 
     @property
     def vocab_path(self) -> str:
-        """The SentencePiece model."""
-        return os.path.join(self._files, VOCAB_ASSET)
-
-    @property
-    def _files(self) -> str:
-        """Where hparams.json and vocab.model are."""
-        return os.path.join(self.path, SAVED_MODEL_ASSETS) if self.format == SAVED_MODEL else self.path
+        """The SentencePiece model, beside hparams.json: in assets/ of a SavedModel."""
+        files = os.path.join(self.path, SAVED_MODEL_ASSETS) if self.format == SAVED_MODEL else self.path
+        return os.path.join(files, VOCAB_ASSET)
 
 
 def find_export(path: str) -> ExportDir | None:
