@@ -34,12 +34,7 @@ from t2t_lite.data.problem import EOS_ID, Problem, strip_ids
 from t2t_lite.data.shard_writer import LengthHistogram, PairSource, count_longer, write_shards
 from t2t_lite.data.shards import read_records, shard_paths
 from t2t_lite.data.shuffle import write_shuffled_shards
-from t2t_lite.data.vocabulary import (
-    SentenceSample,
-    Vocabulary,
-    save_model,
-    train_sentencepiece,
-)
+from t2t_lite.data.vocabulary import SentenceSample, Vocabulary, save_model, train_sentencepiece
 from t2t_lite.errors import UserError
 from t2t_lite.files import atomic_write_text
 
@@ -156,9 +151,7 @@ class Text2TextProblem(Problem):
         opts = self.resolve_options(options)
         sources = {split: source for split in SPLIT_ORDER
                    if (source := self.pair_source(split, opts, tmp_dir)) is not None}
-        config = self._existing_config(opts)
-        if config is None:
-            config = self._prepare(opts, sources, log)
+        config = self._existing_config(opts) or self._prepare(opts, sources, log)
         encode = functools.partial(_encode_with_eos, self.vocabulary)
         for split, source in sources.items():
             counts = config["splits"][split]
@@ -196,15 +189,14 @@ class Text2TextProblem(Problem):
     def _prepare(self, opts: DatagenOptions, sources: dict[str, PairSource], log) -> dict:
         """Reads the inputs once, trains the vocabulary, then writes vocab.model and the config."""
         sample = SentenceSample(opts.max_vocab_sentences)
-        splits = {split: _scan(split, source, sample if split == "train" else None, log)
+        splits = {split: {**_scan(split, source, sample if split == "train" else None, log),
+                          "num_shards": opts.num_shards if split == "train" else 1}
                   for split, source in sources.items()}
         train = splits.get("train", {"examples": 0, "skipped_empty": 0})
         if train["examples"] == 0:
             where = f" (`train_files`={opts.train_files})" if opts.train_files else ""
             raise UserError(f"the training text{where} holds no pair with two non-empty sides ("
                             f"{train['skipped_empty']:,} pairs with an empty side); pass non-empty parallel files")
-        for split, counts in splits.items():
-            counts["num_shards"] = opts.num_shards if split == "train" else 1
         log(f"training a {self.model_type} vocabulary of {opts.vocab_size} on "
             f"{len(sample.sentences):,} of {sample.seen:,} training sentences")
         start = time.monotonic()
@@ -226,14 +218,13 @@ class Text2TextProblem(Problem):
                 raise UserError(f"`data_dir` {self.data_dir} holds shards but no {CONFIG_FILE}; "
                                 "use an empty `data_dir`")
             return None
-        config = self.config
-        saved = DatagenOptions(**config["options"])
+        saved = DatagenOptions(**self.config["options"])
         changed = [f"{f.name}={getattr(saved, f.name)!r} (now {getattr(opts, f.name)!r})"
                    for f in dataclasses.fields(DatagenOptions) if getattr(saved, f.name) != getattr(opts, f.name)]
         if changed:
             raise UserError(f"`data_dir` {self.data_dir} was generated with other options: "
                             f"{'; '.join(changed)}; use a new `data_dir` or the same options")
-        return config
+        return self.config
 
     def _config_path(self) -> str:
         return os.path.join(self.data_dir or "", CONFIG_FILE)
