@@ -20,19 +20,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from t2t_lite.data.shard_writer import (
-    ENCODE_BATCH,
-    Encoder,
-    KeyedPair,
-    LengthHistogram,
-    PairSource,
-    Progress,
-    add_length,
-    encoded_examples,
-    sorted_histogram,
-    text_batches,
-    write_shard,
-)
+from t2t_lite.data.shard_writer import (ENCODE_BATCH, Encoder, KeyedPair, LengthHistogram, PairSource, Progress,
+                                        add_length, encoded_examples, sorted_histogram, text_batches, write_shard)
 from t2t_lite.data.shards import shard_paths
 from t2t_lite.errors import UserError
 from t2t_lite.files import atomic_write_text
@@ -104,14 +93,13 @@ class ScatterState:
     @classmethod
     def from_json(cls, data: dict) -> "ScatterState":
         """Raises KeyError or TypeError when `data` is not a saved state."""
-        lengths = data.get("lengths")  # absent from the states of a t2t-lite that kept no histogram
+        # "lengths" is absent from the states of a t2t-lite that kept no histogram.
         return cls(ScatterLayout(**data["layout"]), tuple(data["todo"]), data["next"], tuple(data["bytes"]),
-                   tuple(data["counts"]), lengths, data["complete"])
+                   tuple(data["counts"]), data.get("lengths"), data["complete"])
 
 
 def write_shuffled_shards(pairs: PairSource, encode: Encoder, prefix: str, num_examples: int,
-                          num_shards: int, log=None, seed: int = SHUFFLE_SEED,
-                          chunk: int = SHUFFLE_CHUNK,
+                          num_shards: int, log=None, seed: int = SHUFFLE_SEED, chunk: int = SHUFFLE_CHUNK,
                           on_lengths: Callable[[LengthHistogram], None] | None = None) -> int:
     """Tokenizes and writes the shards of one split that do not exist yet, in a seeded random order.
 
