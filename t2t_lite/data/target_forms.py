@@ -12,14 +12,7 @@ PTB words never hold brackets (they are -LRB- and -RRB-), so "(X" and ")X" canno
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from t2t_lite.data.trees import (
-    PLACEHOLDER_POS,
-    PTB_PHRASE_LABELS,
-    ROOT_LABEL,
-    Tree,
-    delinearize,
-    linearize,
-)
+from t2t_lite.data.trees import PLACEHOLDER_POS, PTB_PHRASE_LABELS, ROOT_LABEL, Tree, delinearize, linearize
 
 OPEN_MARK, CLOSE_MARK = "(", ")"
 # The tags of the punctuation EVALB (COLLINS.prm) deletes before it counts spans, by word, as the WSJ

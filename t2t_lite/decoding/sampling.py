@@ -16,13 +16,8 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from t2t_lite.decoding.request import SamplingSettings
-from t2t_lite.decoding.search_state import (
-    SymbolsToLogitsFn,
-    next_token_log_probs,
-    read_position,
-    state_shape_invariants,
-    write_position,
-)
+from t2t_lite.decoding.search_state import (SymbolsToLogitsFn, next_token_log_probs, read_position,
+                                            state_shape_invariants, write_position)
 from t2t_lite.decoding.top_k import top_k
 
 # (log_probs float32 [B, V], step) -> the emitted ids int32 [B].
