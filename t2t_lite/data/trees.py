@@ -24,18 +24,15 @@ PLACEHOLDER_POS = "XX"
 # malformed sequence cannot show whether an unclosed label was a phrase or a POS
 # tag; `delinearize` looks it up here.
 PTB_PHRASE_LABELS = frozenset({
-    "ADJP", "ADVP", "CONJP", "FRAG", "INTJ", "LST", "NAC", "NP", "NX", "PP",
-    "PRN", "PRT", "QP", "RRC", "S", "SBAR", "SBARQ", "SINV", "SQ", "UCP", "VP",
-    "WHADJP", "WHADVP", "WHNP", "WHPP", "X",
-})
+    "ADJP", "ADVP", "CONJP", "FRAG", "INTJ", "LST", "NAC", "NP", "NX", "PP", "PRN", "PRT", "QP", "RRC", "S", "SBAR",
+    "SBARQ", "SINV", "SQ", "UCP", "VP", "WHADJP", "WHADVP", "WHNP", "WHPP", "X"})
 
 # The POS tags of the PTB tagging guidelines (Santorini 1990), without -NONE- (traces are stripped):
 # the leaves of a linearised tree, one per word.
 PTB_POS_TAGS = frozenset({
     "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR", "JJS", "LS", "MD", "NN", "NNS", "NNP", "NNPS", "PDT",
     "POS", "PRP", "PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB", "VBD", "VBG", "VBN", "VBP",
-    "VBZ", "WDT", "WP", "WP$", "WRB", "#", "$", "''", ",", "-LRB-", "-RRB-", ".", ":", "``",
-})
+    "VBZ", "WDT", "WP", "WP$", "WRB", "#", "$", "''", ",", "-LRB-", "-RRB-", ".", ":", "``"})
 
 _TOKEN_RE = re.compile(r"\(|\)|[^\s()]+")
 _BRACKETS = ("(", ")")
@@ -61,9 +58,8 @@ class Tree:
             if not isinstance(child, (Tree, str)):
                 raise TypeError(f"Tree children must be Tree or str, got {child!r}")
         if len(self.children) > 1 and any(isinstance(c, str) for c in self.children):
-            raise ValueError(
-                f"a word must be the only child of its POS tag; {self.label!r} "
-                f"has children {self.children!r}")
+            raise ValueError(f"a word must be the only child of its POS tag; {self.label!r} has children "
+                             f"{self.children!r}")
 
     @property
     def is_preterminal(self) -> bool:
@@ -92,8 +88,7 @@ def tree_to_string(tree: Tree) -> str:
     Returns:
       e.g. "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)))".
     """
-    inner = " ".join(
-        c if isinstance(c, str) else tree_to_string(c) for c in tree.children)
+    inner = " ".join(c if isinstance(c, str) else tree_to_string(c) for c in tree.children)
     return f"({tree.label} {inner})" if inner else f"({tree.label})"
 
 
@@ -148,8 +143,7 @@ def parse_tree_string(text: str) -> Tree:
     """
     trees = parse_trees(text)
     if len(trees) != 1:
-        raise ValueError(
-            f"expected exactly one tree, got {len(trees)} in {text[:80]!r}")
+        raise ValueError(f"expected exactly one tree, got {len(trees)} in {text[:80]!r}")
     return trees[0]
 
 
@@ -190,16 +184,13 @@ def strip_tree(tree: Tree) -> Tree:
     Returns:
       The stripped tree; the root is kept even if no word is left under it.
     """
-    stripped = _strip(tree)
-    return stripped if stripped is not None else Tree(strip_label(tree.label))
+    return _strip(tree) or Tree(strip_label(tree.label))
 
 
 def _strip(node: Tree) -> Tree | None:
     """Returns the stripped node, or None if nothing but traces was under it."""
     if node.is_preterminal:
-        if node.label == TRACE_LABEL:
-            return None
-        return Tree(strip_label(node.label), node.children)
+        return None if node.label == TRACE_LABEL else Tree(strip_label(node.label), node.children)
     children = tuple(c for c in map(_strip, node.children) if c is not None)
     return Tree(strip_label(node.label), children) if children else None
 
@@ -249,11 +240,8 @@ class _Draft:
     children: list[_Draft | str] = dataclasses.field(default_factory=list)
 
 
-def delinearize(
-    words: Sequence[str],
-    target_tokens: Sequence[str],
-    phrase_labels: frozenset[str] = PTB_PHRASE_LABELS,
-) -> Tree:
+def delinearize(words: Sequence[str], target_tokens: Sequence[str],
+                phrase_labels: frozenset[str] = PTB_PHRASE_LABELS) -> Tree:
     """Rebuilds a TOP-rooted tree from words and target tokens, repairing bad input.
 
     The exact inverse of `linearize` on its output. Model output may be
@@ -300,9 +288,7 @@ def _match_closes(tokens: list[str]) -> dict[int, int]:
     return pairs
 
 
-def _draft_tree(
-    tokens: list[str], pairs: dict[int, int], phrase_labels: frozenset[str]
-) -> _Draft:
+def _draft_tree(tokens: list[str], pairs: dict[int, int], phrase_labels: frozenset[str]) -> _Draft:
     """Builds the phrase skeleton with POS slots, following the repair policy."""
     root = _Draft(ROOT_LABEL)
     stack = [(root, -1)]  # (open phrase, index of the token that opened it)
