@@ -34,7 +34,7 @@ from t2t_lite.config import TrainHParams
 from t2t_lite.errors import UserError
 from t2t_lite.files import storage_fault, storage_fault_text
 from t2t_lite.models import build_model
-from t2t_lite.run_dir import (AVERAGED_FILE, HPARAMS_FILE, CheckpointMismatch, RunDir, RunSpec, checkpoint_step,
+from t2t_lite.run_dir import (AVERAGED_FILE, HPARAMS_FILE, CheckpointMismatch, RunDir, checkpoint_step,
                                load_spec, restore_checkpoint, spec_json)
 from t2t_lite.training.checkpoint_dir import write_model_dir
 from t2t_lite.training.signals import StopRequest, stop_on_signals
@@ -108,8 +108,11 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
     if stop is not None and stop.requested:
         raise _Interrupted
     _remove_leftovers(destination)
+    # The model, hparams.json and where it came from, written into a temporary directory renamed to destination.
+    provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": _relative(paths, output_dir)}
     try:
-        result = _save_atomically(model, spec, output_dir, paths, destination)
+        result = write_model_dir(model, destination, checkpoint_step(paths[-1]), {
+            HPARAMS_FILE: spec_json(spec), AVERAGED_FILE: json.dumps(provenance, indent=2) + "\n"})
     except Exception as error:  # noqa: BLE001 (anything but a storage fault is re-raised as it is)
         code = storage_fault(error)
         if code is None:
@@ -247,12 +250,3 @@ def _check_replaceable(destination: str, output_dir: str) -> None:
     if os.path.isdir(dest) and os.listdir(dest) and not os.path.exists(RunDir(dest).averaged_file):
         raise UserError(f"`destination_dir` {destination!r} holds files that are not an averaged checkpoint; "
                         "choose an empty or new directory")
-
-
-def _save_atomically(model: keras.Model, spec: RunSpec, output_dir: str, sources: list[str],
-                     destination: str) -> str:
-    """Writes model, hparams.json and provenance into a temporary directory, then renames it to destination."""
-    step = checkpoint_step(sources[-1])
-    provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": _relative(sources, output_dir)}
-    return write_model_dir(model, destination, step, {HPARAMS_FILE: spec_json(spec),
-                                                      AVERAGED_FILE: json.dumps(provenance, indent=2) + "\n"})
