@@ -75,14 +75,6 @@ flags.DEFINE_bool("registry_help", False, "List registered models, hparams sets 
 flags.DEFINE_bool("dry_run", False, "Build the model without data, print 'parameters: N', exit.")
 
 
-def registry_help() -> str:
-    lines = []
-    for reg in (registry.models, registry.hparams_sets, registry.problems):
-        lines.append(f"{reg.kind}s:")
-        lines.extend(f"  {name}" for name in reg.names())
-    return "\n".join(lines)
-
-
 def dry_run() -> None:
     from t2t_lite.models import build_model
     from t2t_lite.training.api import open_problem, resolve_hparams
@@ -123,7 +115,10 @@ def refuse_data_source_flags() -> None:
 
 def main(argv) -> None:
     if FLAGS.registry_help:
-        print(registry_help())
+        for reg in (registry.models, registry.hparams_sets, registry.problems):
+            print(f"{reg.kind}s:")
+            for name in reg.names():
+                print(f"  {name}")
         return
     if FLAGS.dry_run:
         dry_run()
