@@ -57,12 +57,10 @@ def main(argv) -> None:
     sampling = SamplingSettings(FLAGS.sampling_temperature, FLAGS.sampling_topk, FLAGS.random_seed) \
         if FLAGS.sampling_temperature > 0 else None
     run_request = run_flags.run_request(batch_size=FLAGS.batch_size, nbest=FLAGS.nbest, sampling=sampling)
-    request = DecodeFileRequest(run_request, decode_from_file=FLAGS.decode_from_file,
-                                decode_to_file=FLAGS.decode_to_file, decode_reference=FLAGS.decode_reference,
-                                parallel_batches=FLAGS.parallel_batches, output_format=FLAGS.output_format,
-                                paper_bleu_language=FLAGS.paper_bleu_language, step_matmul=step_matmul(),
-                                export_dir=FLAGS.export_dir, compute_type=FLAGS.compute_type,
-                                output_trees=FLAGS.output_trees)
+    # The rest of the request's fields are this command's flags of the same names.
+    names = ("decode_from_file", "decode_to_file", "decode_reference", "parallel_batches", "output_format",
+             "paper_bleu_language", "export_dir", "compute_type", "output_trees")
+    request = DecodeFileRequest(run_request, step_matmul=step_matmul(), **{name: FLAGS[name].value for name in names})
     decode_file(request, log=lambda line: print(line, file=sys.stderr, flush=True))
 
 
