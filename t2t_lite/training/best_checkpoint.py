@@ -49,8 +49,7 @@ class BestCheckpoint:
       log: receives a line when tracking restarts because the metric changed.
     """
 
-    def __init__(self, run_dir: RunDir, higher_is_better: bool, patience: int = 0,
-                 log: Callable[[str], None] = print):
+    def __init__(self, run_dir: RunDir, higher_is_better: bool, patience: int = 0, log: Callable[[str], None] = print):
         self.run_dir, self.higher_is_better, self.patience, self.log = run_dir, higher_is_better, patience, log
         self.best_dir = run_dir.best.path
         self.state = load_state(run_dir)
@@ -69,8 +68,7 @@ class BestCheckpoint:
             return loss is not None and self.state.best_loss is not None and loss < self.state.best_loss
         return score > best if self.higher_is_better else score < best
 
-    def record(self, step: int, metric: str, scores: dict[str, float],
-               save_best: Callable[[str, dict], None]) -> bool:
+    def record(self, step: int, metric: str, scores: dict[str, float], save_best: Callable[[str, dict], None]) -> bool:
         """Records one evaluation; when scores[metric] improves on the best, first calls save_best(best_dir, best_json).
 
         Args:
@@ -98,8 +96,7 @@ class BestCheckpoint:
         else:
             state.evaluations_without_improvement += 1
         state.evaluations.append({"step": step, **{k: float(v) for k, v in scores.items()}})
-        atomic_write_text(self.run_dir.dev_scores_file,
-                          json.dumps(dataclasses.asdict(state), indent=2) + "\n")
+        atomic_write_text(self.run_dir.dev_scores_file, json.dumps(dataclasses.asdict(state), indent=2) + "\n")
         return improved
 
     def describe_best(self) -> str:

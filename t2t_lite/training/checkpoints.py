@@ -105,9 +105,8 @@ class Checkpoints:
         self.run_dir = RunDir(self.directory)
         self._scratch = not chief
         self._before_save, self._saved_step = before_save, saved_step
-        self.manager = tf.train.CheckpointManager(tf.train.Checkpoint(**state), self.directory,
-                                                  max_to_keep=max_to_keep, step_counter=step_counter,
-                                                  checkpoint_name=CHECKPOINT_NAME)
+        self.manager = tf.train.CheckpointManager(tf.train.Checkpoint(**state), self.directory, max_to_keep=max_to_keep,
+                                                  step_counter=step_counter, checkpoint_name=CHECKPOINT_NAME)
 
     @property
     def latest(self) -> str | None:
@@ -134,8 +133,7 @@ class Checkpoints:
         recorded = (bool(listed) and os.path.basename(listed[-1]) == os.path.basename(prefix)
                     and checkpoint_exists(prefix))
         # <prefix>_temp/ holds the shards being written; checkpoint.tmp<hex> a state file being written.
-        leftovers = (tf.io.gfile.glob(prefix + "_temp*")
-                     + tf.io.gfile.glob(self.run_dir.checkpoint_state_file + ".tmp*"))
+        leftovers = tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(self.run_dir.checkpoint_state_file + ".tmp*")
         if not recorded:
             leftovers += tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
         for path in leftovers:
@@ -164,8 +162,7 @@ class Checkpoints:
             raise UserError(f"cannot write into {where}: {storage_fault_text(code)}, then rerun the same command: "
                             f"{then}") from None
 
-    def averaging_sources(self, points: list[float], position: float, model, count: int,
-                          step: int) -> AveragingSources:
+    def averaging_sources(self, points: list[float], position: float, model, count: int, step: int) -> AveragingSources:
         """The end-of-run checkpoints to average (averaging_schedule.py), kept beside the regular ones."""
         return AveragingSources(points, position, tf.train.Checkpoint(model=model),
                                 self.run_dir.average_sources.path, count, step)

@@ -11,10 +11,7 @@ from t2t_lite.training.adam import FusedAdam
 from t2t_lite.training.losses import correct_tokens, projected_smoothed_cross_entropy, smoothed_cross_entropy
 from t2t_lite.training.schedules import LinearDecaySchedule, NoamSchedule, WarmupStableDecaySchedule
 
-BATCH_SIGNATURE = {
-    "inputs": tf.TensorSpec([None, None], tf.int32),
-    "targets": tf.TensorSpec([None, None], tf.int32),
-}
+BATCH_SIGNATURE = {"inputs": tf.TensorSpec([None, None], tf.int32), "targets": tf.TensorSpec([None, None], tf.int32)}
 
 
 def learning_rate_schedule(hparams: HParams, last_step: int | None = None) -> LearningRateSchedule:
