@@ -50,8 +50,7 @@ def gnmt_score(ctranslate2_score: float, length: int, alpha: float) -> float:
     Args:
       length: the hypothesis' length counting its EOS.
     """
-    log_prob = ctranslate2_score * length**alpha
-    return log_prob / ((5.0 + length) / 6.0) ** alpha
+    return ctranslate2_score * length**alpha / ((5.0 + length) / 6.0) ** alpha  # log_prob / GNMT penalty
 
 
 class CTranslate2Export:

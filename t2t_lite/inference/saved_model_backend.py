@@ -21,9 +21,8 @@ class IdBatchBackend:
       encode_many: texts -> encode's ids for each, all at once; None encodes one text at a time.
     """
 
-    def __init__(self, decode_batch: Callable, encode: Callable[[str], list[int]],
-                 decode: Callable[[list[int]], str], engine: Engine,
-                 encode_many: Callable[[list[str]], list[list[int]]] | None = None):
+    def __init__(self, decode_batch: Callable, encode: Callable[[str], list[int]], decode: Callable[[list[int]], str],
+                 engine: Engine, encode_many: Callable[[list[str]], list[list[int]]] | None = None):
         self.decode_batch, self.encode, self.decode = decode_batch, encode, decode
         self.engine, self.encode_many = engine, encode_many
 

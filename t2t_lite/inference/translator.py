@@ -56,8 +56,7 @@ class Translator:
     def __init__(self, backend: Backend, tree_form: str | None = None, decode: ResolvedDecode | None = None):
         if tree_form is not None and tree_form not in TARGET_FORMS:
             raise UserError(f"`tree_form` must be one of {sorted(TARGET_FORMS)} or None, got {tree_form!r}")
-        self._backend = backend
-        self.tree_form = tree_form
+        self._backend, self.tree_form = backend, tree_form
         self.decode = decode or DecodeRequest().resolve(backend.engine)
 
     @classmethod
@@ -81,9 +80,8 @@ class Translator:
         decode, settings = split_decode_settings(settings)
         picked = {"checkpoint": checkpoint} if checkpoint is None or checkpoint in CHECKPOINT_CHOICES \
             else {"checkpoint_path": checkpoint}
-        request = RunRequest(output_dir=output_dir, data_dir=data_dir, decode=decode or DecodeRequest(), **picked,
-                             **settings)
-        return cls.from_request(request, step_matmul)
+        return cls.from_request(RunRequest(output_dir=output_dir, data_dir=data_dir, decode=decode or DecodeRequest(),
+                                           **picked, **settings), step_matmul)
 
     @classmethod
     def from_request(cls, request, step_matmul: "StepMatmulSettings | None" = None,
