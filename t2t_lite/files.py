@@ -66,8 +66,7 @@ def ensure_writable_dir(path: str, flag: str) -> None:
     """
     try:
         os.makedirs(path, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-")  # removed when closed
-        probe.close()
+        tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-").close()  # a probe file, removed when closed
     except OSError as error:
         raise UserError(f"cannot write to {flag} {path!r}: {error.strerror or error}") from None
 
