@@ -30,10 +30,7 @@ from t2t_lite.files import read_lines
 from t2t_lite.metrics.chrf_ter import chrf_and_ter
 
 # sacreBLEU tokenizer -> how a score made with it is labelled.
-TOKENIZERS = {
-    "13a": "sacreBLEU 13a, detokenized",
-    "intl": "t2t-bleu intl, tokenized",
-}
+TOKENIZERS = {"13a": "sacreBLEU 13a, detokenized", "intl": "t2t-bleu intl, tokenized"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -53,9 +53,8 @@ class BracketCounts:
     def __add__(self, other: BracketCounts) -> BracketCounts:
         if not isinstance(other, BracketCounts):
             return NotImplemented
-        sums = {f.name: getattr(self, f.name) + getattr(other, f.name)
-                for f in dataclasses.fields(self)}
-        return BracketCounts(**sums)
+        return BracketCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name)
+                                for f in dataclasses.fields(self)})
 
     @property
     def precision(self) -> float:
@@ -103,12 +102,8 @@ def score_trees(gold: Tree, predicted: Tree) -> BracketCounts:
         return BracketCounts(sentences=1, skipped=1)  # nothing left to score
     _, gold_brackets = evalb_brackets(gold, deleted)
     _, predicted_brackets = evalb_brackets(predicted, deleted)
-    return BracketCounts(
-        matched=sum((gold_brackets & predicted_brackets).values()),
-        gold=sum(gold_brackets.values()),
-        predicted=sum(predicted_brackets.values()),
-        sentences=1,
-    )
+    return BracketCounts(matched=sum((gold_brackets & predicted_brackets).values()), gold=sum(gold_brackets.values()),
+                         predicted=sum(predicted_brackets.values()), sentences=1)
 
 
 def score_corpus(gold: Sequence[Tree], predicted: Sequence[Tree]) -> BracketCounts:
@@ -123,8 +118,7 @@ def score_corpus(gold: Sequence[Tree], predicted: Sequence[Tree]) -> BracketCoun
       ValueError: if the lists differ in length (EVALB: "Number of lines unmatch").
     """
     if len(gold) != len(predicted):
-        raise ValueError(
-            f"got {len(gold)} gold trees but {len(predicted)} predicted trees")
+        raise ValueError(f"got {len(gold)} gold trees but {len(predicted)} predicted trees")
     return sum(map(score_trees, gold, predicted), BracketCounts())
 
 
