@@ -54,10 +54,8 @@ def predict_in_batches(predict: PredictFn, lines: list[str], batch_size: int) ->
     """Sends lines batch_size at a time (a bounded request each) and returns one Translation per line."""
     if batch_size < 1:
         raise UserError(f"`batch_size` must be at least 1, got {batch_size}")
-    results: list[Translation] = []
-    for first in range(0, len(lines), batch_size):
-        results.extend(predict(lines[first:first + batch_size]))
-    return results
+    return [translation for first in range(0, len(lines), batch_size)
+            for translation in predict(lines[first:first + batch_size])]
 
 
 def rest_url(server: str, model_name: str, version: int | None) -> str:
@@ -117,8 +115,7 @@ def grpc_predict(server: str, model_name: str, lines: list[str], version: int | 
         try:
             response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=timeout)
         except grpc.RpcError as error:
-            raise UserError(f"TF Serving (gRPC) at {server}: {error.code().name}: "
-                            f"{_reason(error.details())}") from None
+            raise UserError(f"TF Serving (gRPC) at {server}: {error.code().name}: {_reason(error.details())}") from None
     texts = [text.decode("utf-8") for text in response.outputs["outputs"].string_val]
     scores = _float_values(response.outputs["scores"])
     if len(texts) != len(lines) or len(scores) != len(lines):

@@ -48,8 +48,7 @@ def publish(model_dir: str, export_dir: str, write: Callable[[str], None]) -> st
     try:
         return layout.publish(model_dir, write)
     except Exception as error:  # noqa: BLE001 (anything but a storage fault is re-raised as it is)
-        code = storage_fault(error)
-        if code is None:
+        if (code := storage_fault(error)) is None:
             raise
         raise UserError(f"cannot write the export into `export_dir` {export_dir!r}: {storage_fault_text(code)}, "
                         f"then export again (nothing was published; the versions in {model_dir!r} are as they "

@@ -114,8 +114,7 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
         result = write_model_dir(model, destination, checkpoint_step(paths[-1]), {
             HPARAMS_FILE: spec_json(spec), AVERAGED_FILE: json.dumps(provenance, indent=2) + "\n"})
     except Exception as error:  # noqa: BLE001 (anything but a storage fault is re-raised as it is)
-        code = storage_fault(error)
-        if code is None:
+        if (code := storage_fault(error)) is None:
             raise
         raise UserError(f"cannot write the averaged checkpoint into {destination!r}: {storage_fault_text(code)}, "
                         f"then run the same command again (nothing in {destination!r} was changed)") from None

@@ -152,8 +152,7 @@ class Checkpoints:
         try:
             yield
         except Exception as error:  # noqa: BLE001 (anything else is re-raised as it is)
-            code = storage_fault(error)
-            if code is None:
+            if (code := storage_fault(error)) is None:
                 raise
             where = f"{'the scratch directory' if self._scratch else '`output_dir`'} {self.directory!r}"
             newest = tf.train.latest_checkpoint(self.directory)
