@@ -115,8 +115,7 @@ def write_shards(pairs: PairSource, encode: Encoder, prefix: str, num_examples: 
     return len(todo)
 
 
-def _select(pairs: Iterable[tuple[str, str]], ranges: list[tuple[int, int]],
-            num_examples: int) -> Iterator[KeyedPair]:
+def _select(pairs: Iterable[tuple[str, str]], ranges: list[tuple[int, int]], num_examples: int) -> Iterator[KeyedPair]:
     """((index,), pair) of the pairs whose index falls in one of the sorted, disjoint `ranges`,
     then of any beyond `num_examples`, which are passed on so the writer can report that the text changed.
     """
@@ -205,8 +204,7 @@ class Progress:
       what: how the lines name the examples, e.g. "examples encoded".
     """
 
-    def __init__(self, name: str, total: int, log=None, every: float = 10.0, done: int = 0,
-                 what: str = "examples"):
+    def __init__(self, name: str, total: int, log=None, every: float = 10.0, done: int = 0, what: str = "examples"):
         self.name, self.total, self.every, self.what = name, total, every, what
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
         self.done = self._first = done

@@ -121,8 +121,7 @@ class DecodeRequest:
         if not engine.searches:
             for name in ("beam_size", "extra_length", "constrained_decoding"):
                 if name in given:
-                    raise UserError(f"`{name}` is a search setting, and {engine.name} searches nothing; "
-                                    f"drop `{name}`")
+                    raise UserError(f"`{name}` is a search setting, and {engine.name} searches nothing; drop `{name}`")
         for name in engine.fixed:
             fixed = getattr(engine.settings, name)
             if name in given and given[name] != fixed:

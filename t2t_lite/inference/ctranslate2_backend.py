@@ -151,6 +151,5 @@ def _read_pieces(path: str, vocab_size: int) -> list[str]:
     with open(os.path.join(path, "shared_vocabulary.json"), encoding="utf-8") as f:
         pieces = json.load(f)
     if len(pieces) != vocab_size:
-        raise UserError(f"{path!r}: its vocabulary has {len(pieces)} pieces but vocab.model {vocab_size}; "
-                        "export again")
+        raise UserError(f"{path!r}: its vocabulary has {len(pieces)} pieces but vocab.model {vocab_size}; export again")
     return pieces

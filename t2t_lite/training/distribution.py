@@ -33,8 +33,7 @@ def split_cpu(num_devices: int) -> None:
 
 # The task types MultiWorkerMirroredStrategy runs: at most one chief, and workers.
 TASK_TYPES = ("chief", "worker")
-TF_CONFIG_EXAMPLE = ('{"cluster": {"worker": ["host1:2222", "host2:2222"]}, '
-                     '"task": {"type": "worker", "index": 0}}')
+TF_CONFIG_EXAMPLE = '{"cluster": {"worker": ["host1:2222", "host2:2222"]}, "task": {"type": "worker", "index": 0}}'
 
 
 def read_tf_config(require_task: bool = False) -> dict | None:
