@@ -59,9 +59,8 @@ def bucket_index(length, boundaries: list[int]) -> tf.Tensor:
     return tf.reduce_sum(tf.cast(length >= tf.constant(boundaries, tf.int32), tf.int32))
 
 
-def batch_by_length(dataset: tf.data.Dataset, batch_size: int, max_length: int,
-                    drop_long: bool = True, pad_to_boundary: bool = False,
-                    both_sides: bool = False) -> tf.data.Dataset:
+def batch_by_length(dataset: tf.data.Dataset, batch_size: int, max_length: int, drop_long: bool = True,
+                    pad_to_boundary: bool = False, both_sides: bool = False) -> tf.data.Dataset:
     """Groups examples of similar length into batches of about `batch_size` tokens.
 
     Args:
@@ -88,12 +87,8 @@ def batch_by_length(dataset: tf.data.Dataset, batch_size: int, max_length: int,
         boundaries = boundaries + [max_length + 1]
         sizes = sizes + [sizes[-1]]
     return dataset.bucket_by_sequence_length(
-        element_length_func=example_length,
-        bucket_boundaries=boundaries,
-        bucket_batch_sizes=sizes,
-        padded_shapes={"inputs": [None], "targets": [None]},
-        pad_to_bucket_boundary=pad_to_boundary,
-    )
+        element_length_func=example_length, bucket_boundaries=boundaries, bucket_batch_sizes=sizes,
+        padded_shapes={"inputs": [None], "targets": [None]}, pad_to_bucket_boundary=pad_to_boundary)
 
 
 def _batch_by_both_lengths(dataset: tf.data.Dataset, boundaries: list[int], sizes: list[int]) -> tf.data.Dataset:
@@ -121,9 +116,5 @@ def _batch_by_both_lengths(dataset: tf.data.Dataset, boundaries: list[int], size
     def rows(bucket):  # the bucket of the longer side decides, as it would alone
         return tf.gather(sizes, tf.maximum(bucket // grid, bucket % grid))
 
-    return dataset.group_by_window(
-        key_func=key,
-        reduce_func=lambda bucket, window: window.padded_batch(
-            rows(bucket), padded_shapes={"inputs": [None], "targets": [None]}),
-        window_size_func=rows,
-    )
+    return dataset.group_by_window(key_func=key, window_size_func=rows, reduce_func=lambda bucket, window: (
+        window.padded_batch(rows(bucket), padded_shapes={"inputs": [None], "targets": [None]})))

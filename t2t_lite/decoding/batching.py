@@ -130,8 +130,7 @@ def decode_id_batches(decode_batch: DecodeBatch, encoded: list[list[int]], batch
                               for beam, score in zip(ids[row], scores[row]) if np.isfinite(score)]
             done += len(chunk)
             if progress:
-                rate = done / (time.perf_counter() - start)
-                progress(f"decoded {done}/{total} sentences ({rate:.1f} sentences/s)")
+                progress(f"decoded {done}/{total} sentences ({done / (time.perf_counter() - start):.1f} sentences/s)")
     finally:
         # On an error or Ctrl-C, batches not yet started are dropped, not decoded to no purpose.
         pool.shutdown(cancel_futures=True)
