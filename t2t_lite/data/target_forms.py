@@ -18,10 +18,8 @@ OPEN_MARK, CLOSE_MARK = "(", ")"
 # The tags of the punctuation EVALB (COLLINS.prm) deletes before it counts spans, by word, as the WSJ
 # tags them (all but a handful of its ~10,000 such words): a "words" tree gets these back, so that it
 # scores as its tagged tree would. Every other word gets PLACEHOLDER_POS.
-PUNCTUATION_TAG_OF_WORD = {
-    ",": ",", ".": ".", "?": ".", "!": ".", ":": ":", ";": ":", "--": ":", "-": ":", "...": ":",
-    "``": "``", "`": "``", "''": "''",
-}
+PUNCTUATION_TAG_OF_WORD = {",": ",", ".": ".", "?": ".", "!": ".", ":": ":", ";": ":", "--": ":", "-": ":", "...": ":",
+                           "``": "``", "`": "``", "''": "''"}
 
 
 def placeholder_tag(word: str) -> str:
@@ -120,7 +118,5 @@ class TargetForm:
     shape: Callable[[Sequence[str]], list[str]] = list
 
 
-TARGET_FORMS = {
-    "tags": TargetForm("tags", linearize, delinearize),
-    "words": TargetForm("words", linearize_with_words, delinearize_with_words, words_form_shape),
-}
+TARGET_FORMS = {"tags": TargetForm("tags", linearize, delinearize),
+                "words": TargetForm("words", linearize_with_words, delinearize_with_words, words_form_shape)}
