@@ -156,9 +156,8 @@ def encoded_examples(batches: Iterable[TextBatch], encode: Encoder) -> Iterator[
     text = tf.data.Dataset.from_generator(
         lambda: (tuple(batch) for batch in batches),
         output_signature=(tf.TensorSpec([None], tf.string),) * 2 + (tf.TensorSpec([None, None], tf.int64),))
-    encoded = (text.map(lambda src, tgt, keys: (encode(src), encode(tgt), keys),
-                        num_parallel_calls=tf.data.AUTOTUNE)
-               .prefetch(tf.data.AUTOTUNE))
+    encoded = text.map(lambda src, tgt, keys: (encode(src), encode(tgt), keys),
+                       num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
     for inputs, targets, keys in encoded:
         # Slicing Python lists is much faster than slicing RaggedTensors row by row.
         in_ids, in_splits = inputs.flat_values.numpy().tolist(), inputs.row_splits.numpy().tolist()

@@ -69,8 +69,7 @@ class ServingModule(tf.Module):
         # serving_default returns the best hypothesis: its search stops once that is final; decode_ids all K.
         self._best_decoder = Decoder(model, decode_hparams, step_matmul, constraint=constraint, final_beams=1)
         self._decoder = Decoder(model, decode_hparams, step_matmul, constraint=constraint)
-        self._beam_size = decode_hparams.beam_size
-        self._max_input_length = max_input_length
+        self._beam_size, self._max_input_length = decode_hparams.beam_size, max_input_length
         # No Python control flow on tensors here (tf.cond is explicit), so no autograph.
         self.serve_text = tf.function(self._serve_text, input_signature=[TEXT_SIGNATURE], autograph=False)
         self.serve_ids = tf.function(self._serve_ids, input_signature=[IDS_SIGNATURE], autograph=False)

@@ -162,10 +162,9 @@ def resolve(run: RunConfig, dev_metric_sentences: int, default_train_steps: int,
         if float32_output_projection and auto_precision == "none":
             notes.append("`float32_output_projection` is ignored: training runs in float32 here")
             float32_output_projection = False
-    fields = {**{field.name: getattr(run, field.name) for field in dataclasses.fields(RunConfig)},
-              "train_steps": run.train_steps or default_train_steps, "eval_bleu_sentences": eval_bleu_sentences,
-              "mixed_precision": mixed_precision, "float32_output_projection": float32_output_projection}
-    return ResolvedRunConfig(**fields), notes
+    return ResolvedRunConfig(**{**dataclasses.asdict(run), "train_steps": run.train_steps or default_train_steps,
+                                "eval_bleu_sentences": eval_bleu_sentences, "mixed_precision": mixed_precision,
+                                "float32_output_projection": float32_output_projection}), notes
 
 
 def resolve_for(run: RunConfig, problem, hparams, strategy=None, log=print) -> ResolvedRunConfig:
