@@ -155,9 +155,9 @@ class TreeConstraint:
             free_first = ~starts[:, 0]  # the first word has no "▁" (or there is no word)
             # The first piece to copy: the first word's, or the second word's when the first is free.
             later = tf.concat([tf.zeros_like(starts[:, :1]), starts[:, 1:]], axis=1)  # [B, T_src]
-            first_later = tf.where(tf.reduce_any(later, axis=1), tf.argmax(tf.cast(later, tf.int32), axis=1,
-                                                                          output_type=tf.int32),
-                                   tf.shape(inputs)[1] - 1)  # [B]; EOS or PAD when there is no second word
+            second_start = tf.argmax(tf.cast(later, tf.int32), axis=1, output_type=tf.int32)  # [B]
+            # [B] the second word's first piece, or the last position (EOS or PAD) when there is no second word.
+            first_later = tf.where(tf.reduce_any(later, axis=1), second_start, tf.shape(inputs)[1] - 1)
             pointer = tf.where(free_first, first_later, 0)  # [B]
             pieces = (inputs != PAD_ID) & (inputs != self.eos_id)  # [B, T_src]
             after_pointer = tf.range(tf.shape(inputs)[1])[None, :] >= pointer[:, None]  # [B, T_src]

@@ -32,9 +32,9 @@ def write_model_dir(model: keras.Model, destination: str, step: int, files: dict
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(dir=parent, prefix=f".tmp-{os.path.basename(os.path.abspath(destination))}-")
     try:
-        manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging, max_to_keep=1,
-                                             checkpoint_name=CHECKPOINT_NAME)
-        manager.save(checkpoint_number=step)  # the state file records relative paths, so the rename keeps it valid
+        # The state file records relative paths, so the rename keeps it valid.
+        tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging, max_to_keep=1,
+                                   checkpoint_name=CHECKPOINT_NAME).save(checkpoint_number=step)
         for name, text in files.items():
             atomic_write_text(os.path.join(staging, name), text)
         replace_dir(staging, destination)

@@ -26,11 +26,10 @@ def probe_memory(strategy: tf.distribute.Strategy, gradients: Callable, model: k
         try:
             strategy.run(gradients, args=(batch,))
         except tf.errors.ResourceExhaustedError:
-            raise UserError(
-                f"a batch of {rows} x {length} tokens per replica (train.batch_size={t.batch_size} tokens, "
-                f"train.max_length={t.max_length}) does not fit in memory; lower train.batch_size or "
-                f"train.max_length with `hparams` (raise train.accumulation_steps to keep the tokens per "
-                f"update)") from None
+            raise UserError(f"a batch of {rows} x {length} tokens per replica (train.batch_size={t.batch_size} tokens, "
+                            f"train.max_length={t.max_length}) does not fit in memory; lower train.batch_size or "
+                            f"train.max_length with `hparams` (raise train.accumulation_steps to keep the tokens "
+                            f"per update)") from None
         log(f"memory probe: a {rows} x {length} batch fits ({time.perf_counter() - start:.1f} s)")
     for variable, value in seeds:
         variable.assign(value)
