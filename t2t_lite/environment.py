@@ -23,9 +23,8 @@ def step_matmul_settings() -> StepMatmulSettings:
 
     A value neither names is a UserError naming the variable and the values it takes.
     """
-    layout = choice(LAYOUT_VARIABLE, (IN_OUT, OUT_IN), AUTO, "a kernel layout")
-    op = choice(OP_VARIABLE, (MATMUL, BATCH_MATMUL), AUTO, "a step matmul op")
-    return StepMatmulSettings(layout=layout or AUTO, op=op or AUTO)
+    return StepMatmulSettings(layout=choice(LAYOUT_VARIABLE, (IN_OUT, OUT_IN), AUTO, "a kernel layout") or AUTO,
+                              op=choice(OP_VARIABLE, (MATMUL, BATCH_MATMUL), AUTO, "a step matmul op") or AUTO)
 
 
 def choice(variable: str, choices: tuple[str, ...], automatic: str, kind: str) -> str | None:

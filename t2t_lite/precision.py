@@ -57,9 +57,7 @@ def resolve(precision: str, flags: set[str] | None = None, has_gpu: bool | None 
     if has_gpu is None:
         import tensorflow as tf
         has_gpu = bool(tf.config.list_physical_devices("GPU"))
-    if flags is None:
-        flags = cpu_flags()
-    native = not has_gpu and bool(flags & set(NATIVE_BFLOAT16_FLAGS))
+    native = not has_gpu and bool((cpu_flags() if flags is None else flags) & set(NATIVE_BFLOAT16_FLAGS))
     return "mixed_bfloat16" if native else "none"
 
 

@@ -22,8 +22,7 @@ def decode_samples(problem: Problem, decoder: Decoder, count: int, split: str = 
                    batch_size: int = 64) -> list[Sample]:
     """Decodes the first `count` examples of `split` with the best beam."""
     samples = []
-    examples = problem.dataset(split).take(count).padded_batch(batch_size)
-    for batch in examples:
+    for batch in problem.dataset(split).take(count).padded_batch(batch_size):
         ids, _ = decoder.decode(batch["inputs"])  # [B, K, T]
         for source, output, reference in zip(batch["inputs"].numpy(), ids[:, 0].numpy(), batch["targets"].numpy()):
             samples.append(Sample(problem.decode(strip_ids(source)), problem.decode(strip_ids(output)),

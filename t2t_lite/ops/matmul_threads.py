@@ -61,5 +61,4 @@ def step_matmul_op(rows: int, depth: int, width: int, dtype) -> str:
     l2_bytes, threads = l2_cache_bytes(), intra_op_threads()
     if l2_bytes is None or threads < 2:
         return MATMUL
-    itemsize = tf.as_dtype(dtype).size
-    return BATCH_MATMUL if matmul_keeps_to_one_thread(rows, depth, width, itemsize, l2_bytes) else MATMUL
+    return BATCH_MATMUL if matmul_keeps_to_one_thread(rows, depth, width, tf.as_dtype(dtype).size, l2_bytes) else MATMUL
