@@ -114,5 +114,4 @@ def tree_report(outputs: Sequence[str], references: Sequence[str], sources: Sequ
     total = max(len(outputs), 1)
     return evalb_summary(counts, repaired) + [
         f"Well-formed before repair  = {100 * (len(outputs) - repaired) / total:6.2f} %",
-        f"Exact tree match           = {100 * exact / total:6.2f} %",
-    ]
+        f"Exact tree match           = {100 * exact / total:6.2f} %"]

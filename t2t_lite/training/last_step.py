@@ -94,8 +94,8 @@ def saves_after(step: int, last_step: int, save_every: int) -> int:
     """
     if last_step <= step:
         return 0
-    regular = (last_step - 1) // save_every - step // save_every if save_every > 0 else 0
-    return regular + 1
+    # The regular saves (multiples of save_every before last_step), then the final one.
+    return ((last_step - 1) // save_every - step // save_every if save_every > 0 else 0) + 1
 
 
 def should_stop(step: int, plan: LastStepPlan) -> bool:
