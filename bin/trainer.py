@@ -84,8 +84,7 @@ def dry_run() -> None:
     vocab_size = FLAGS.vocab_size or (open_problem(FLAGS.problem, FLAGS.data_dir).vocab_size if FLAGS.problem else 0)
     if vocab_size <= 0:
         raise UserError("--dry_run needs --vocab_size=N (or a --problem to take it from)")
-    model = build_model(resolve_hparams(FLAGS.hparams_set, FLAGS.hparams, vocab_size))
-    print(f"parameters: {model.count_params()}")
+    print(f"parameters: {build_model(resolve_hparams(FLAGS.hparams_set, FLAGS.hparams, vocab_size)).count_params()}")
 
 
 def check_generate_data_flags() -> None:

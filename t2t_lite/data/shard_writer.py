@@ -67,8 +67,7 @@ def shard_bounds(num_examples: int, num_shards: int) -> list[tuple[int, int]]:
     """
     if num_shards < 1:
         raise UserError(f"num_shards must be at least 1, got {num_shards}")
-    edges = [num_examples * k // num_shards for k in range(num_shards + 1)]
-    return list(itertools.pairwise(edges))
+    return list(itertools.pairwise(num_examples * k // num_shards for k in range(num_shards + 1)))
 
 
 def write_shards(pairs: PairSource, encode: Encoder, prefix: str, num_examples: int,
@@ -220,8 +219,7 @@ class Progress:
     def report(self, suffix: str = "") -> None:
         """Logs done/total, this run's rate and the time left, then `suffix`."""
         self._last = time.monotonic()
-        elapsed = max(self._last - self._start, 1e-9)
-        rate = (self.done - self._first) / elapsed
+        rate = (self.done - self._first) / max(self._last - self._start, 1e-9)
         left = (self.total - self.done) / rate if rate else 0.0
         self.log(f"{self.name}: {self.done:,}/{self.total:,} {self.what}, {rate:,.0f} examples/s, "
                  f"{left:.0f}s left{suffix}")

@@ -81,12 +81,11 @@ def evalb_summary(counts: BracketCounts, repaired: int) -> list[str]:
     Returns:
       Lines such as "Bracketing FMeasure       =  91.30".
     """
-    valid = counts.sentences - counts.errors - counts.skipped
     return [
         f"Number of sentence        = {counts.sentences:6d}",
         f"Number of Error sentence  = {counts.errors:6d}",
         f"Number of Skip  sentence  = {counts.skipped:6d}",
-        f"Number of Valid sentence  = {valid:6d}",
+        f"Number of Valid sentence  = {counts.sentences - counts.errors - counts.skipped:6d}",
         f"Bracketing Recall         = {counts.recall:6.2f}",
         f"Bracketing Precision      = {counts.precision:6.2f}",
         f"Bracketing FMeasure       = {counts.f1:6.2f}",

@@ -29,8 +29,7 @@ L2_MARGIN = 1.01
 def parse_cache_size(text: str) -> int:
     """Bytes in a sysfs cache size such as '2048K' or '2M'."""
     text = text.strip().upper()
-    scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
-    return int(text.rstrip("KMG")) * scale
+    return int(text.rstrip("KMG")) * {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
 
 
 @functools.lru_cache(maxsize=None)

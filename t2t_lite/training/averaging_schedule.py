@@ -20,8 +20,7 @@ def averaging_points(end: float, span: float, count: int) -> list[float]:
     Each point stands for the span / count of training before it, so together they cover the span:
     end=1000, span=0.1, count=5 -> [920, 940, 960, 980, 1000].
     """
-    width = end * span
-    return [end - width * k / count for k in reversed(range(count))]
+    return [end - end * span * k / count for k in reversed(range(count))]
 
 
 def averaging_steps(train_steps: int, span: float, count: int) -> list[int]:

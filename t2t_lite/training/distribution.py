@@ -108,8 +108,7 @@ def cluster_tasks() -> int:
 
 def local_devices() -> list[str]:
     """The devices `mirrored` replicates over: every GPU, or every logical CPU device when there is none."""
-    gpus = tf.config.list_logical_devices("GPU")
-    return [device.name for device in gpus or tf.config.list_logical_devices("CPU")]
+    return [device.name for device in tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")]
 
 
 def make_strategy(name: str) -> tf.distribute.Strategy:
