@@ -211,7 +211,9 @@ class Transformer(keras.Model):
         Returns:
           the decoder's states [N, T_tgt, D] (what run_layer returned last, normalised under pre-norm).
         """
-        x = self._embed(self.target_embedding, decoder_inputs, position, training, pointed)
+        x = self._embed(self.target_embedding, decoder_inputs, position, training)
+        if pointed is not None:  # the encoder's state, after its own dropout
+            x = x + ops.cast(pointed, x.dtype)
         for i, layer in enumerate(self.decoder_layers):
             x = run_layer(i, layer, x)
         return x if self.decoder_norm is None else self.decoder_norm(x)
@@ -288,11 +290,9 @@ class Transformer(keras.Model):
     def _begins_word(self, ids):
         return ops.cast(ops.take(ops.convert_to_tensor(self.word_starts), ids), "int32")
 
-    def _embed(self, embedding, ids, position, training, pointed=None):
-        # Paper 5.4: dropout on the sum of the embeddings and the positional encodings (and the pointed word).
+    def _embed(self, embedding, ids, position, training):
+        # Paper 5.4: dropout on the sum of the embeddings and the positional encodings.
         x = self.position(embedding(ids), position=position)
-        if pointed is not None:
-            x = x + ops.cast(pointed, x.dtype)
         return self.embedding_dropout(x, training=training)
 
     def get_config(self):
