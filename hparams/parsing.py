@@ -67,6 +67,12 @@ def transformer_parsing_small_data() -> HParams:
       language model.
     - dropout 0.1 (residual, attention, ReLU), label smoothing 0.1: transformer_small_data's.
     - max_length 512: linearised trees are about 3 tokens per word, so long sentences are kept.
+    - word_pointer: each decoder input also gets the encoder's state of the next word the tree has not
+      written. Without it, a model decoding freely loses its place in the sentence (a word skipped or
+      repeated) in most outputs; with it, free decoding gains 16 F1 at 35 minutes and constrained decoding
+      1.6 (and its outputs' words are right in nearly all: what still breaks a free tree is a bracket
+      closed too early, too late or under another label). It costs the CTranslate2 export, whose decoder
+      cannot be told; set word_pointer=false for that.
     - constrained decoding: every output a tree whose words are the sentence's own, copied in order
       (TreeConstraint's copy_words, for the "words" target form). Searching freely, the model loses its
       place in the sentence in most outputs.
@@ -77,7 +83,8 @@ def transformer_parsing_small_data() -> HParams:
     """
     return _derive(
         transformer_small_data(),
-        model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4),
+        model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4,
+                   word_pointer=True),
         train=dict(max_length=512, batch_size=1024),
         decode=dict(beam_size=21, alpha=0.3, extra_length=150, constrained_decoding=True),
     )
