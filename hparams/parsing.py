@@ -69,13 +69,13 @@ def transformer_parsing_small_data() -> HParams:
     - max_length 512: linearised trees are about 3 tokens per word, so long sentences are kept.
     - word_pointer: each decoder input also gets the encoder's state of the next word the tree has not
       written. Without it, a model decoding freely loses its place in the sentence (a word skipped or
-      repeated) in most outputs; with it, free decoding gains 16 F1 at 35 minutes and constrained decoding
-      1.6 (and its outputs' words are right in nearly all: what still breaks a free tree is a bracket
-      closed too early, too late or under another label). It costs the CTranslate2 export, whose decoder
+      repeated) in most outputs; with it, free decoding gains 15-16 F1 at 35 minutes and constrained
+      decoding 1.2-1.6 (two seeds), and nearly all free outputs have the sentence's words: what still
+      breaks a free tree is a bracket closed too early, too late or under another label. It costs the CTranslate2 export, whose decoder
       cannot be told; set word_pointer=false for that.
     - constrained decoding: every output a tree whose words are the sentence's own, copied in order
-      (TreeConstraint's copy_words, for the "words" target form). Searching freely, the model loses its
-      place in the sentence in most outputs.
+      (TreeConstraint's copy_words, for the "words" target form). Searching freely, three outputs in
+      four are not well-formed trees (repaired before scoring); constrained, F1 is 1-2 points higher.
     - beam 21, alpha 0.3 (the paper's for parsing): with the copy forced, a small beam keeps the paths
       where the model wanted another word and fills them with brackets; beam 21 gains 8 F1 over beam 4
       and decodes the dev split in under a minute on 2 cores. extra_length 150: a target is the
