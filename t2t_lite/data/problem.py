@@ -40,18 +40,13 @@ class Problem:
         raise NotImplementedError
 
     def word_start_ids(self) -> list[int]:
-        """The ids of the pieces that begin a word (for ModelHParams.word_pointer): SentencePieceCodec's.
+        """The ids of the pieces that begin a word (for ModelHParams.word_pointer).
 
         Raises:
-          UserError: the problem has no SentencePiece vocabulary (algorithmic problems).
+          UserError: the problem has no SentencePiece vocabulary (algorithmic problems); Text2TextProblem has.
         """
-        model = getattr(getattr(self, "vocabulary", None), "model", None)
-        if model is None:
-            raise UserError(f"problem {type(self).__name__} has no SentencePiece vocabulary, so no words for "
-                            "`word_pointer` to point at; set word_pointer=false")
-        from t2t_lite.data.pieces import SentencePieceCodec
-
-        return SentencePieceCodec(model).word_start_ids()
+        raise UserError(f"problem {type(self).__name__} has no SentencePiece vocabulary, so no words for "
+                        "`word_pointer` to point at; set word_pointer=false")
 
     def score(self, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
         """Report lines scoring decoded outputs against references: BLEU in both conventions, chrF2 and TER,

@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.batching import example_length
+from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.data.problem import EOS_ID, Problem, strip_ids
 from t2t_lite.data.shard_writer import LengthHistogram, PairSource, count_longer, write_shards
 from t2t_lite.data.shards import read_records, shard_paths
@@ -274,6 +275,10 @@ class Text2TextProblem(Problem):
     @property
     def vocab_size(self) -> int:
         return self.vocabulary.vocab_size
+
+    def word_start_ids(self) -> list[int]:
+        """The vocabulary's pieces that begin a word: SentencePieceCodec.word_start_ids."""
+        return SentencePieceCodec(self.vocabulary.model).word_start_ids()
 
     def encode(self, text: str) -> list[int]:
         return self.vocabulary.encode(text)
