@@ -84,7 +84,7 @@ def transformer_parsing_small_data() -> HParams:
     return _derive(
         transformer_small_data(),
         model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4,
-                   word_pointer=True),
+                   word_pointer=True, open_phrases=True),
         train=dict(max_length=512, batch_size=1024),
         decode=dict(beam_size=21, alpha=0.3, extra_length=150, constrained_decoding=True),
     )

@@ -221,6 +221,18 @@ class WsjParsing(Text2TextProblem):
         # Our vocabularies have no dummy prefix: a target's first label is "S", the ones after a space "▁S".
         return TreeConstraint(len(pieces), opens("▁"), leaves, word_starts, roots=opens("") or opens("▁"))
 
+    def phrase_brackets(self) -> list[tuple[list[int], int]]:
+        """Each phrase label's opening tokens (at a target's start and after a space) and closing token, for
+        ModelHParams.open_phrases; a label the vocabulary holds no whole tokens for is left out."""
+        ids = {piece: i for i, piece in enumerate(SentencePieceCodec(self.vocabulary.model).pieces)}
+        open_mark, close_mark = (OPEN_MARK, "▁" + CLOSE_MARK) if self.target_form == "words" else ("", "▁/")
+        brackets = []
+        for label in sorted(PTB_PHRASE_LABELS):
+            opens = [ids[piece] for piece in (open_mark + label, "▁" + open_mark + label) if piece in ids]
+            if opens and close_mark + label in ids:
+                brackets.append((opens, ids[close_mark + label]))
+        return brackets
+
     def dev_metric(self, outputs: list[str], references: list[str], sources: list[str]) -> tuple[str, float]:
         """EVALB's bracketing F1 (0 to 100) of the decoded trees, malformed ones repaired as `score` does."""
         counts, _ = score_linearized(outputs, references, sources, self.form)

@@ -49,6 +49,10 @@ class ModelHParams:
     # for targets that copy the source's words in order (a parser's "words" form), the decoder always
     # knows which word it is at. Which pieces begin a word is the problem's (Problem.word_start_ids).
     word_pointer: bool = False
+    # Add to each decoder input learnt embeddings of how many phrases the linearised tree written so far has
+    # open and of the innermost one's label, so that a parser need not count its brackets. Which tokens open
+    # and close phrases is the problem's (Problem.phrase_brackets).
+    open_phrases: bool = False
 
     @property
     def head_key_dim(self) -> int:

@@ -115,12 +115,15 @@ def tiny(overrides=""):
 
 
 @pytest.mark.parametrize("overrides", ["norm_position=post", "norm_position=pre", "position_encoding=learned",
-                                       "share_embeddings=false,key_dim=3,value_dim=5", "word_pointer=true"])
+                                       "share_embeddings=false,key_dim=3,value_dim=5",
+                                       "word_pointer=true,open_phrases=true"])
 def test_a_models_steps_through_every_layout_and_op_equal_its_full_forward_pass(overrides, monkeypatch):
     monkeypatch.setattr(cached_step, "SETTLE_EVERY", 4)  # the caches fold once in the 6 positions
     model = build_model(tiny(overrides))
     if model.word_pointer:
         model.set_word_starts(range(2, 23, 2))  # even ids begin words
+    if model.open_phrases:
+        model.set_phrase_brackets([([3, 4], 6), ([5], 7)])  # two labels, one with two opening tokens
     rng = np.random.default_rng(0)
     inputs = rng.integers(2, 23, size=(3, 7)).astype(np.int32)
     inputs[0, 4:] = 0

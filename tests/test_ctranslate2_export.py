@@ -94,7 +94,7 @@ def test_float32_export_decodes_as_the_decoder(exported, beam_size):
         np.testing.assert_allclose([h.score for h in their_hyps], [h.score for h in our_hyps], atol=1e-3)
 
 
-@pytest.mark.parametrize("setting, value", [("key_dim", 4), ("word_pointer", True)])
+@pytest.mark.parametrize("setting, value", [("key_dim", 4), ("word_pointer", True), ("open_phrases", True)])
 def test_unrepresentable_setting_is_refused_before_writing(exported, tmp_path, setting, value):
     run = exported["run"]
     model = dataclasses.replace(run.spec.hparams.model, **{setting: value})

@@ -80,10 +80,11 @@ def test_batches_decoded_in_parallel_give_the_one_at_a_time_results_in_input_ord
 # float32, and bfloat16 (which `auto` picks on a CPU with native bfloat16; a CPU without emulates it), where the
 # cached steps and the full pass multiply in different shapes and round differently: a tolerance of bfloat16's
 # rounding, still far below what a row reading another beam's history changes.
-# With word_pointer, each beam also carries the words it has begun, which must follow it as the ancestry does.
+# With word_pointer and open_phrases, each beam also carries the words it has begun and the phrases it has open,
+# which must follow it as the ancestry does.
 @pytest.mark.parametrize("settle_every, mixed_precision, tolerance, overrides", [
     (3, "none", 1e-4, ""), (16, "none", 1e-4, ""), (16, "mixed_bfloat16", 0.03, ""),
-    (3, "none", 1e-4, "word_pointer=true")])
+    (3, "none", 1e-4, "word_pointer=true,open_phrases=true")])
 def test_every_beam_score_equals_rescoring_its_hypothesis_with_the_full_pass(settle_every, mixed_precision,
                                                                              tolerance, overrides, monkeypatch):
     # The cached search keeps a sentence's beams side by side in cache slots and follows the
@@ -96,6 +97,7 @@ def test_every_beam_score_equals_rescoring_its_hypothesis_with_the_full_pass(set
         model = build_model(hparams)
     if overrides:
         model.set_word_starts([2, 5, 8, 9])
+        model.set_phrase_brackets([([3, 4], 6), ([5], 7)])  # two labels, one with two opening tokens
     alpha, extra = 0.6, 7
     decoder = Decoder(model, dataclasses.replace(hparams.decode, beam_size=4, alpha=alpha, extra_length=extra))
     inputs = np.array([[5, 7, 3, 9, 1], [4, 4, 8, 1, 0], [11, 2, 6, 10, 1]], np.int32)

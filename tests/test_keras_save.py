@@ -22,6 +22,8 @@ def trained(overrides):
     model = build_model(hp)
     if hp.model.word_pointer:
         model.set_word_starts([3, 4, 7, 11])  # a weight the reloaded model must carry
+    if hp.model.open_phrases:
+        model.set_phrase_brackets([([3, 4], 6), ([5], 7)])  # two labels, one with two opening tokens
     rng = np.random.default_rng(0)
     batch = {"inputs": rng.integers(2, 13, (4, 6)).astype(np.int32),
              "targets": rng.integers(2, 13, (4, 5)).astype(np.int32)}
@@ -36,7 +38,8 @@ def trained(overrides):
 
 
 @pytest.mark.parametrize("overrides", ["norm_position=post", "norm_position=pre,share_embeddings=false,"
-                                       "position_encoding=learned,max_position=64", "word_pointer=true"])
+                                       "position_encoding=learned,max_position=64",
+                                       "word_pointer=true,open_phrases=true"])
 def test_a_saved_model_reloads_to_the_same_logits_and_decodes_the_same(overrides, tmp_path):
     model, hp, batch = trained(overrides)
     path = str(tmp_path / "x.keras")

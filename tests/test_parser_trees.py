@@ -7,7 +7,7 @@ import pytest
 
 from t2t_lite.data.target_forms import TARGET_FORMS, linearize_with_words
 from t2t_lite.decoding.request import DecodeRequest
-from t2t_lite.data.trees import parse_tree_string, read_mrg, strip_tree
+from t2t_lite.data.trees import PTB_PHRASE_LABELS, parse_tree_string, read_mrg, strip_tree
 from t2t_lite.errors import UserError
 from t2t_lite.problems import ptb_sample
 from shared_data import require_shared
@@ -92,17 +92,27 @@ def test_the_decoder_writes_trees_and_scores_gold_trees_as_users_have_them(words
     assert score_linearized(outputs, references, sentences, TARGET_FORMS["words"])[0] == counts
 
 
-def test_a_word_pointer_parser_knows_its_vocabularys_words_and_its_savedmodel_parses_as_the_run(tmp_path):
+def test_a_pointer_parser_knows_its_vocabularys_words_and_brackets_and_its_savedmodel_parses_as_the_run(tmp_path):
     from t2t_lite import Translator
+    from t2t_lite.data.pieces import SentencePieceCodec
     from t2t_lite.export.exporter import ExportRequest, export_run
+    from t2t_lite.models.open_phrases import CLOSE
     from t2t_lite.registry import problems
     from t2t_lite.run import RunRequest, open_run
 
-    output_dir, data_dir, combined = train_tiny_parser(tmp_path, "parsing_ptb_sample_words", "word_pointer=true")
+    output_dir, data_dir, combined = train_tiny_parser(tmp_path, "parsing_ptb_sample_words",
+                                                       "word_pointer=true,open_phrases=true")
     run = open_run(RunRequest(output_dir=output_dir))
+    problem = problems.get("parsing_ptb_sample_words")(data_dir)
     starts = run.models[0].word_starts.numpy()
-    expected = problems.get("parsing_ptb_sample_words")(data_dir).word_start_ids()
+    expected = problem.word_start_ids()
     assert sorted(np.flatnonzero(starts)) == sorted(expected) and len(expected) > 20
+    # Each label's two opening pieces share its own code, its closing piece closes, and nothing else counts.
+    code = dict(zip(SentencePieceCodec(problem.vocabulary.model).pieces, run.models[0].phrase_code.numpy()))
+    for label in PTB_PHRASE_LABELS:
+        assert code["(" + label] == code["▁(" + label] > 0 and code["▁)" + label] == CLOSE, label
+    assert len({code["(" + label] for label in PTB_PHRASE_LABELS}) == len(PTB_PHRASE_LABELS)
+    assert sum(value != 0 for value in code.values()) == 3 * len(PTB_PHRASE_LABELS)
     sentences = [" ".join(strip_tree(tree).words()) for path in ptb_sample.split_files(combined, "dev")
                  for tree in read_mrg(path)][:8] + [""]
     # Constrained: the pointer's count of words beside the constraint's own (one export: a SavedModel is slow to write).

@@ -65,17 +65,21 @@ def _batch(rng, batch=3):
 
 
 def pointer_model(overrides=""):
-    """A tiny model with word_pointer, the even ids beginning words (so that each batch has several)."""
+    """A tiny model with word_pointer, the even ids beginning words (so that each batch has several), and with
+    open_phrases when overrides ask."""
     model = build_model(tiny(",".join(filter(None, ["word_pointer=true", overrides]))))
     model.set_word_starts(range(2, 23, 2))
+    if model.open_phrases:
+        model.set_phrase_brackets([([3, 4], 6), ([5], 7)])  # two labels, one with two opening tokens
     return model
 
 
 @pytest.mark.parametrize("overrides", ["norm_position=post", "norm_position=pre", "position_encoding=learned",
-                                       "share_embeddings=false,key_dim=3,value_dim=5", "word_pointer=true"])
+                                       "share_embeddings=false,key_dim=3,value_dim=5",
+                                       "word_pointer=true,open_phrases=true"])
 @pytest.mark.parametrize("chunks", [[1] * 6, [2, 4]])
 def test_cached_decoding_with_an_index_equals_full_forward_pass(overrides, chunks):
-    model = pointer_model() if "word_pointer" in overrides else build_model(tiny(overrides))
+    model = pointer_model(overrides) if "word_pointer" in overrides else build_model(tiny(overrides))
     inputs, targets = _batch(np.random.default_rng(0))
     full = model({"inputs": inputs, "targets": targets}).numpy()  # [B, T_tgt, V]
     memory, memory_bias = model.encode(inputs)

@@ -48,6 +48,16 @@ class Problem:
         raise UserError(f"problem {type(self).__name__} has no SentencePiece vocabulary, so no words for "
                         "`word_pointer` to point at; set word_pointer=false")
 
+    def phrase_brackets(self) -> list[tuple[list[int], int]]:
+        """The tokens that open and close each phrase label (for ModelHParams.open_phrases): a (open ids,
+        close id) pair per label.
+
+        Raises:
+          UserError: the problem's targets are not trees; parsing problems (WsjParsing) have brackets.
+        """
+        raise UserError(f"problem {type(self).__name__} does not write trees, so it has no phrases for "
+                        "`open_phrases` to count; set open_phrases=false")
+
     def score(self, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
         """Report lines scoring decoded outputs against references: BLEU in both conventions, chrF2 and TER,
         each with its signature; for a problem with a `dev_metric` of its own, that metric instead, as training

@@ -29,7 +29,7 @@ from keras import ops
 
 from t2t_lite.decoding.search_state import SplitState
 from t2t_lite.layers.attention import attend
-from t2t_lite.models.transformer import WORDS_BEGUN
+from t2t_lite.models.transformer import DEPTH, PHRASE_STACK, WORDS_BEGUN
 from t2t_lite.ops.kernel_layout import OUT_IN
 from t2t_lite.ops.step_matmul import StepKernelMaker, StepMatmulSettings
 
@@ -77,6 +77,9 @@ class CachedStep:
         if getattr(model, "word_pointer", False):  # the next word each beam has not begun, and where they are
             caches[MEMORY][WORDS] = model.source_words(inputs, memory)  # [B, T_src, D]
             per_beam[WORDS_BEGUN] = ops.zeros((batch * beams, 1), "int32")  # [N, 1]
+        if getattr(model, "open_phrases", False):  # each beam's own tree
+            stack, depth = model.no_open_phrases(batch * beams)
+            per_beam[PHRASE_STACK], per_beam[DEPTH] = stack, depth[:, None]  # [N, MAX_DEPTH], [N, 1]
         for i, layer in enumerate(model.decoder_layers):
             attention = layer.self_attention
             empty_keys, empty_values = (ops.zeros((batch, attention.num_heads, 0, beams, depth), memory.dtype)
@@ -93,15 +96,22 @@ class CachedStep:
     def __call__(self, ids, step, state: SplitState):
         """ids [N, 1] -> (float32 logits [N, V], the state grown by one position).
 
-        state: SplitState(per_beam={ANCESTRY: [N, t, K], and with a word pointer WORDS_BEGUN: int32 [N, 1]},
+        state: SplitState(per_beam={ANCESTRY: [N, t, K], with a word pointer WORDS_BEGUN: int32 [N, 1], with
+          open phrases PHRASE_STACK int32 [N, MAX_DEPTH] and DEPTH int32 [N, 1]},
           per_sentence={"layer_i": caches, MEMORY: ...}).
         """
         cache, memory = state.per_sentence, state.per_sentence[MEMORY]
         per_beam = {ANCESTRY: _grown_ancestry(state.per_beam[ANCESTRY])}  # [N, t+1, K]
-        ancestry, grown, pointed = per_beam[ANCESTRY], {MEMORY: memory}, None
+        ancestry, grown, added = per_beam[ANCESTRY], {MEMORY: memory}, []
         if WORDS_BEGUN in state.per_beam:
             pointed, begun = self.model.pointed_words(memory[WORDS], ids, state.per_beam[WORDS_BEGUN][:, 0])
+            added.append(pointed)
             per_beam[WORDS_BEGUN] = begun[:, None]
+        if DEPTH in state.per_beam:
+            features, per_beam[PHRASE_STACK], depth = self.model.phrase_features(
+                ids, state.per_beam[PHRASE_STACK], state.per_beam[DEPTH][:, 0])
+            added.append(features)
+            per_beam[DEPTH] = depth[:, None]
 
         def run_layer(i, layer, x):
             name, kernels = f"layer_{i}", self.layer_kernels[i]
@@ -119,7 +129,7 @@ class CachedStep:
             return layer.through_sublayers(x, [self_attend, cross_attend, lambda h: kernels.output(kernels.hidden(h))],
                                            training=False)
 
-        states = self.model.run_decoder(ids, run_layer, position=step, pointed=pointed, training=False)  # [N, 1, D]
+        states = self.model.run_decoder(ids, run_layer, position=step, added=added, training=False)  # [N, 1, D]
         return ops.cast(self.logits_kernel(states), "float32")[:, 0], SplitState(per_beam, grown)
 
 

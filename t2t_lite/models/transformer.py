@@ -12,9 +12,12 @@ from t2t_lite.layers.attention import causal_bias, padding_bias
 from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition
 from t2t_lite.layers.transformer_layers import DecoderLayer, EncoderLayer
+from t2t_lite.models.open_phrases import CLOSE, MAX_DEPTH, MAX_LABELS, open_phrases
 
 # A cache's entry for the words its positions began (word_pointer).
 WORDS_BEGUN = "words_begun"
+# And for the phrases open after them (open_phrases): how many, and the label open at each level.
+DEPTH, PHRASE_STACK = "depth", "phrase_stack"
 
 
 def shift_right(targets):
@@ -58,12 +61,15 @@ class Transformer(keras.Model):
       layer_norm_epsilon: LayerNorm epsilon.
       word_pointer: add to each decoder input the encoder's state of the next source word the target has
         not begun (`source_words`, `pointed_words`); which pieces begin a word is `set_word_starts`'.
+      open_phrases: add to each decoder input learnt embeddings of how many phrases its linearised tree
+        has open and of the innermost one's label (`phrase_features`); which tokens open and close phrases
+        is `set_phrase_brackets`'.
     """
 
     def __init__(self, vocab_size, num_encoder_layers=6, num_decoder_layers=6, d_model=512, d_ff=2048, num_heads=8,
                  key_dim=0, value_dim=0, dropout=0.1, attention_dropout=0.0, relu_dropout=0.0, norm_position="post",
                  position_encoding="sinusoid", max_position=1024, share_embeddings=True, layer_norm_epsilon=1e-6,
-                 word_pointer=False, **kwargs):
+                 word_pointer=False, open_phrases=False, **kwargs):
         super().__init__(**kwargs)
         if vocab_size <= 0:
             raise ValueError(f"vocab_size must be set, got {vocab_size}")
@@ -76,7 +82,7 @@ class Transformer(keras.Model):
         self.dropout_rate, self.attention_dropout, self.relu_dropout = dropout, attention_dropout, relu_dropout
         self.norm_position, self.position_encoding, self.max_position = norm_position, position_encoding, max_position
         self.share_embeddings, self.layer_norm_epsilon = share_embeddings, layer_norm_epsilon
-        self.word_pointer = word_pointer
+        self.word_pointer, self.open_phrases = word_pointer, open_phrases
         policy = self.dtype_policy
         self.target_embedding = SharedEmbedding(vocab_size, d_model, name="shared_embedding", dtype=policy)
         self.source_embedding = (self.target_embedding if share_embeddings
@@ -101,6 +107,10 @@ class Transformer(keras.Model):
                                                              dtype=policy) if pre else None)
         self.decoder_norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="decoder_norm",
                                                              dtype=policy) if pre else None)
+        if open_phrases:  # unit-scale vectors, as the sinusoids they are added beside
+            table = dict(embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0), dtype=policy)
+            self.depth_embedding = keras.layers.Embedding(MAX_DEPTH + 1, d_model, name="depth_embedding", **table)
+            self.phrase_embedding = keras.layers.Embedding(MAX_LABELS, d_model, name="phrase_embedding", **table)
 
     def build(self, input_shape=None):
         """Creates every variable from the settings alone, in the order `call` reaches them.
@@ -114,6 +124,12 @@ class Transformer(keras.Model):
         for layer in layers:
             if layer is not None and not layer.built:
                 layer.build(width)
+        if self.open_phrases and not hasattr(self, "phrase_code"):
+            for embedding in (self.depth_embedding, self.phrase_embedding):
+                embedding.build((None, None))
+            # As word_starts: a weight, so that whatever holds the model knows its brackets.
+            self.phrase_code = self.add_weight(name="phrase_code", shape=(self.vocab_size,), initializer="zeros",
+                                               trainable=False, dtype="float32")
         if self.word_pointer and not hasattr(self, "word_starts"):
             # A weight, not a setting: checkpoints and exports carry it, so decoding needs no vocabulary.
             self.word_starts = self.add_weight(name="word_starts", shape=(self.vocab_size,), initializer="zeros",
@@ -180,12 +196,20 @@ class Transformer(keras.Model):
         # A cache masks its own later positions: a causal bias only without one.
         self_bias = causal_bias(ops.shape(decoder_inputs)[1]) if cache is None else None  # [1, 1, T_tgt, T_tgt]
         new_cache = None if cache is None else {}
-        pointed = None
+        added = []
         if self.word_pointer:
             begun = ops.zeros_like(decoder_inputs[:, 0]) if cache is None else cache[WORDS_BEGUN]
             pointed, begun = self.pointed_words(word_memory, decoder_inputs, begun)
+            added.append(pointed)
             if cache is not None:
                 new_cache[WORDS_BEGUN] = begun
+        if self.open_phrases:
+            stack, depth = ((cache[PHRASE_STACK], cache[DEPTH]) if cache is not None
+                            else self.no_open_phrases(ops.shape(decoder_inputs)[0]))
+            features, stack, depth = self.phrase_features(decoder_inputs, stack, depth)
+            added.append(features)
+            if cache is not None:
+                new_cache[PHRASE_STACK], new_cache[DEPTH] = stack, depth
 
         def run_layer(i, layer, x):
             name = f"layer_{i}"
@@ -196,10 +220,10 @@ class Transformer(keras.Model):
                 new_cache[name] = layer_cache
             return x
 
-        states = self.run_decoder(decoder_inputs, run_layer, position=cache_index, pointed=pointed, training=training)
+        states = self.run_decoder(decoder_inputs, run_layer, position=cache_index, added=added, training=training)
         return states, new_cache
 
-    def run_decoder(self, decoder_inputs, run_layer, position=None, pointed=None, training=None):
+    def run_decoder(self, decoder_inputs, run_layer, position=None, added=(), training=None):
         """The decoder stack up to the softmax projection, each layer run by `run_layer`.
 
         Args:
@@ -207,13 +231,14 @@ class Transformer(keras.Model):
           run_layer: (index, DecoderLayer, x [N, T_tgt, D]) -> x: `decode` calls the layer; a decoding step
             (decoding/cached_step.py) runs its sub-layers over its own caches (`DecoderLayer.through_sublayers`).
           position: None for positions 0..T_tgt-1, or the int scalar position of the first column.
-          pointed: with word_pointer, `pointed_words`' states [N, T_tgt, D], added to the embeddings.
+          added: [N, T_tgt, D] tensors added to the embeddings: `pointed_words`' states with word_pointer,
+            `phrase_features` with open_phrases.
         Returns:
           the decoder's states [N, T_tgt, D] (what run_layer returned last, normalised under pre-norm).
         """
         x = self._embed(self.target_embedding, decoder_inputs, position, training)
-        if pointed is not None:  # the encoder's state, after its own dropout
-            x = x + ops.cast(pointed, x.dtype)
+        for features in added:  # after the embeddings' dropout: the encoder's states had their own
+            x = x + ops.cast(features, x.dtype)
         for i, layer in enumerate(self.decoder_layers):
             x = run_layer(i, layer, x)
         return x if self.decoder_norm is None else self.decoder_norm(x)
@@ -237,13 +262,16 @@ class Transformer(keras.Model):
           dtype: the compute dtype (the memory's).
         Returns:
           {"layer_i": {"key" [B, H, T_max, Dk], "value" [B, H, T_max, Dv]}}, zeros; with word_pointer also
-          WORDS_BEGUN: int32 [B] zeros, the words the cached positions began.
+          WORDS_BEGUN: int32 [B] zeros, the words the cached positions began; with open_phrases
+          PHRASE_STACK and DEPTH, `no_open_phrases`.
         """
         cache = {f"layer_{i}": {name: ops.zeros((batch_size, self.num_heads, max_length, depth), dtype)
                                 for name, depth in (("key", self.head_key_dim), ("value", self.head_value_dim))}
                  for i in range(len(self.decoder_layers))}
         if self.word_pointer:
             cache[WORDS_BEGUN] = ops.zeros((batch_size,), "int32")
+        if self.open_phrases:
+            cache[PHRASE_STACK], cache[DEPTH] = self.no_open_phrases(batch_size)
         return cache
 
     def set_word_starts(self, ids):
@@ -287,6 +315,40 @@ class Transformer(keras.Model):
         pointed = ops.matmul(ops.reshape(pick, (sentences, -1, words)), word_memory)  # [B, R*T, D]
         return ops.reshape(pointed, (rows, length, self.d_model)), begun[:, -1]
 
+    def set_phrase_brackets(self, brackets):
+        """Makes `brackets` (the problem's Problem.phrase_brackets) the tokens that open and close phrases.
+
+        Args:
+          brackets: a (open ids, close id) pair per phrase label: the tokens that open it, the one that
+            closes it.
+        """
+        if len(brackets) >= MAX_LABELS:
+            raise ValueError(f"open_phrases holds at most {MAX_LABELS - 1} phrase labels, got {len(brackets)}")
+        table = np.zeros([self.vocab_size], np.float32)
+        for label, (open_ids, close_id) in enumerate(brackets, start=1):
+            table[list(open_ids)] = label
+            table[close_id] = CLOSE
+        self.phrase_code.assign(table)
+
+    def no_open_phrases(self, rows):
+        """The open phrases before any input: (stack int32 [rows, MAX_DEPTH], depth int32 [rows]), zeros."""
+        return ops.zeros((rows, MAX_DEPTH), "int32"), ops.zeros((rows,), "int32")
+
+    def phrase_features(self, decoder_inputs, stack, depth):
+        """What each decoder input is told of its open phrases: the embeddings of its depth and of the
+        innermost one's label (open_phrases.open_phrases).
+
+        Args:
+          decoder_inputs: int [N, T].
+          stack, depth: int32 [N, MAX_DEPTH] and [N], the open phrases before column 0.
+        Returns:
+          ([N, T, D] features, the stack and depth after the last column).
+        """
+        code = ops.cast(ops.convert_to_tensor(self.phrase_code), "int32")
+        depths, labels, stack, depth = open_phrases(code, ops.cast(decoder_inputs, "int32"), stack, depth)
+        features = self.depth_embedding(ops.clip(depths, 0, MAX_DEPTH)) + self.phrase_embedding(labels)
+        return features, stack, depth
+
     def _begins_word(self, ids):
         return ops.cast(ops.take(ops.convert_to_tensor(self.word_starts), ids), "int32")
 
@@ -304,6 +366,6 @@ class Transformer(keras.Model):
                       relu_dropout=self.relu_dropout, norm_position=self.norm_position,
                       position_encoding=self.position_encoding, max_position=self.max_position,
                       share_embeddings=self.share_embeddings, layer_norm_epsilon=self.layer_norm_epsilon,
-                      word_pointer=self.word_pointer)
+                      word_pointer=self.word_pointer, open_phrases=self.open_phrases)
         return config
 
