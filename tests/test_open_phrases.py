@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from t2t_lite.models.open_phrases import CLOSE, MAX_DEPTH, open_phrases
+from t2t_lite.models.open_phrases import CLOSE, FINISHED, MAX_DEPTH, open_phrases
 
 # Tokens 2 and 3 open label 1, token 4 opens label 2, 5 closes; others are words.
 CODE = np.array([0, 0, 1, 1, 2, CLOSE, 0, 0], np.int32)
@@ -12,17 +12,19 @@ def reference(ids):
     """Each input's depth and innermost open label, by pushing and popping a stack token by token."""
     depths, labels = [], []
     for row in ids:
-        stack, depth, row_depths, row_labels = [], 0, [], []
+        stack, depth, rooted, row_depths, row_labels = [], 0, False, [], []
         for token in row:
             if CODE[token] > 0:
                 depth += 1
+                rooted = rooted or depth == 1
                 if 1 <= depth <= MAX_DEPTH:
                     del stack[depth - 1:]
                     stack.append(CODE[token])
             elif CODE[token] == CLOSE:
                 depth -= 1
             row_depths.append(depth)
-            row_labels.append(stack[depth - 1] if 1 <= depth <= min(len(stack), MAX_DEPTH) else 0)
+            row_labels.append(stack[depth - 1] if 1 <= depth <= min(len(stack), MAX_DEPTH)
+                              else FINISHED if depth < 1 and rooted else 0)
         depths.append(row_depths)
         labels.append(row_labels)
     return np.array(depths), np.array(labels)
@@ -37,14 +39,16 @@ def test_depths_and_labels_equal_a_stack_machines():
     np.testing.assert_array_equal(np.asarray(depths), expected_depths)
     np.testing.assert_array_equal(np.asarray(labels), expected_labels)
     np.testing.assert_array_equal(np.asarray(depth), expected_depths[:, -1])
-    assert expected_labels[1].tolist() == [1, 2, 1, 1, 2, 2, 1, 1, 1]  # the reference itself, read by hand
+    # The reference itself, read by hand: the root closed, and a stack three deep.
+    assert expected_labels[0].tolist() == [1, 1, 2, 2, 1, 2, 2, 1, FINISHED]
+    assert expected_labels[1].tolist() == [1, 2, 1, 1, 2, 2, 1, 1, 1]
 
 
 @pytest.mark.parametrize("chunks", [[1] * 40, [3, 17, 1, 19], [40]])
 def test_chunks_carrying_the_stack_answer_as_one_pass(chunks):
     rng = np.random.default_rng(0)
-    ids = rng.choice(8, size=(4, 40), p=[0.05, 0.05, 0.2, 0.1, 0.1, 0.25, 0.15, 0.1]).astype(np.int32)
-    ids[:, :12] = 2  # deep enough that the stack must hold several levels between chunks
+    ids = rng.choice(8, size=(4, 40), p=[0.05, 0.05, 0.15, 0.1, 0.1, 0.35, 0.1, 0.1]).astype(np.int32)
+    ids[:, :6] = 2  # deep enough that the stack must hold several levels between chunks
     stack, depth = np.zeros((4, MAX_DEPTH), np.int32), np.zeros(4, np.int32)
     got_depths, got_labels, start = [], [], 0
     for size in chunks:
@@ -53,5 +57,6 @@ def test_chunks_carrying_the_stack_answer_as_one_pass(chunks):
         got_labels.append(np.asarray(labels))
         start += size
     expected_depths, expected_labels = reference(ids)
+    assert (expected_labels[:, 20:] == FINISHED).any()  # a root closed in a later chunk than it opened
     np.testing.assert_array_equal(np.concatenate(got_depths, axis=1), expected_depths)
     np.testing.assert_array_equal(np.concatenate(got_labels, axis=1), expected_labels)

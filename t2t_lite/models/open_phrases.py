@@ -14,8 +14,10 @@ from keras import ops
 CLOSE = -1
 # Levels of the stack kept (and depths told apart): deeper phrases read as this deep, with no label.
 MAX_DEPTH = 64
-# Phrase labels a table can hold, label 0 being "none" (the PTB has 27).
+# Phrase labels a table can hold, label 0 being "nothing open yet" and the last FINISHED (the PTB has 27).
 MAX_LABELS = 64
+# The label after the tree's root closed: a state apart from the start's, which the model must not end at.
+FINISHED = MAX_LABELS - 1
 
 
 def open_phrases(code, ids, stack, depth):
@@ -32,7 +34,8 @@ def open_phrases(code, ids, stack, depth):
       depth: int32 [N], the depth before ids[:, 0].
     Returns:
       (depths int32 [N, T] after each input, labels int32 [N, T] the innermost open phrase's label after
-      each input (0 at depth < 1 or > MAX_DEPTH), the stack and the depth after the last input).
+      each input (at depth < 1: FINISHED once a root has opened, else 0; 0 at depth > MAX_DEPTH), the stack
+      and the depth after the last input).
     """
     codes = ops.take(code, ids)  # [N, T]
     opens = codes > 0
@@ -47,7 +50,9 @@ def open_phrases(code, ids, stack, depth):
     opened_here = ops.take_along_axis(codes, ops.maximum(latest - 1, 0), axis=1)
     inherited = ops.take_along_axis(stack, ops.clip(depths - 1, 0, MAX_DEPTH - 1), axis=1)
     labels = ops.where(latest > 0, opened_here, inherited)
-    labels = ops.where((depths >= 1) & (depths <= MAX_DEPTH), labels, 0)
+    # A root has opened once level 0 of the stack is written (by an open that left depth 1).
+    rooted = (stack[:, :1] > 0) | (ops.cumsum(ops.cast(opens & ops.equal(depths, 1), "int32"), axis=1) > 0)
+    labels = ops.where((depths >= 1) & (depths <= MAX_DEPTH), labels, ops.where((depths < 1) & rooted, FINISHED, 0))
     # Level k of the stack: the latest open in ids that left depth k + 1, else as before.
     levels = ops.arange(1, MAX_DEPTH + 1, dtype="int32")
     at_level = ops.equal(depths[:, :, None], levels[None, None, :]) & opens[:, :, None]  # [N, T, MAX_DEPTH]

@@ -12,7 +12,7 @@ from t2t_lite.layers.attention import causal_bias, padding_bias
 from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition
 from t2t_lite.layers.transformer_layers import DecoderLayer, EncoderLayer
-from t2t_lite.models.open_phrases import CLOSE, MAX_DEPTH, MAX_LABELS, open_phrases
+from t2t_lite.models.open_phrases import CLOSE, FINISHED, MAX_DEPTH, MAX_LABELS, open_phrases
 
 # A cache's entry for the words its positions began (word_pointer).
 WORDS_BEGUN = "words_begun"
@@ -322,8 +322,8 @@ class Transformer(keras.Model):
           brackets: a (open ids, close id) pair per phrase label: the tokens that open it, the one that
             closes it.
         """
-        if len(brackets) >= MAX_LABELS:
-            raise ValueError(f"open_phrases holds at most {MAX_LABELS - 1} phrase labels, got {len(brackets)}")
+        if len(brackets) >= FINISHED:
+            raise ValueError(f"open_phrases holds at most {FINISHED - 1} phrase labels, got {len(brackets)}")
         table = np.zeros([self.vocab_size], np.float32)
         for label, (open_ids, close_id) in enumerate(brackets, start=1):
             table[list(open_ids)] = label
