@@ -124,15 +124,15 @@ class Transformer(keras.Model):
         for layer in layers:
             if layer is not None and not layer.built:
                 layer.build(width)
+        if self.word_pointer and not hasattr(self, "word_starts"):
+            # A weight, not a setting: checkpoints and exports carry it, so decoding needs no vocabulary.
+            self.word_starts = self.add_weight(name="word_starts", shape=(self.vocab_size,), initializer="zeros",
+                                               trainable=False, dtype="float32")
         if self.open_phrases and not hasattr(self, "phrase_code"):
             for embedding in (self.depth_embedding, self.phrase_embedding):
                 embedding.build((None, None))
             # As word_starts: a weight, so that whatever holds the model knows its brackets.
             self.phrase_code = self.add_weight(name="phrase_code", shape=(self.vocab_size,), initializer="zeros",
-                                               trainable=False, dtype="float32")
-        if self.word_pointer and not hasattr(self, "word_starts"):
-            # A weight, not a setting: checkpoints and exports carry it, so decoding needs no vocabulary.
-            self.word_starts = self.add_weight(name="word_starts", shape=(self.vocab_size,), initializer="zeros",
                                                trainable=False, dtype="float32")
 
     def get_build_config(self):
