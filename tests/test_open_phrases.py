@@ -60,3 +60,12 @@ def test_chunks_carrying_the_stack_answer_as_one_pass(chunks):
     assert (expected_labels[:, 20:] == FINISHED).any()  # a root closed in a later chunk than it opened
     np.testing.assert_array_equal(np.concatenate(got_depths, axis=1), expected_depths)
     np.testing.assert_array_equal(np.concatenate(got_labels, axis=1), expected_labels)
+
+
+def test_a_problem_without_trees_refuses_open_phrases_naming_the_setting():
+    import t2t_lite.problems  # noqa: F401  (registers the problems)
+    from t2t_lite.errors import UserError
+    from t2t_lite.registry import problems
+
+    with pytest.raises(UserError, match="set open_phrases=false"):
+        problems.get("algorithmic_reverse")().phrase_brackets()
