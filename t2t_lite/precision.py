@@ -7,6 +7,9 @@ float32 and casts back), the loss (losses.py, whose logits are summed in float32
 from half-precision operands: float32_product.py) and beam scores.
 """
 import contextlib
+import os
+
+from t2t_lite.errors import UserError
 
 PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16")
 # Training's default: mixed_bfloat16 where the CPU multiplies bfloat16 natively, else float32 ("none").
@@ -14,6 +17,14 @@ AUTO = "auto"
 # CPU flags (Linux /proc/cpuinfo) of native bfloat16 matmuls: AVX-512 BF16 and AMX. Without them TensorFlow
 # emulates bfloat16 and it runs slower than float32.
 NATIVE_BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
+# oneDNN's own variable: it caps the instructions oneDNN (TensorFlow's CPU kernels, and CTranslate2's on AMD)
+# uses in this process, so that one variable makes a Zen 4 or a Xeon compute as an AVX2 CPU. Capped below
+# AVX512_CORE_BF16, bfloat16 is emulated and AUTO takes float32. Capped below AVX-512 on a CPU that has it,
+# oneDNN has no bfloat16 kernel left, yet TensorFlow (which decides by the CPU's flags) still sends bfloat16
+# matmuls to it and the process crashes: an explicit mixed_bfloat16 is refused there (layers_compute_in).
+ISA_CAP_VARIABLE = "ONEDNN_MAX_CPU_ISA"
+ISAS_WITHOUT_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
+ISAS_WITHOUT_BFLOAT16 = ISAS_WITHOUT_AVX512 + ("AVX512_CORE", "AVX512_CORE_VNNI")
 
 
 def check(precision: str) -> str:
@@ -40,8 +51,34 @@ def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
     return set()
 
 
-def resolve(precision: str, flags: set[str] | None = None, has_gpu: bool | None = None) -> str:
-    """precision itself, or for AUTO: "mixed_bfloat16" on a CPU with native bfloat16, else "none".
+def isa_cap() -> str | None:
+    """ONEDNN_MAX_CPU_ISA as oneDNN reads it (upper case), or None where it is unset or empty."""
+    return os.environ.get(ISA_CAP_VARIABLE, "").strip().upper() or None
+
+
+def native_bfloat16(flags: set[str] | None = None, cap: str | None = None) -> bool:
+    """Whether this process multiplies bfloat16 natively: the CPU has the flags and oneDNN is not capped below them.
+
+    Args:
+      flags: the CPU's feature flags (default: cpu_flags()).
+      cap: the oneDNN instruction cap (default: isa_cap()); one of ISAS_WITHOUT_BFLOAT16 rules bfloat16 out.
+    """
+    has_flags = bool((cpu_flags() if flags is None else flags) & set(NATIVE_BFLOAT16_FLAGS))
+    return has_flags and (isa_cap() if cap is None else cap) not in ISAS_WITHOUT_BFLOAT16
+
+
+def onednn_crashes_bfloat16() -> bool:
+    """Whether TensorFlow here would send bfloat16 matmuls to a oneDNN capped below AVX-512 on a CPU with it.
+
+    Not with TF_ENABLE_ONEDNN_OPTS=0: bfloat16 then runs in Eigen, as TensorFlow runs it on a CPU without AVX-512.
+    """
+    return ("avx512f" in cpu_flags() and isa_cap() in ISAS_WITHOUT_AVX512
+            and os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0")
+
+
+def resolve(precision: str, flags: set[str] | None = None, has_gpu: bool | None = None,
+            cap: str | None = None) -> str:
+    """precision itself, or for AUTO: "mixed_bfloat16" where bfloat16 is native (native_bfloat16), else "none".
 
     On such CPUs bfloat16 training runs about twice as fast as float32 with a loss curve that follows
     float32's (docs/performance.md). GPUs keep float32 under AUTO: pick mixed_float16 or mixed_bfloat16
@@ -51,14 +88,14 @@ def resolve(precision: str, flags: set[str] | None = None, has_gpu: bool | None 
       precision: AUTO or one of PRECISIONS.
       flags: the CPU's feature flags (default: cpu_flags()).
       has_gpu: whether TensorFlow sees a GPU (default: asks TensorFlow; this does not fix its devices).
+      cap: the oneDNN instruction cap (default: isa_cap()).
     """
     if precision != AUTO:
         return check(precision)
     if has_gpu is None:
         import tensorflow as tf
         has_gpu = bool(tf.config.list_physical_devices("GPU"))
-    native = not has_gpu and bool((cpu_flags() if flags is None else flags) & set(NATIVE_BFLOAT16_FLAGS))
-    return "mixed_bfloat16" if native else "none"
+    return "mixed_bfloat16" if not has_gpu and native_bfloat16(flags, cap) else "none"
 
 
 def describe_auto(chosen: str) -> str:
@@ -82,6 +119,12 @@ def layers_compute_in(precision: str):
     """
     import keras  # here, not at the top: decode requests check precisions where Keras is absent (CTranslate2)
 
+    if precision == "mixed_bfloat16" and onednn_crashes_bfloat16():
+        # TensorFlow sends bfloat16 to oneDNN by the CPU's flags, and oneDNN, capped, has no kernel for it: the
+        # process would die in its first bfloat16 matmul.
+        raise UserError(f"{precision} cannot run with {ISA_CAP_VARIABLE}={isa_cap()} on this CPU (TensorFlow "
+                        "crashes in its bfloat16 matmuls): unset the variable, use `mixed_precision`=none, or set "
+                        "TF_ENABLE_ONEDNN_OPTS=0 too (bfloat16 then runs in Eigen, as on a CPU without AVX-512)")
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(compute_dtype(precision))
     try:

@@ -1,8 +1,12 @@
 """--mixed_precision=auto: bfloat16 where the CPU multiplies it natively, float32 elsewhere."""
+import os
+
+import keras
 import pytest
 
 import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config, precision
+from t2t_lite.errors import UserError
 from t2t_lite.registry import hparams_sets
 from t2t_lite.training.run_config import RunConfig, resolve_for
 from t2t_lite.training.trainer import Trainer
@@ -22,7 +26,43 @@ SAPPHIRE_RAPIDS = ZEN3 | {"avx512f", "amx_tile", "amx_bf16", "amx_int8"}
     (set(), False, "none"),  # no /proc/cpuinfo (not Linux)
 ])
 def test_auto_takes_bfloat16_only_where_the_cpu_has_it_natively(flags, has_gpu, expected):
-    assert precision.resolve(precision.AUTO, flags=flags, has_gpu=has_gpu) == expected
+    assert precision.resolve(precision.AUTO, flags=flags, has_gpu=has_gpu, cap="ALL") == expected
+
+
+@pytest.mark.parametrize("cap, expected", [
+    ("AVX2", "none"), ("avx2", "none"), ("AVX512_CORE", "none"), ("AVX512_CORE_VNNI", "none"),
+    ("AVX512_CORE_BF16", "mixed_bfloat16"), ("AVX512_CORE_AMX", "mixed_bfloat16"), ("ALL", "mixed_bfloat16")])
+def test_auto_treats_onednn_capped_below_bfloat16_as_a_cpu_without_it(monkeypatch, cap, expected):
+    # The variable itself, as a user or the forced-ISA pass sets it (tests/test_forced_isa.py).
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    assert precision.resolve(precision.AUTO, flags=ZEN4, has_gpu=False) == expected
+    assert precision.resolve(precision.AUTO, flags=SAPPHIRE_RAPIDS, has_gpu=False) == expected
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    assert precision.resolve(precision.AUTO, flags=ZEN4, has_gpu=False) == "mixed_bfloat16"
+
+
+def test_bfloat16_layers_are_refused_where_the_cap_hides_the_cpus_avx512_and_built_elsewhere(monkeypatch):
+    # TensorFlow would send their matmuls to oneDNN (the CPU has AVX-512), which the cap leaves without a
+    # bfloat16 kernel: a crash.
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+    for flags, refused in ((ZEN4, True), (SAPPHIRE_RAPIDS, True), (ZEN3 | {"avx512f"}, True), (ZEN3, False)):
+        monkeypatch.setattr(precision, "cpu_flags", lambda flags=flags: flags)
+        if refused:
+            with pytest.raises(UserError, match="mixed_bfloat16 cannot run with ONEDNN_MAX_CPU_ISA=AVX2"):
+                with precision.layers_compute_in("mixed_bfloat16"):
+                    pass
+        else:
+            with precision.layers_compute_in("mixed_bfloat16"):
+                assert keras.config.dtype_policy().name == "mixed_bfloat16"
+        with precision.layers_compute_in("none"):  # float32 runs anywhere
+            assert keras.config.dtype_policy().name == "float32"
+    monkeypatch.setattr(precision, "cpu_flags", lambda: ZEN4)
+    for cap, onednn in (("AVX512_CORE", "1"), ("AVX512_CORE_BF16", "1"), ("AVX2", "0")):  # emulated, native, Eigen
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+        monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", onednn)
+        with precision.layers_compute_in("mixed_bfloat16"):
+            assert keras.config.dtype_policy().name == "mixed_bfloat16"
 
 
 def test_an_explicit_precision_is_kept_whatever_the_cpu_and_a_bad_one_is_refused():
@@ -49,10 +89,13 @@ def auto_trainer(output_dir, log, **settings):
     return Trainer(problem, hparams, resolve_for(run, problem, hparams, log=log), log=log)
 
 
+@pytest.mark.isa
 def test_auto_is_resolved_for_this_machine_said_once_and_the_trainer_computes_in_it(tmp_path):
     lines = []
     trainer = auto_trainer(tmp_path, lines.append)
     expected = precision.resolve(precision.AUTO)
+    if os.environ.get("ONEDNN_MAX_CPU_ISA") == "AVX2":  # the forced pass (test_forced_isa.py): as on an AVX2 CPU
+        assert expected == "none"
     assert trainer.run.mixed_precision == expected
     assert [line for line in lines if line.startswith("mixed precision: ")] == [
         "mixed precision: bfloat16 (`mixed_precision`=auto: this CPU multiplies bfloat16 natively; "
