@@ -16,7 +16,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.10",
+    # Keras 3.15 (below) needs Python 3.11 or newer.
+    python_requires=">=3.11",
     packages=_CORE_PACKAGES + list(_MAPPED_DIRS),
     package_dir=_MAPPED_DIRS,
     install_requires=[

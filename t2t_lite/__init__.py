@@ -38,6 +38,15 @@ if platform.machine().lower() in ("x86_64", "amd64"):
 
 __version__ = "0.1.0"
 
+# setup.py installs problems/, hparams/ and bin/ as t2t_lite.problems, .hparams and .bin. Python started in
+# a checkout imports this directory instead of the installed package (the working directory comes first on
+# sys.path), where they sit beside it: the checkout's root then joins the package's path so that they resolve
+# to the checkout's own, as an editable install maps them.
+_checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if not os.path.isdir(os.path.join(__path__[0], "problems")) and all(
+        os.path.isfile(os.path.join(_checkout, name, "__init__.py")) for name in ("problems", "hparams", "bin")):
+    __path__.append(_checkout)
+
 from t2t_lite.training.api import train  # noqa: E402  (after the environment set-up above)
 from t2t_lite.inference.translator import Translator  # noqa: E402
 
