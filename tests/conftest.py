@@ -11,12 +11,13 @@ from trained_runs import multi30k_run, reverse_run  # noqa: E402,F401  (session 
 # Starting with the longest modules leaves the short ones to fill in at the end (longest-first scheduling);
 # the order is from each module's CPU time (docs/testing.md).
 LONGEST_MODULES_FIRST = [
-    # The first two train the two shared runs (trained_runs.py), one on each worker; then by the CPU time a
+    # The first two train the two shared runs (trained_runs.py), one on each worker; the third reads both in
+    # another interpreter (the tests marked isa, again with AVX2 forced); then by the CPU time a
     # module's tests take, slow ones included (the README's command runs them all in one session).
-    "test_decoder.py", "test_export.py", "test_crash_safety.py", "test_multi_worker.py", "test_trainer.py",
+    "test_decoder.py", "test_export.py", "test_forced_isa.py", "test_crash_safety.py", "test_multi_worker.py", "test_trainer.py",
     "test_distribution.py", "test_faults.py", "test_best_checkpoint.py", "test_time_budget.py",
     "test_mixed_precision.py", "test_datagen_restart.py", "test_flag_walk.py", "test_extending.py",
-    "test_usr_dir_per_run.py", "test_quiet_python.py", "test_streaming.py", "test_ctranslate2_export.py",
+    "test_usr_dir_per_run.py", "test_quiet_python.py", "test_checkout_python.py", "test_streaming.py", "test_ctranslate2_export.py",
     "test_ctranslate2_without_tensorflow.py", "test_constraints.py", "test_parser_trees.py", "test_multi30k.py", "test_ptb_sample.py",
     "test_train_api.py", "test_ensemble.py", "test_decoder_outputs.py", "test_transformer.py", "test_scorer.py",
     "test_translator.py", "test_trainer_cli.py", "test_warm_start.py", "test_visualize.py", "test_quiet_start.py",

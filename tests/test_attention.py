@@ -26,6 +26,7 @@ def layer():
     return MultiHeadAttention(num_heads=4, key_dim=5, value_dim=3, d_model=12)
 
 
+@pytest.mark.isa
 def test_self_attention_with_causal_and_padding_masks_matches_numpy(layer):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(2, 6, 12)).astype(np.float32)
@@ -49,6 +50,7 @@ def test_masked_keys_have_no_influence(layer):
     np.testing.assert_allclose(out.numpy(), numpy_attention(layer, query, memory, bias), atol=1e-5)
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("chunks", [[1] * 7, [3, 4], [2, 1, 4]])
 def test_cached_self_attention_with_an_index_equals_the_full_causal_pass(layer, chunks):
     """keras-hub's contract: positions written into the cache at cache_index, each seeing the ones up to its own."""

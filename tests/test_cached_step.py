@@ -40,6 +40,7 @@ def empty_slots(sentences, beams):
     return {"key": keys, "value": values, "recent_key": keys, "recent_value": values}
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("settle_every", [2, 3, 16])
 def test_one_beam_per_sentence_equals_the_full_causal_pass(layer, settle_every, monkeypatch):
     monkeypatch.setattr(cached_step, "SETTLE_EVERY", settle_every)
@@ -117,6 +118,7 @@ def tiny(overrides=""):
 @pytest.mark.parametrize("overrides", ["norm_position=post", "norm_position=pre", "position_encoding=learned",
                                        "share_embeddings=false,key_dim=3,value_dim=5",
                                        "word_pointer=true,open_phrases=true"])
+@pytest.mark.isa
 def test_a_models_steps_through_every_layout_and_op_equal_its_full_forward_pass(overrides, monkeypatch):
     monkeypatch.setattr(cached_step, "SETTLE_EVERY", 4)  # the caches fold once in the 6 positions
     model = build_model(tiny(overrides))

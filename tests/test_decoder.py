@@ -83,7 +83,8 @@ def test_batches_decoded_in_parallel_give_the_one_at_a_time_results_in_input_ord
 # With word_pointer and open_phrases, each beam also carries the words it has begun and the phrases it has open,
 # which must follow it as the ancestry does.
 @pytest.mark.parametrize("settle_every, mixed_precision, tolerance, overrides", [
-    (3, "none", 1e-4, ""), (16, "none", 1e-4, ""), (16, "mixed_bfloat16", 0.03, ""),
+    pytest.param(3, "none", 1e-4, "", marks=pytest.mark.isa), pytest.param(16, "none", 1e-4, "", marks=pytest.mark.isa),
+    pytest.param(16, "mixed_bfloat16", 0.03, "", marks=pytest.mark.isa_bfloat16),
     (3, "none", 1e-4, "word_pointer=true,open_phrases=true")])
 def test_every_beam_score_equals_rescoring_its_hypothesis_with_the_full_pass(settle_every, mixed_precision,
                                                                              tolerance, overrides, monkeypatch):

@@ -4,8 +4,10 @@ The export traces its decoding step with the products the decoder runs here (lay
 bfloat16, where a different layout or op rounds differently, the served lines and scores still equal
 the decoder's. Checked in the precision `auto` picks on the CPU at hand and in mixed_bfloat16 forced
 (which a CPU without native bfloat16 emulates), with the defaults on both sides and with settings fixed
-on both sides (so the check does not rest on what `auto` happens to resolve to). Planting the former
-portable kernels (in_out, MatMul) back into the export fails both on a Zen 4 with native bfloat16.
+on both sides (so the check does not rest on what `auto` happens to resolve to). Both run again as on
+an AVX2 CPU (tests/test_forced_isa.py): `auto` is float32 there, and bfloat16 runs in Eigen's kernels.
+An export planted to trace the layout opposite to the decoder's fails the bfloat16 case natively on a
+Zen 4 and with AVX2 forced there.
 """
 import json
 import os
@@ -29,8 +31,9 @@ DEFAULTS, FIXED = StepMatmulSettings(), StepMatmulSettings(OUT_IN, BATCH_MATMUL)
 
 # auto: bfloat16 on a CPU with native bfloat16, else float32; then bfloat16 forced, so every CPU checks it, with
 # settings fixed on both sides.
-@pytest.mark.parametrize("mixed_precision, step_matmul", [("auto", DEFAULTS), ("mixed_bfloat16", FIXED)],
-                         ids=["auto", "bfloat16"])
+@pytest.mark.parametrize("mixed_precision, step_matmul", [
+    pytest.param("auto", DEFAULTS, marks=pytest.mark.isa, id="auto"),
+    pytest.param("mixed_bfloat16", FIXED, marks=pytest.mark.isa_bfloat16, id="bfloat16")])
 def test_saved_model_gives_the_decoders_lines_and_scores(multi30k_run, tmp_path, mixed_precision, step_matmul):
     run = RunRequest(output_dir=multi30k_run["output_dir"], data_dir=multi30k_run["data_dir"], decode=DecodeRequest(extra_length=10, mixed_precision=mixed_precision))
     path = export_run(ExportRequest(export_dir=str(tmp_path), run=run, step_matmul=step_matmul))

@@ -13,6 +13,7 @@ def narrow_operands(dtype, rows=24, depth=512, columns=300, seed=0):
     return a, b, a.numpy().astype(np.float64), b.numpy().astype(np.float64)
 
 
+@pytest.mark.isa_bfloat16
 @pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float16])
 def test_the_product_of_narrow_operands_is_their_exact_product_to_float32_precision(dtype):
     a, b, exact_a, exact_b = narrow_operands(dtype)

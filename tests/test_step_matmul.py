@@ -26,6 +26,7 @@ def _dense(units, activation=None, use_bias=True, input_width=6, seed=0, dtype=N
     return layer
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("stored_as", LAYOUTS)
@@ -61,6 +62,7 @@ def test_a_dense_prepared_as_a_step_kernel_matches_numpy(activation, use_bias, l
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("biases", [(True, True), (True, False), (False, False)])
 def test_joined_denses_multiply_like_their_products_side_by_side_in_numpy(layout, biases):

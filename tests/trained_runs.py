@@ -24,6 +24,7 @@ REVERSE_STEPS = 300  # the 1+1 layers learn enough for distinct, input-dependent
 MULTI30K_TINY = ("d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,dropout=0,"
                  "attention_dropout=0,relu_dropout=0,train.batch_size=2048,average_last_checkpoints=0")
 MULTI30K_VOCAB_SIZE = 600
+SHARED_RUNS_VARIABLE = "T2T_LITE_TEST_SHARED_RUNS"
 
 
 def train(problem_name: str, overrides: str, output_dir: str, steps: int, data_dir: str | None = None) -> None:
@@ -39,11 +40,16 @@ def multi30k_lines(split: str, language: str, count: int) -> str:
         return "".join(f.readline() for _ in range(count))
 
 
+def shared_runs_root(tmp_path_factory) -> Path:
+    """Where this session keeps the runs made_once makes (what SHARED_RUNS_VARIABLE gives a session it starts)."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
 def made_once(tmp_path_factory, name: str, make) -> Path:
     """A directory `make(directory)` filled, shared by every xdist worker of this session and made only once."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the session's directory, above each worker's own
+    # A session started by another (the forced-ISA pass) reads and makes its runs where that one does.
+    root = Path(os.environ.get(SHARED_RUNS_VARIABLE) or shared_runs_root(tmp_path_factory))
     directory, done = root / name, root / f"{name}.done"
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if make() fails
