@@ -25,6 +25,7 @@ from t2t_lite.registry import hparams_sets
 from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, open_run
 from cli_helpers import run_tool
+from ct2_model_bin import read_variables
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -84,6 +85,7 @@ def test_export_directory_holds_model_vocabulary_and_settings(exported):
     assert exported["export"].decode.hparams.extra_length == EXTRA_LENGTH
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_float32_export_decodes_as_the_decoder(exported, beam_size):
     ours = exported["translator"].hypotheses(exported["sentences"], beam_size=beam_size, nbest=beam_size)
@@ -113,6 +115,7 @@ def test_missing_ctranslate2_says_how_to_install(monkeypatch):
         require_ctranslate2()
 
 
+@pytest.mark.isa
 def test_exporter_cli_writes_int8_export_and_refuses_quantized_saved_model(multi30k_run, exported, tmp_path):
     run_flags = [f"--output_dir={multi30k_run['output_dir']}", f"--data_dir={multi30k_run['data_dir']}",
                  f"--export_dir={tmp_path}", "--model_name=m"]
@@ -128,7 +131,21 @@ def test_exporter_cli_writes_int8_export_and_refuses_quantized_saved_model(multi
     assert ctranslate2.Translator(exported["path"]).compute_type == "float32"
     int8_bytes, float32_bytes = (os.path.getsize(os.path.join(p, "model.bin")) for p in (path, exported["path"]))
     assert int8_bytes < float32_bytes, (int8_bytes, float32_bytes)
-    # int8 weights move each token's log-probability a little: score the float32 export's outputs with both.
+    # What the export holds, on any CPU: each weight CTranslate2 multiplies in int8 is the float32 export's,
+    # quantized per output row as numpy does it here (scale 127 / the row's largest magnitude).
+    int8_weights, float32_weights = (read_variables(os.path.join(p, "model.bin")) for p in (path, exported["path"]))
+    scales = [name for name in int8_weights if name.endswith("weight_scale")]
+    assert len(scales) >= 12, scales  # every linear layer of the 1+1 layers, and the embeddings
+    for name in scales:
+        weight = float32_weights[name.removesuffix("_scale")]
+        scale = np.float32(127) / np.abs(weight).max(axis=1)
+        np.testing.assert_allclose(int8_weights[name], scale, rtol=1e-6, err_msg=name)
+        np.testing.assert_array_equal(int8_weights[name.removesuffix("_scale")],
+                                      np.rint(weight * scale[:, None]).astype(np.int8), err_msg=name)
+    # What the CPU makes of it: int8 moves each token's log-probability, scoring the float32 export's outputs
+    # with both. How far depends on the CPU's int8 products, not on the export: per token on average 0.004 with
+    # AVX-512 VNNI, 0.075 with AVX2 alone, whose u8 x s8 products saturate in 16 bits (largest 0.018 and 0.85;
+    # docs/serving.md). The bound holds both with a 2x margin; float32 itself scores the pairs within ~1e-5.
     sentences = exported["sentences"][:20]
     outputs = [hyps[0].ids for hyps in exported["export"].hypotheses(sentences)]
     backend = CTranslate2Export(exported["path"])
@@ -138,8 +155,7 @@ def test_exporter_cli_writes_int8_export_and_refuses_quantized_saved_model(multi
     int8 = CTranslate2Export(path).translator.score_batch(sources, targets)
     float32 = backend.translator.score_batch(sources, targets)
     differences = np.concatenate([np.abs(np.subtract(a.log_probs, b.log_probs)) for a, b in zip(int8, float32)])
-    # Close, and not the float32 computation itself (float32 scores the same pairs to within ~1e-5).
-    assert differences.max() < 0.1 and differences.max() > 1e-3, differences.max()
+    assert 1e-3 < differences.mean() < 0.15, differences.mean()
     refused = run_tool("exporter", *run_flags, "--quantization=int8")
     assert refused.returncode == 2 and "--quantization" in refused.error
     assert sorted(os.listdir(tmp_path / "m")) == ["1"]
