@@ -163,17 +163,29 @@ class Translator:
 
         Args:
           beam_size, sampling: as for `translate`.
-          nbest: outputs per sentence; at most the beam size (1 when sampling); None keeps the Translator's.
+          nbest: outputs per sentence; at most the beam size (1 when sampling); None keeps the Translator's
+            (at most this call's beam size).
           decoding: decode_id_batches' progress and parallel_batches, and first_line (the 1-based line
             number of sentences[0], for error messages).
         """
         if isinstance(sentences, str):
             raise UserError("translate takes a list of sentences; wrap a single one in a list")
-        decode = self.decode
-        if (beam_size, nbest, sampling) != (None, None, None):  # this call's own request over the Translator's
-            request = DecodeRequest(beam_size=beam_size, nbest=1 if nbest is None else nbest, sampling=sampling)
-            decode = request.resolve(dataclasses.replace(self._backend.engine, settings=self.decode.hparams))
-        return self._backend.hypotheses(list(sentences), decode, **decoding)
+        return self._backend.hypotheses(list(sentences), self._call_decode(beam_size, nbest, sampling), **decoding)
+
+    def _call_decode(self, beam_size, nbest, sampling) -> ResolvedDecode:
+        """The Translator's decode with a call's own settings over it; what the call leaves out stays the
+        Translator's. A beam size or sampling given chooses between searching and sampling; nbest left out
+        keeps the Translator's, at most the call's beams (1 when sampling)."""
+        if (beam_size, nbest, sampling) == (None, None, None):
+            return self.decode
+        if beam_size is None and sampling is None:
+            sampling = self.decode.sampling
+        if nbest is None:
+            beams = 1 if sampling is not None else beam_size or self.decode.hparams.beam_size
+            nbest = min(self.decode.nbest, beams)
+        request = DecodeRequest(beam_size=beam_size, nbest=nbest, sampling=sampling,
+                                mixed_precision=self.decode.mixed_precision)
+        return request.resolve(dataclasses.replace(self._backend.engine, settings=self.decode.hparams))
 
     def score(self, sources: list[str], targets: list[str], progress=None):
         """The model's log-probability of each target given its source: a list of
