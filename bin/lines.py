@@ -18,7 +18,7 @@ from t2t_lite.bin.run_flags import PICKS_A_RUN  # the flags that pick a run, whi
 from t2t_lite.errors import UserError
 from t2t_lite.export.export_dir import CTRANSLATE2, read_export
 from t2t_lite.files import atomic_write_text, decode_line, read_lines
-from t2t_lite.inference.translator import Translator
+from t2t_lite.inference.translator import Translator, refuse_ctranslate2_settings
 
 if TYPE_CHECKING:  # a run's: decoding a CTranslate2 export imports none of them (they import TensorFlow)
     from t2t_lite.ops.step_matmul import StepMatmulSettings
@@ -149,9 +149,7 @@ def open_export(request: DecodeFileRequest):
             raise UserError(f"--{name} picks a run, but --export_dir decodes an export: drop --{name}, or drop "
                             f"--export_dir to decode the run")
     ctranslate2 = export.format == CTRANSLATE2
-    if request.compute_type != "default" and not ctranslate2:
-        raise UserError("--compute_type is for CTranslate2 exports; a SavedModel computes as it was exported")
-    settings = {"compute_type": request.compute_type} if ctranslate2 else {}
+    settings = {"compute_type": request.compute_type} if ctranslate2 or request.compute_type != "default" else {}
     translator = Translator.from_export(request.export_dir, request.run.decode, **settings)
     engine = f"CTranslate2 ({request.compute_type})" if ctranslate2 else "a SavedModel"
 
@@ -172,7 +170,7 @@ def check_request(request: DecodeFileRequest) -> None:
     if request.output_format not in OUTPUT_FORMATS:
         raise UserError(f"--output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {request.output_format!r}")
     if request.compute_type != "default" and not request.export_dir:
-        raise UserError("--compute_type is for a CTranslate2 --export_dir; a run computes in --mixed_precision")
+        refuse_ctranslate2_settings({"compute_type": request.compute_type}, "a run computes in `mixed_precision`")
     if request.decode_from_file == STDIN and (request.decode_to_file or request.decode_reference):
         raise UserError("--decode_from_file=- writes each output to standard output as it is decoded; "
                         "--decode_to_file and --decode_reference need a file to decode")

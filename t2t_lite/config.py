@@ -106,9 +106,23 @@ class TrainHParams:
     average_span: float = 0.0
 
 
+# The least value of each numeric decode setting: the one place these rules are written (a DecodeHParams
+# and a decode request both check them when made).
+DECODE_LEAST = {"beam_size": 1, "alpha": 0, "extra_length": 0, "batch_size": 1, "nbest": 1}
+
+
+def check_least(settings: dict) -> None:
+    """Raises a UserError naming the first of DECODE_LEAST's settings that `settings` (name -> value) holds
+    below its least value; a setting it lacks, or holds as None (a request's "keep the engine's"), passes."""
+    for name, least in DECODE_LEAST.items():
+        value = settings.get(name)
+        if value is not None and value < least:
+            raise UserError(f"`{name}` must be at least {least}, got {value}")
+
+
 @dataclasses.dataclass(frozen=True)
 class DecodeHParams:
-    """Beam search settings; defaults are the paper's (section 6.1)."""
+    """Beam search settings; defaults are the paper's (section 6.1). Checked when made (DECODE_LEAST)."""
 
     beam_size: int = 4
     # GNMT length penalty exponent: lp(Y) = ((5 + |Y|) / 6) ** alpha.
@@ -120,6 +134,9 @@ class DecodeHParams:
     # Emit only outputs the problem allows (Problem.output_constraint: for parsing, well-formed trees with
     # a POS tag per input word); off decodes freely, as the paper does.
     constrained_decoding: bool = False
+
+    def __post_init__(self):
+        check_least(vars(self))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -151,6 +151,8 @@ def load_spec(directory: str) -> RunSpec | None:
             data = json.load(f)
         return RunSpec(data["problem"], data["hparams_set"], data["hparams_overrides"],
                        config.from_dict(data["hparams"]), data.get("data_dir"), data.get("usr_dir"))
+    except UserError as error:  # a value the settings refuse, e.g. a hand-edited decode.beam_size of 0
+        raise UserError(f"{path}: {error}") from None
     except (OSError, ValueError, KeyError) as error:
         raise UserError(f"{path} is unreadable or not a t2t-lite hparams file: {error}") from None
 

@@ -362,15 +362,8 @@ def test_bfloat16_logits_are_scored_in_float32():
     assert scores.dtype == np.float32
 
 
-def test_rejects_final_beams_outside_one_to_the_beam_size():
-    for final_beams in (0, 3):
-        with pytest.raises(ValueError, match=f"final_beams must be between 1 and beam_size \\(2\\), got {final_beams}"):
-            search(bigram_fn(PENALTY_SCRIPT), [3], final_beams=final_beams)
-
-
-def test_rejects_bad_sizes():
-    with pytest.raises(ValueError, match="beam_size must be at least 1, got 0"):
-        beam_search(bigram_fn(PENALTY_SCRIPT), {}, 1, 0, 4, tf.constant([3]), 0.6)
+def test_rejects_a_vocabulary_of_fewer_than_two_tokens():
+    # beam_size and final_beams come from a resolved DecodeRequest, which checks them (test_decode_request.py).
     with pytest.raises(ValueError, match="vocab_size must be at least 2"):
         beam_search(bigram_fn(PENALTY_SCRIPT), {}, 1, 2, 1, tf.constant([3]), 0.6)
 

@@ -11,14 +11,18 @@ import collections
 import inspect
 import json
 import runpy
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from t2t_lite.config import DecodeHParams
-from t2t_lite.decoding.request import LEAST, DecodeRequest, Engine, SamplingSettings
+from t2t_lite import config
+from t2t_lite.config import DECODE_LEAST, DecodeHParams
+from t2t_lite.decoding.request import DecodeRequest, Engine, SamplingSettings
+from t2t_lite import Translator
 from t2t_lite.errors import UserError
+from t2t_lite.run_dir import HPARAMS_FILE
 from cli_helpers import run_forked
 from trained_runs import multi30k_lines
 
@@ -27,11 +31,30 @@ SAVED_MODEL = Engine("a SavedModel", DecodeHParams(beam_size=4, alpha=0.6), fixe
                      samples=False, precision="mixed_bfloat16", precision_hint="export again")
 
 
-@pytest.mark.parametrize("name", sorted(LEAST))
+@pytest.mark.parametrize("name", sorted(DECODE_LEAST))
 def test_each_setting_below_its_least_value_is_refused_naming_it(name):
-    DecodeRequest(**{name: LEAST[name]})  # the least value itself is allowed
-    with pytest.raises(UserError, match=f"^`{name}` must be at least {LEAST[name]}, got {LEAST[name] - 1}$"):
-        DecodeRequest(**{name: LEAST[name] - 1})
+    DecodeRequest(**{name: DECODE_LEAST[name]})  # the least value itself is allowed
+    with pytest.raises(UserError, match=f"^`{name}` must be at least {DECODE_LEAST[name]}, got {DECODE_LEAST[name] - 1}$"):
+        DecodeRequest(**{name: DECODE_LEAST[name] - 1})
+
+
+@pytest.mark.parametrize("name", sorted(set(DECODE_LEAST) - {"nbest"}))  # nbest is a request's, not a run's
+def test_a_run_decode_setting_below_its_least_value_is_refused_when_made_overridden_or_read(name, reverse_run,
+                                                                                           tmp_path):
+    least = DECODE_LEAST[name]
+    assert getattr(DecodeHParams(**{name: least}), name) == least
+    message = f"`{name}` must be at least {least}, got {least - 1}(\\.0)?"  # an override's alpha is a float
+    with pytest.raises(UserError, match=f"^{message}$"):
+        DecodeHParams(**{name: least - 1})
+    with pytest.raises(UserError, match=f"^{message}$"):
+        config.apply_overrides(config.HParams(), f"decode.{name}={least - 1}")
+    # A run whose hparams.json holds the value (edited by hand) is refused in one line naming the file.
+    run = shutil.copytree(reverse_run, tmp_path / "run")
+    spec = json.loads((run / HPARAMS_FILE).read_text(encoding="utf-8"))
+    spec["hparams"]["decode"][name] = least - 1
+    (run / HPARAMS_FILE).write_text(json.dumps(spec), encoding="utf-8")
+    with pytest.raises(UserError, match=f"^{run / HPARAMS_FILE}: {message}$"):
+        Translator.from_run(str(run))
 
 
 def test_an_unknown_precision_and_sampling_with_a_beam_setting_or_nbest_are_refused():
@@ -206,3 +229,61 @@ def test_every_way_in_checks_its_request_once_and_resolves_it_once(paths):
     assert len(paths) == 7
     for path, counts in paths.items():
         assert (path, counts) == (path, {"check": 1, "resolve": 1})
+
+
+# --- each rule written once ---------------------------------------------------------------------------
+
+def modules():
+    return sorted([*REPO.glob("t2t_lite/**/*.py"), *REPO.glob("bin/*.py")])
+
+
+def guarded_settings(tree) -> list[tuple[str, int]]:
+    """(setting, line) of each `if` that compares a decode setting (DECODE_LEAST's, or max_input_length) and
+    raises: a rule about that setting."""
+    names = {*DECODE_LEAST, "max_input_length"}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for child in node.body for n in ast.walk(child)):
+            for compare in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+                if any(isinstance(op, (ast.Is, ast.IsNot)) for op in compare.ops):
+                    continue  # given or not: not a bound
+                for operand in [compare.left, *compare.comparators]:
+                    name = getattr(operand, "id", None) or getattr(operand, "attr", None)
+                    if name in names and getattr(getattr(operand, "value", None), "attr", None) != "train":
+                        found.append((name, node.lineno))
+    return found
+
+
+def gnmt_formulas(tree) -> list[int]:
+    """Lines that write (5 + length) / 6, the GNMT length penalty's base."""
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+            and getattr(node.right, "value", None) == 6 and isinstance(node.left, ast.BinOp)
+            and 5 in (getattr(node.left.left, "value", None), getattr(node.left.right, "value", None))]
+
+
+def compute_type_refusals(tree) -> list[int]:
+    """Lines that raise a message naming compute_type themselves (translator.refuse_ctranslate2_settings names
+    the settings it is given)."""
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Raise)
+            and any("compute_type" in str(c.value) for c in ast.walk(node) if isinstance(c, ast.Constant))]
+
+
+def test_each_decode_rule_is_written_in_one_module():
+    """A setting's bounds, the GNMT length penalty and the refusal of a CTranslate2 setting are each written in
+    one place; a copy planted anywhere in t2t_lite/ or bin/ is found."""
+    rules = collections.defaultdict(set)
+    for path in modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        where = str(path.relative_to(REPO))
+        for setting, _ in guarded_settings(tree):
+            rules[f"a rule on {setting}"].add(where)
+        if gnmt_formulas(tree):
+            rules["the GNMT length penalty"].add(where)
+        if compute_type_refusals(tree):
+            rules["refusing compute_type"].add(where)
+    # The least values are config.DECODE_LEAST's table, checked by name nowhere; nbest against the beam is
+    # the request's rule when resolved.
+    assert rules == {"a rule on nbest": {"t2t_lite/decoding/request.py"},
+                     "a rule on max_input_length": {"t2t_lite/export/exporter.py"},
+                     "the GNMT length penalty": {"t2t_lite/decoding/length_penalty.py"}}

@@ -67,14 +67,14 @@ DECISIONS = {
         "run": {**DECODER_ANY_ENGINE, **effect(*RUN_PICKING),
                 **effect("beam_size", "alpha", "extra_length", "mixed_precision", "sampling_temperature",
                          "sampling_topk", "random_seed", "constrained_decoding"),
-                "compute_type": Refused("int8", "--compute_type is for a CTranslate2 --export_dir")},
+                "compute_type": Refused("int8", "--compute_type is for CTranslate2 exports; a run computes in --mixed_precision")},
         "saved_model": {**DECODER_ON_AN_EXPORT,
                         **{name: Refused(value, EXPORTED.format(name))
                            for name, value in (("beam_size", "2"), ("alpha", "1.5"), ("extra_length", "3"))},
                         # the fixture exports in float32
                         "mixed_precision": Refused("mixed_bfloat16", "a SavedModel computes in float32"),
                         "constrained_decoding": Refused("true", EXPORTED.format("constrained_decoding")),
-                        "compute_type": Refused("int8", "--compute_type is for CTranslate2 exports")},
+                        "compute_type": Refused("int8", "is a SavedModel, which computes as it was exported")},
         "ctranslate2": {**DECODER_ON_AN_EXPORT, **effect("beam_size", "alpha", "extra_length", "compute_type"),
                         "mixed_precision": Refused("mixed_bfloat16",
                                                    "takes no --mixed_precision; it computes in its --compute_type"),

@@ -31,20 +31,15 @@ from t2t_lite.decoding.search_state import (
     state_shape_invariants,
     write_position,
 )
+from t2t_lite.decoding.length_penalty import length_penalty as gnmt_length_penalty
 from t2t_lite.decoding.top_k import top_k
 from t2t_lite.normaliser import log_normaliser
 
 
 def length_penalty(length, alpha):
-    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016; t2t's form).
-
-    Args:
-      length: int tensor of any shape, hypothesis lengths counting the EOS.
-      alpha: float; 0 turns the penalty off (it is then exactly 1).
-    Returns:
-      float32 tensor shaped like `length`.
-    """
-    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+    """The GNMT length penalty (decoding/length_penalty.py) of int lengths counting the EOS: float32, shaped
+    like `length`."""
+    return gnmt_length_penalty(tf.cast(length, tf.float32), alpha)
 
 
 def _gather_beams(x, index):
@@ -282,13 +277,9 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
         first final_beams are sure to be the search's final ones.
       scores: float32 [B, K] summed log-probs / length_penalty(length, alpha).
     """
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be at least 2 (2K candidates come from K*V), got {vocab_size}")
-    final_beams = beam_size if final_beams is None else final_beams
-    if not 1 <= final_beams <= beam_size:
-        raise ValueError(f"final_beams must be between 1 and beam_size ({beam_size}), got {final_beams}")
+    final_beams = beam_size if final_beams is None else final_beams  # the request has checked 1 <= it <= K
     max_lengths = tf.convert_to_tensor(max_decode_lengths, tf.int32)  # [B]
     min_lengths = (None if min_decode_lengths is None
                    else tf.repeat(tf.convert_to_tensor(min_decode_lengths, tf.int32), beam_size))  # [N]

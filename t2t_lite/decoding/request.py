@@ -10,14 +10,12 @@ Importing this module imports no TensorFlow: a CTranslate2 deployment resolves r
 """
 import dataclasses
 
-from t2t_lite.config import DecodeHParams
+from t2t_lite.config import DecodeHParams, check_least
 from t2t_lite.errors import UserError
 from t2t_lite.precision import AUTO, PRECISIONS
 
 # The settings of a search, as DecodeHParams names them; None in a request keeps the engine's.
 SEARCH_SETTINGS = ("beam_size", "alpha", "extra_length", "batch_size", "constrained_decoding")
-# The least value of each numeric setting.
-LEAST = {"beam_size": 1, "batch_size": 1, "nbest": 1, "extra_length": 0, "alpha": 0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,10 +98,7 @@ class DecodeRequest:
     mixed_precision: str = AUTO
 
     def __post_init__(self):
-        for name, least in LEAST.items():
-            value = getattr(self, name)
-            if value is not None and value < least:
-                raise UserError(f"`{name}` must be at least {least}, got {value}")
+        check_least(vars(self))
         if self.mixed_precision not in (AUTO, *PRECISIONS):
             raise UserError(f"`mixed_precision` must be one of {AUTO}, {', '.join(PRECISIONS)}; "
                             f"got {self.mixed_precision!r}")

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from t2t_lite.data.problem import Problem
 from t2t_lite.decoding.batching import encode_lines, longest_first, pad_ids
+from t2t_lite.decoding.length_penalty import length_penalty
 from t2t_lite.errors import UserError
 
 IDS_SIGNATURE = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.int32)]
@@ -69,7 +70,7 @@ def score_pairs(problem: Problem, models, sources: list[str], targets: list[str]
         for row, i in enumerate(chunk):
             tokens = len(encoded_targets[i])
             total = float(log_probs[row].sum())
-            results[i] = PairScore(total, tokens, total / ((5.0 + tokens) / 6.0) ** alpha)
+            results[i] = PairScore(total, tokens, total / length_penalty(tokens, alpha))
         done += len(chunk)
         if progress:
             progress(f"scored {done}/{sum(map(bool, lengths))} pairs")

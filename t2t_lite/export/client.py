@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+from t2t_lite.config import check_least
 from t2t_lite.errors import UserError
 
 SIGNATURE = "serving_default"
@@ -52,8 +53,7 @@ def make_predict(protocol: str, server: str | None, model_name: str, version: in
 
 def predict_in_batches(predict: PredictFn, lines: list[str], batch_size: int) -> list[Translation]:
     """Sends lines batch_size at a time (a bounded request each) and returns one Translation per line."""
-    if batch_size < 1:
-        raise UserError(f"`batch_size` must be at least 1, got {batch_size}")
+    check_least({"batch_size": batch_size})
     return [translation for first in range(0, len(lines), batch_size)
             for translation in predict(lines[first:first + batch_size])]
 

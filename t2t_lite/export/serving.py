@@ -54,8 +54,6 @@ class ServingModule(tf.Module):
     def __init__(self, model, vocabulary: Vocabulary, decode_hparams: DecodeHParams, max_input_length: int,
                  constraint: OutputConstraint | None = None, step_matmul: StepMatmulSettings = StepMatmulSettings()):
         super().__init__(name="t2t_lite_serving")
-        if max_input_length < 2:
-            raise ValueError(f"max_input_length must be at least 2 (one token and EOS), got {max_input_length}")
         # The tf.Variables inside the Keras 3 Variables: tracking the Keras wrappers
         # saves every weight twice (two VarHandleOps), and the session loader of TF
         # Serving and saved_model_cli then restores one copy and reads the other

@@ -37,6 +37,7 @@ from t2t_lite.config import DecodeHParams
 from t2t_lite.data.ids import PAD_ID
 from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.decoding.batching import DecodeBatch, Hypothesis, decode_lines
+from t2t_lite.decoding.length_penalty import length_penalty
 from t2t_lite.decoding.request import ResolvedDecode
 from t2t_lite.errors import UserError
 from t2t_lite.export.export_dir import CTRANSLATE2, read_export, require_ctranslate2
@@ -50,7 +51,7 @@ def gnmt_score(ctranslate2_score: float, length: int, alpha: float) -> float:
     Args:
       length: the hypothesis' length counting its EOS.
     """
-    return ctranslate2_score * length**alpha / ((5.0 + length) / 6.0) ** alpha  # log_prob / GNMT penalty
+    return ctranslate2_score * length**alpha / length_penalty(length, alpha)
 
 
 class CTranslate2Export:

@@ -118,9 +118,8 @@ class Translator:
             from t2t_lite.inference.ctranslate2_backend import CTranslate2Export
 
             backend = CTranslate2Export(path, **settings)
-        elif settings:
-            raise UserError(f"{', '.join(sorted(settings))} apply to CTranslate2 exports; {path!r} is not one")
         else:
+            refuse_ctranslate2_settings(settings, f"{path!r} is a SavedModel, which computes as it was exported")
             backend = saved_model_backend(path)
         return cls(backend, export.tree_form, resolved)
 
@@ -199,6 +198,14 @@ class Translator:
         if len(sources) != len(targets):
             raise UserError(f"score needs as many targets as sources; got {len(targets)} and {len(sources)}")
         return self._backend.score(list(sources), list(targets), progress)
+
+
+def refuse_ctranslate2_settings(settings: dict, instead: str) -> None:
+    """The one refusal of CTranslate2's own settings (compute_type, device, threads) where no CTranslate2 export
+    decodes; `instead` says what decodes and how it computes."""
+    if settings:
+        names = ", ".join(f"`{name}`" for name in sorted(settings))
+        raise UserError(f"{names} {'is' if len(settings) == 1 else 'are'} for CTranslate2 exports; {instead}")
 
 
 def split_decode_settings(settings: dict) -> tuple[DecodeRequest | None, dict]:
