@@ -69,8 +69,8 @@ flags.DEFINE_string("warm_start_from", None, "Start a new run from this run dire
                     "state start afresh; the model and vocabulary must be the source's. A run with checkpoints "
                     "of its own resumes them instead.")
 flags.DEFINE_bool("warm_start_optimizer", False, "With --warm_start_from, keep the source's Adam moments too.")
-flags.DEFINE_integer("show_samples", 0, "After training, decode this many dev examples (beam search) and "
-                     "print a few with the exact-match rate.")
+flags.DEFINE_integer("show_samples", 0, "After training, decode this many dev examples as the run decodes (its "
+                     "beam, batch size and constraint) and print a few with the exact-match rate.")
 flags.DEFINE_bool("registry_help", False, "List registered models, hparams sets and problems, then exit.")
 flags.DEFINE_bool("dry_run", False, "Build the model without data, print 'parameters: N', exit.")
 
@@ -148,14 +148,14 @@ def main(argv) -> None:
 
 def show_samples(problem, model, hparams, count: int) -> None:
     from t2t_lite import environment
-    from t2t_lite.decoding.decoder import Decoder
+    from t2t_lite.decoding.decoder import make_decoder
     from t2t_lite.decoding.request import run_decode
     from t2t_lite.decoding.samples import decode_samples, exact_match_rate
 
-    decode = run_decode(hparams.decode)  # the run's own settings, resolved as the decoder's
-    # The samples show each example's best output only: its search stops once that is final.
-    decoder = Decoder(model, decode.hparams, step_matmul=environment.step_matmul_settings(), final_beams=1)
-    samples = decode_samples(problem, decoder, count)
+    # The run's own settings (its constraint too), resolved as the decoder's: each example's best output.
+    decode = run_decode(hparams.decode)
+    decoder = make_decoder(model, problem, decode, environment.step_matmul_settings())
+    samples = decode_samples(problem, decoder, count, decode.hparams.batch_size)
     for sample in samples[:5]:
         mark = "ok" if sample.exact else "WRONG"
         print(f"  {sample.source}  ->  {sample.output}   (expected {sample.reference}) {mark}")

@@ -23,8 +23,7 @@ def main(argv) -> None:
     except ImportError:
         raise UserError('matplotlib is needed for plots: pip install ".[visualize]" in the t2t-lite checkout') from None
     from t2t_lite import environment
-    from t2t_lite.decoding.constraints import problem_constraint
-    from t2t_lite.decoding.decoder import Decoder
+    from t2t_lite.decoding.decoder import make_decoder
     from t2t_lite.run import open_run
     from t2t_lite.visualize import visualize_sentence
 
@@ -32,8 +31,7 @@ def main(argv) -> None:
         raise UserError("--sentence and --plot_dir are required")
     opened = open_run(run_flags.run_request())
     try:
-        decoder = Decoder(opened.model, opened.decode_hparams, environment.step_matmul_settings(),
-                          constraint=problem_constraint(opened.problem, opened.decode_hparams))
+        decoder = make_decoder(opened.model, opened.problem, opened.decode, environment.step_matmul_settings())
         paths = visualize_sentence(opened.problem, opened.model, decoder, FLAGS.sentence, FLAGS.plot_dir)
     except ValueError as error:
         raise UserError(f"--sentence: {error}") from None

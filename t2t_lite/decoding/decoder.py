@@ -6,13 +6,30 @@ import tensorflow as tf
 from t2t_lite.config import DecodeHParams
 from t2t_lite.decoding.beam_search import beam_search
 from t2t_lite.decoding.cached_step import CachedStep
-from t2t_lite.decoding.constraints import OutputConstraint, constrain
+from t2t_lite.decoding.constraints import OutputConstraint, constrain, problem_constraint
 from t2t_lite.decoding.ensemble import mean_log_probs, shared_vocab_size
+from t2t_lite.decoding.request import ResolvedDecode
 from t2t_lite.decoding.sampling import SamplingSettings, argmax_choice, greedy_decode, sampled_choice
 from t2t_lite.decoding.search_state import SplitState
 from t2t_lite.ops.step_matmul import StepMatmulSettings
 
 INPUTS_SIGNATURE = [tf.TensorSpec([None, None], tf.int32)]
+
+
+def make_decoder(models, problem, decode: ResolvedDecode,
+                 step_matmul: StepMatmulSettings = StepMatmulSettings()) -> "Decoder":
+    """The Decoder of a resolved request, the one way the library makes one.
+
+    It searches (or samples) as `decode` says, applies `problem`'s output constraint when decode asks for
+    constrained decoding, and stops a search once each sentence's `decode.nbest` best are final.
+
+    Args:
+      models: a built Transformer, or a sequence of them sharing one vocabulary (an ensemble).
+      problem: the problem the models were trained on (None for a request without constrained decoding).
+      step_matmul: as for Decoder; the commands pass t2t_lite.environment.step_matmul_settings().
+    """
+    return Decoder(models, decode.hparams, step_matmul, sampling=decode.sampling,
+                   constraint=problem_constraint(problem, decode.hparams), final_beams=decode.nbest)
 
 
 class Decoder:

@@ -18,9 +18,8 @@ class Sample:
         return self.output == self.reference
 
 
-def decode_samples(problem: Problem, decoder: Decoder, count: int, split: str = "dev",
-                   batch_size: int = 64) -> list[Sample]:
-    """Decodes the first `count` examples of `split` with the best beam."""
+def decode_samples(problem: Problem, decoder: Decoder, count: int, batch_size: int, split: str = "dev") -> list[Sample]:
+    """Decodes the first `count` examples of `split`, batch_size at a time, with the best beam."""
     samples = []
     for batch in problem.dataset(split).take(count).padded_batch(batch_size):
         ids, _ = decoder.decode(batch["inputs"])  # [B, K, T]

@@ -18,7 +18,6 @@ import tensorflow as tf
 from t2t_lite import precision
 from t2t_lite.config import DecodeHParams, ModelHParams
 from t2t_lite.data.vocabulary import Vocabulary
-from t2t_lite.decoding.constraints import problem_constraint
 from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
@@ -60,8 +59,7 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
     # The layout the decoder measures here, resolved once so that what is recorded is what is traced.
     step_matmul = dataclasses.replace(request.step_matmul, layout=request.step_matmul.resolved_layout(
         run.model.d_model, run.model.vocab_size, dtype))
-    module = ServingModule(run.model, vocabulary, decode, max_input_length,
-                           constraint=problem_constraint(run.problem, decode), step_matmul=step_matmul)
+    module = ServingModule(run.model, run.problem, vocabulary, run.decode, max_input_length, step_matmul)
     model_dir = layout.make_model_dir(request.export_dir, model_name)
     exported = dataclasses.replace(run.spec, problem=run.problem_name,
                                    hparams=dataclasses.replace(run.spec.hparams, decode=decode))

@@ -19,13 +19,14 @@ Input rules, the same for both signatures:
 - Any bytes are accepted as text (invalid UTF-8 becomes U+FFFD pieces);
   ids given to decode_ids must lie in [0, V).
 """
+import dataclasses
+
 import tensorflow as tf
 
-from t2t_lite.config import DecodeHParams
 from t2t_lite.data.problem import EOS_ID, PAD_ID
 from t2t_lite.data.vocabulary import Vocabulary
-from t2t_lite.decoding.constraints import OutputConstraint
-from t2t_lite.decoding.decoder import Decoder
+from t2t_lite.decoding.decoder import make_decoder
+from t2t_lite.decoding.request import ResolvedDecode
 from t2t_lite.ops.step_matmul import StepMatmulSettings
 
 # Exactly the characters for which Python's str.isspace() is true (tested over
@@ -41,18 +42,18 @@ class ServingModule(tf.Module):
 
     Args:
       model: a built, restored Transformer.
+      problem: its problem, whose output constraint is traced into both signatures when decode asks for
+        constrained decoding (None for a request without it).
       vocabulary: the problem's Vocabulary (its tf-text tokenizer is saved in the graph).
-      decode_hparams: beam_size, alpha and extra_length, fixed in the export.
-      max_input_length: most source ids, EOS included, that are decoded (>= 2).
-      constraint: the problem's OutputConstraint when decode_hparams.constrained_decoding, traced into both
-        signatures; None decodes freely.
+      decode: the resolved request whose beam_size, alpha and extra_length are fixed in the export.
+      max_input_length: most source ids, EOS included, that are decoded (>= 2, exporter.check_lengths).
       step_matmul: the step products traced into both signatures. The default is the decoder's, resolved
         on this machine, so the export gives t2t-lite-decoder's lines here in every precision (in bfloat16
         the layout and op round differently); the exporter records what it traced with.
     """
 
-    def __init__(self, model, vocabulary: Vocabulary, decode_hparams: DecodeHParams, max_input_length: int,
-                 constraint: OutputConstraint | None = None, step_matmul: StepMatmulSettings = StepMatmulSettings()):
+    def __init__(self, model, problem, vocabulary: Vocabulary, decode: ResolvedDecode, max_input_length: int,
+                 step_matmul: StepMatmulSettings = StepMatmulSettings()):
         super().__init__(name="t2t_lite_serving")
         # The tf.Variables inside the Keras 3 Variables: tracking the Keras wrappers
         # saves every weight twice (two VarHandleOps), and the session loader of TF
@@ -65,9 +66,9 @@ class ServingModule(tf.Module):
         self.tokenizer = vocabulary.tokenizer
         self._vocabulary = vocabulary
         # serving_default returns the best hypothesis: its search stops once that is final; decode_ids all K.
-        self._best_decoder = Decoder(model, decode_hparams, step_matmul, constraint=constraint, final_beams=1)
-        self._decoder = Decoder(model, decode_hparams, step_matmul, constraint=constraint)
-        self._beam_size, self._max_input_length = decode_hparams.beam_size, max_input_length
+        self._best_decoder = make_decoder(model, problem, dataclasses.replace(decode, nbest=1), step_matmul)
+        self._decoder = make_decoder(model, problem, dataclasses.replace(decode, nbest=decode.beams), step_matmul)
+        self._beam_size, self._max_input_length = decode.hparams.beam_size, max_input_length
         # No Python control flow on tensors here (tf.cond is explicit), so no autograph.
         self.serve_text = tf.function(self._serve_text, input_signature=[TEXT_SIGNATURE], autograph=False)
         self.serve_ids = tf.function(self._serve_ids, input_signature=[IDS_SIGNATURE], autograph=False)

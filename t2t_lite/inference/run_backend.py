@@ -23,19 +23,17 @@ class RunBackend:
         # Opened: its models compute in the precision they were restored in.
         self.engine = Engine("the run", run.decode_hparams, precision=run.mixed_precision,
                              precision_hint="open the run again in another `mixed_precision`")
-        self.constraint = problem_constraint(run.problem, run.decode_hparams)  # None unless asked for
+        problem_constraint(run.problem, run.decode_hparams)  # refuses a constraint the problem lacks, as it opens
         self._decoders = {}
 
     def decoder(self, decode: ResolvedDecode):
         """The Decoder for these settings: a search stops once each sentence's nbest best are final."""
-        from t2t_lite.decoding.decoder import Decoder
+        from t2t_lite.decoding.decoder import make_decoder
 
         key = (decode.hparams, decode.sampling, decode.nbest)
         if key not in self._decoders:
             # One per setting: each traces its own graph once, then decodes batch after batch.
-            self._decoders[key] = Decoder(list(self.run.models), decode.hparams, self.step_matmul,
-                                          sampling=decode.sampling, constraint=self.constraint,
-                                          final_beams=decode.nbest)
+            self._decoders[key] = make_decoder(list(self.run.models), self.run.problem, decode, self.step_matmul)
         return self._decoders[key]
 
     def hypotheses(self, sentences, decode: ResolvedDecode, first_line=1, **decoding):

@@ -13,8 +13,7 @@ from t2t_lite.config import DecodeHParams
 from t2t_lite.decoding.request import run_decode
 from t2t_lite.data.problem import Problem, strip_ids
 from t2t_lite.decoding.batching import decode_lines
-from t2t_lite.decoding.constraints import problem_constraint
-from t2t_lite.decoding.decoder import Decoder
+from t2t_lite.decoding.decoder import Decoder, make_decoder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,16 +68,16 @@ class DevScorer:
 
     def __init__(self, problem: Problem, model: keras.Model, decode_hparams: DecodeHParams, count: int):
         # The run's own decode request, as the decoder resolves it.
-        self.problem, self.decode_hparams = problem, run_decode(decode_hparams).hparams
+        # As the decoder will decode (a run whose set asks for constrained decoding is chosen on it), scoring
+        # the best output of each sentence (nbest 1).
+        self.problem, self.decode = problem, run_decode(decode_hparams)
         self.sample = read_dev_sample(problem, count)
-        # As the decoder will decode: a run whose set asks for constrained decoding is chosen on it.
-        self.constraint = problem_constraint(problem, self.decode_hparams)
-        self.decoder = Decoder(model, self.decode_hparams, constraint=self.constraint, final_beams=1)  # scores the best
+        self.decoder = make_decoder(model, problem, self.decode)
 
     def score(self) -> DevScore:
-        return score_outputs(self.problem, self.decoder, self.sample, self.decode_hparams.batch_size)
+        return score_outputs(self.problem, self.decoder, self.sample, self.decode.hparams.batch_size)
 
     def score_other(self, model: keras.Model) -> DevScore:
         """The same sample's score for another model (e.g. the averaged checkpoint's)."""
-        return score_outputs(self.problem, Decoder(model, self.decode_hparams, constraint=self.constraint,
-                                                   final_beams=1), self.sample, self.decode_hparams.batch_size)
+        return score_outputs(self.problem, make_decoder(model, self.problem, self.decode), self.sample,
+                             self.decode.hparams.batch_size)
