@@ -21,8 +21,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The library: t2t_lite/, and problems/ and hparams/, installed as t2t_lite.problems and t2t_lite.hparams. bin/ is
 # the command line, where flags are what the user types.
 LIBRARY = ("t2t_lite", "problems", "hparams")
-# A flag as a command line spells it: --name, or --{name} in an f-string or format string; not "a -- b", "---".
-FLAG = re.compile(r"(?<![\w-])--(?:[a-z][a-z0-9_]*|\{)")
+# A flag as a command line spells it: --name, or --{name} / --%s in an f-string, a format string or a string
+# joined with "+" to a value; not "a -- b", "---".
+FLAG = re.compile(r"(?<![\w-])--(?:[a-z][a-z0-9_]*|\{|%)")
 
 
 def docstrings(tree: ast.AST) -> set[int]:
@@ -37,25 +38,46 @@ def docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
+def is_string(node: ast.AST) -> bool:
+    return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+
+def joined(node: ast.AST) -> list[ast.AST]:
+    """The operands of a chain of "+" (a + b + c), left to right; [node] for anything else."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return joined(node.left) + joined(node.right)
+    return [node]
+
+
 def rendered(node: ast.AST) -> str:
-    """A string constant's text; an f-string's, each replacement field shown as {}."""
+    """A string constant's text; an f-string's, each replacement field shown as {}; a "+" chain's, its strings
+    joined and every other operand shown as {}."""
     if isinstance(node, ast.Constant):
-        return node.value
-    return "".join(part.value if isinstance(part, ast.Constant) else "{}" for part in node.values)
+        return node.value if isinstance(node.value, str) else "{}"
+    if isinstance(node, ast.JoinedStr):
+        return "".join(part.value if isinstance(part, ast.Constant) else "{}" for part in node.values)
+    if isinstance(node, ast.BinOp):
+        return "".join(rendered(part) if is_string(part) else "{}" for part in joined(node))
+    return "{}"
 
 
 def flag_names_in(source: str, path: str) -> list[str]:
-    """"path:line: the flag" for each flag-like --name in a string constant or f-string of `source`, docstrings
-    and comments aside."""
+    """"path:line: the flag" for each flag-like --name in a string constant, f-string or "+" chain of strings of
+    `source` (a flag split across two strings, "-" + "-name", is one), docstrings and comments aside."""
     tree = ast.parse(source)
     skipped = docstrings(tree)
+    chains = []
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):  # its parts are looked at as one string
             skipped.update(id(part) for part in node.values)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and id(node) not in skipped:
+            parts = joined(node)
+            if any(is_string(part) for part in parts):  # looked at as one string, from the outermost "+"
+                chains.append(node)
+                skipped.update(id(inner) for inner in ast.walk(node) if inner is not node)
     found = []
     for node in ast.walk(tree):
-        if id(node) in skipped or not (isinstance(node, ast.JoinedStr) or
-                                       (isinstance(node, ast.Constant) and isinstance(node.value, str))):
+        if id(node) in skipped or not (is_string(node) or node in chains):
             continue
         for match in FLAG.finditer(rendered(node)):
             # The line of the match within a string spread over lines, where the source spells it as it reads.
@@ -75,8 +97,12 @@ def test_the_check_finds_flags_in_strings_and_f_strings_but_not_in_docstrings_or
               '    b = ("first line "\n'
               '         "--data_dir is required")\n'
               '    c = f"--{name} must be at least 1"\n'
+              '    d = "-" + "-output_dir"\n'
+              '    e = "--" + name + " is bad"\n'
+              '    g = "--%s is bad" % name\n'
               '    return f"{name}: pass --usr_dir={a}"\n')
-    assert flag_names_in(source, "x.py") == ["x.py:7: --data_dir", "x.py:8: --{", "x.py:9: --usr_dir"]
+    assert flag_names_in(source, "x.py") == ["x.py:7: --data_dir", "x.py:8: --{", "x.py:9: --output_dir",
+                                             "x.py:10: --{", "x.py:11: --%", "x.py:12: --usr_dir"]
 
 
 def test_library_strings_name_parameters_not_flags():
