@@ -5,6 +5,10 @@ import pytest
 
 import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config
+from t2t_lite.config import DecodeHParams
+from t2t_lite.data.ids import EOS_ID
+from t2t_lite.decoding.decoder import Decoder
+from t2t_lite.decoding.length_penalty import length_penalty
 from t2t_lite.decoding import cached_step
 from t2t_lite.decoding.cached_step import CachedStep, shared_attention, slot_attention
 from t2t_lite.layers.attention import MultiHeadAttention, causal_bias, padding_bias
@@ -140,3 +144,36 @@ def test_a_models_steps_through_every_layout_and_op_equal_its_full_forward_pass(
                 step_logits, cache = step(decoder_inputs[:, i:i + 1], i, cache)
                 logits.append(step_logits.numpy())
             np.testing.assert_allclose(np.stack(logits, axis=1), full, atol=1e-5)
+
+
+@pytest.mark.isa
+def test_every_beam_of_a_search_with_word_pointer_and_open_phrases_scores_as_the_full_pass():
+    """The features' per-beam state (words begun, open phrases) is carried from step to step and follows its beam
+    when the search reselects beams: every beam's score equals its ids' log-probability from the full pass
+    (over the length penalty), which computes the features from the whole prefix."""
+    model = build_model(tiny("word_pointer=true,open_phrases=true"))
+    model.set_word_starts(range(2, 23, 2))
+    model.set_phrase_brackets([([3, 4], 6), ([5], 7)])
+    rng = np.random.default_rng(1)
+    inputs = rng.integers(2, 23, size=(3, 6)).astype(np.int32)
+    inputs[:, -1], inputs[0, 3:] = EOS_ID, [EOS_ID, 0, 0]
+    hparams = DecodeHParams(beam_size=4, alpha=0.6, extra_length=4)
+    ids, scores = (t.numpy() for t in Decoder(model, hparams).decode(inputs))  # [B, K, T], [B, K]
+    checked = 0
+    for b in range(ids.shape[0]):
+        for k in range(ids.shape[1]):
+            hypothesis = ids[b, k][ids[b, k] != 0]  # its tokens, EOS included if it finished
+            if not hypothesis.size:  # an empty slot: fewer hypotheses finished than the beam holds
+                continue
+            log_probs = log_softmax(model({"inputs": inputs[b:b + 1], "targets": hypothesis[None]}).numpy()[0])
+            total = log_probs[np.arange(len(hypothesis)), hypothesis].sum()
+            np.testing.assert_allclose(scores[b, k], total / length_penalty(len(hypothesis), hparams.alpha),
+                                       rtol=1e-4, atol=1e-4)
+            checked += 1
+    # Reselection happened: some beam's history is not the first beam's, so a state left in place would show.
+    assert checked >= 8 and any(not np.array_equal(ids[b, 0, :2], ids[b, k, :2]) for b in range(3) for k in range(4))
+
+
+def log_softmax(logits):
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
