@@ -8,8 +8,10 @@ fresh interpreters.
 """
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import dataclasses
+import fcntl
 import multiprocessing
 import os
 import runpy
@@ -77,7 +79,7 @@ def run_forked(function, *args, env: dict | None = None, timeout: float = 300) -
         stdout, stderr = os.path.join(directory, "stdout"), os.path.join(directory, "stderr")
         exit_code = os.path.join(directory, "exit_code")
         process = _preloaded().Process(target=_in_child, args=({**ENV, **(env or {})}, umask, stdout, stderr,
-                                                               exit_code, function, args))
+                                                               exit_code, function, args, False))
         process.start()
         process.join(timeout)
         if process.exitcode is None:
@@ -114,9 +116,13 @@ def _preloaded():
     return _CONTEXT
 
 
-def _in_child(env: dict, umask: int, stdout: str, stderr: str, exit_code: str, function, args) -> None:
+def _in_child(env: dict, umask: int, stdout: str, stderr: str, exit_code: str, function, args,
+              started: bool) -> None:
     """In the forked process: the caller's environment and umask (the fork server has those of when it
-    started), stdout and stderr to files, then function(*args) and the exit code an interpreter would give."""
+    started), stdout and stderr to files (or a FIFO), then function(*args) and the exit code an interpreter
+    would give. started (start_forked): each line written as it ends, as PYTHONUNBUFFERED=1 gives a fresh
+    interpreter, and at the end the atexit handlers run as at an interpreter's exit (TensorFlow's autograph
+    removes its temporary files in one)."""
     os.environ.clear()
     os.environ.update(env)
     os.umask(umask)
@@ -125,6 +131,10 @@ def _in_child(env: dict, umask: int, stdout: str, stderr: str, exit_code: str, f
         os.dup2(file, fd)
         os.close(file)
     sys.stdin = open(os.devnull)
+    if started:  # the fork server's streams were made for files: block-buffered
+        sys.stdout.reconfigure(line_buffering=True)
+        sys.stderr.reconfigure(line_buffering=True)
+    tempfile.tempdir = None  # as in a fresh interpreter, TMPDIR (from env) decides, not what the server cached
     code = 0
     try:
         function(*args)
@@ -135,6 +145,8 @@ def _in_child(env: dict, umask: int, stdout: str, stderr: str, exit_code: str, f
     except BaseException:  # an uncaught exception: the traceback and exit code 1, as the interpreter gives
         traceback.print_exc()
         code = 1
+    if started:
+        atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
     with open(exit_code, "w", encoding="utf-8") as f:
@@ -146,6 +158,71 @@ def _run_module(tool: str, flags: list[str]) -> None:
     """What `python -m t2t_lite.bin.<tool> <flags>` runs."""
     sys.argv = [f"t2t_lite.bin.{tool}", *flags]  # runpy puts the module's path in argv[0], as -m does
     runpy.run_module(f"t2t_lite.bin.{tool}", run_name="__main__", alter_sys=True)
+
+
+class Started:
+    """A command start_tool started and left running: read its lines as it writes them, signal it, wait for it."""
+
+    def __init__(self, tool: str, process, directory: tempfile.TemporaryDirectory, stream, stdout: str | None):
+        self.tool, self.pid = tool, process.pid
+        self._process, self._directory, self.stream, self._stdout = process, directory, stream, stdout
+        self.returncode = None
+
+    def send_signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def wait(self, timeout: float = 300) -> Result:
+        """Waits for the command to exit; its Result with what stream had left unread (returncode as
+        subprocess's: the negative signal number if a signal ended it)."""
+        rest = self.stream.read()  # to the end: EOF once the command and all it started have exited
+        self.stream.close()
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            self._process.kill()
+            self._process.join()
+            raise TimeoutError(f"{self.tool} ran over {timeout} s")
+        self.returncode = _exit_code(os.path.join(self._directory.name, "exit_code"), self._process.exitcode)
+        stdout = rest
+        if self._stdout is not None:
+            with open(self._stdout, encoding="utf-8") as f:
+                stdout = f.read()
+        self._directory.cleanup()
+        return Result(self.tool, self.returncode, stdout, rest if self._stdout is not None else "")
+
+
+def start_tool(tool: str, *flags: str, env: dict | None = None, stdout_too: bool = True,
+               pipe_bytes: int | None = None) -> Started:
+    """Starts `python -m t2t_lite.bin.<tool> <flags>` (forked as run_tool does) and returns at once; see
+    start_forked."""
+    return start_forked(_run_module, tool, [str(f) for f in flags], env=env, stdout_too=stdout_too,
+                        pipe_bytes=pipe_bytes, name=tool)
+
+
+def start_forked(function, *args, env: dict | None = None, stdout_too: bool = True, pipe_bytes: int | None = None,
+                 name: str | None = None) -> Started:
+    """Starts function(*args) in a process forked as run_forked does (function: module-level, importable by
+    name) and returns at once.
+
+    Its stderr (and stdout too, unless stdout_too=False: then into a file) goes into a pipe (a FIFO) that
+    Started.stream reads line by line as the command writes them (line-buffered, as with PYTHONUNBUFFERED=1);
+    pipe_bytes sets the pipe's size (F_SETPIPE_SZ), so a command that writes faster than the test reads blocks
+    that far ahead. For tests that act on a running command: kill it at a given line, signal it.
+    """
+    with _UMASK_LOCK:
+        umask = os.umask(0)
+        os.umask(umask)
+    directory = tempfile.TemporaryDirectory(prefix="t2t-lite-started-")
+    fifo = os.path.join(directory.name, "stream")
+    os.mkfifo(fifo)
+    stdout = None if stdout_too else os.path.join(directory.name, "stdout")
+    process = _preloaded().Process(target=_in_child, args=(
+        {**ENV, **(env or {})}, umask, stdout or fifo, fifo, os.path.join(directory.name, "exit_code"),
+        function, args, True))
+    process.start()
+    stream = open(fifo, encoding="utf-8")  # returns once the command has opened it (at once, when it starts)
+    if pipe_bytes is not None:
+        fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), pipe_bytes)
+    return Started(name or function.__name__, process, directory, stream, stdout)
 
 
 def run_tools(commands: dict[str, tuple], max_running: int = 3) -> dict[str, Result]:

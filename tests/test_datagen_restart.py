@@ -7,14 +7,11 @@ its first train shard is finished; the third finishes the shards. A reference da
 generated in-process meanwhile (on the other core while the commands start TensorFlow).
 """
 import concurrent.futures
-import fcntl
 import json
 import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 
 import pytest
 
@@ -23,12 +20,11 @@ from t2t_lite.data.shuffle import SCATTER, load_state
 from t2t_lite.data.text_problem import CONFIG_FILE, LENGTHS
 from t2t_lite.errors import UserError
 from t2t_lite.problems.translate import TranslateFiles
-from cli_helpers import ENV
+from cli_helpers import run_tool, start_tool
 from shared_data import require_shared
 
 pytestmark = pytest.mark.slow  # SIGKILL rounds of three commands, 8,000 pairs each
 
-COMMAND = [sys.executable, "-m", "t2t_lite.bin.datagen"]
 PAIRS = 8_000  # datagen commits every 1,000 examples; the first kill comes at the first commit
 SHARDS = 100  # 80 examples each: more "done" lines than the stderr pipe holds (see _run_until)
 # The kernel's smallest pipe (one page): a killed command can have written at most this much beyond what
@@ -54,18 +50,19 @@ def _encoded(line: str) -> int | None:
 
 
 def _run_until(flags: list[str], moment) -> tuple[int, list[str]]:
-    """Runs datagen, SIGKILLs it at the first stderr line for which moment(line) holds; (returncode, lines read)."""
-    process = subprocess.Popen([*COMMAND, *flags], stderr=subprocess.PIPE, text=True, env=ENV)
+    """Runs datagen, SIGKILLs it at the first stderr line for which moment(line) holds; (returncode, lines read).
+
+    The command is forked with TensorFlow imported (start_tool); a SIGKILL ends it as it ends a fresh one.
+    """
     # A command blocks once the pipe is full, so however late the kill, it is at most a pipe ahead of the line.
-    fcntl.fcntl(process.stderr.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    process = start_tool("datagen", *flags, stdout_too=False, pipe_bytes=PIPE_BYTES)
     lines = []
-    for line in process.stderr:
+    for line in process.stream:
         lines.append(line)
         if moment(line):
             process.send_signal(signal.SIGKILL)
             break
     process.wait(timeout=300)
-    process.stderr.close()
     return process.returncode, lines
 
 
@@ -89,7 +86,7 @@ def runs(tmp_path_factory):
         second = _run_until(flags, lambda line: "train-" in line and "done)" in line)
         second_shards = _train_shards(killed)
         second_config = json.loads((killed / CONFIG_FILE).read_text())
-        third = subprocess.run([*COMMAND, *flags], check=False, capture_output=True, text=True, timeout=300, env=ENV)
+        third = run_tool("datagen", *flags)
         reference.result()
     return {"options": options, "killed": killed, "reference": tmp / "reference", "first": first,
             "first_shards": first_shards, "committed": committed, "second": second, "second_shards": second_shards,

@@ -31,7 +31,7 @@ from t2t_lite.training import averaging
 from t2t_lite.training.loop import StopReason
 from t2t_lite.training.run_config import RunConfig, resolve_for
 from t2t_lite.training.trainer import Trainer
-from cli_helpers import run_tool
+from cli_helpers import run_tool, run_tools
 from small_training import TINY, small_problem
 
 DISK_FULL = "No space left on device"
@@ -211,11 +211,12 @@ def test_a_full_or_read_only_disk_while_writing_the_average_leaves_averaged_as_i
     assert json.loads((run / "averaged" / "averaged.json").read_text())["checkpoints"] == ["ckpt-4", "ckpt-8"]
 
 
-@pytest.mark.slow  # a real filesystem (root only), filled up; three trainers
-def test_a_really_full_disk_stops_the_trainer_with_one_line_and_a_rerun_resumes_once_there_is_space(tmp_path):
+@pytest.mark.slow  # a real filesystem (root only), filled up; two trainers
+def test_a_really_full_disk_stops_the_trainer_with_one_line_and_a_rerun_resumes_once_there_is_space(
+        trained_to_step_4, tmp_path):
     with tmpfs(tmp_path / "disk", "size=8m") as disk:
         run = disk / "run"
-        make_trainer(run, train_steps=4).train()
+        shutil.copytree(trained_to_step_4, run)
         trainer = make_trainer(run, train_steps=8)
         fill(disk)
         with pytest.raises(UserError, match=f"^cannot write into `output_dir` '{run}': {DISK_FULL}; free some "
@@ -315,22 +316,22 @@ def test_a_data_dir_datagen_cannot_write_is_refused_before_anything_is_read(tmp_
 
 
 @pytest.mark.slow  # a real read-only filesystem (root only)
-def test_a_read_only_output_dir_is_one_line_before_any_training_new_or_resumed(tmp_path):
+def test_a_read_only_output_dir_is_one_line_before_any_training_new_or_resumed(trained_to_step_4, tmp_path):
     with tmpfs(tmp_path / "disk", "size=8m") as disk:
         flags = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", f"--hparams={TINY}",
                  "--train_steps=2", "--save_checkpoints_steps=2", "--eval_steps=1", "--nomemory_probe"]
-        make_trainer(tmp_path / "run", train_steps=2).train()  # its summary writers keep their files open
         resumed = disk / "resumed"
-        shutil.copytree(tmp_path / "run", resumed)
+        shutil.copytree(trained_to_step_4, resumed)  # ckpt-4
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         listing = sorted(os.listdir(resumed))
-        new = run_tool("trainer", *flags, f"--output_dir={disk / 'new'}")
-        again = run_tool("trainer", *flags[3:], "--train_steps=4", f"--output_dir={resumed}")
+        results = run_tools({"new": ("trainer", [*flags, f"--output_dir={disk / 'new'}"]),
+                             "again": ("trainer", [*flags[3:], "--train_steps=8", f"--output_dir={resumed}"])})
+        new, again = results["new"], results["again"]
         unchanged = listing == sorted(os.listdir(resumed))
     for result, where in ((new, disk / "new"), (again, resumed)):
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
         assert result.error == f"cannot write to --output_dir '{where}': Read-only file system"
-    assert "step 3" not in again.stdout and unchanged
+    assert "step 5" not in again.stdout and unchanged
 
 
 @pytest.mark.slow  # a real read-only filesystem (root only)
@@ -340,13 +341,15 @@ def test_a_read_only_data_dir_is_read_by_the_trainer_and_refused_by_datagen(mult
         shutil.copytree(multi30k_run["data_dir"], data_dir)
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         raw = multi30k_run["raw"]
-        datagen = run_tool("datagen", "--problem=translate_files", f"--data_dir={data_dir / 'more'}",
-                           f"--train_files={raw}/train.en,{raw}/train.de", "--vocab_size=300")
-        trained = run_tool("trainer", f"--output_dir={tmp_path / 'run'}", f"--data_dir={data_dir}",
-                           "--problem=translate_files", "--hparams_set=transformer_tiny",
-                           "--hparams=num_encoder_layers=1,num_decoder_layers=1,d_model=16,d_ff=32,num_heads=2",
-                           "--train_steps=1", "--save_checkpoints_steps=1", "--eval_steps=1", "--nomemory_probe",
-                           "--eval_bleu_sentences=0")
+        results = run_tools({
+            "datagen": ("datagen", ["--problem=translate_files", f"--data_dir={data_dir / 'more'}",
+                                    f"--train_files={raw}/train.en,{raw}/train.de", "--vocab_size=300"]),
+            "trained": ("trainer", [f"--output_dir={tmp_path / 'run'}", f"--data_dir={data_dir}",
+                                    "--problem=translate_files", "--hparams_set=transformer_tiny",
+                                    "--hparams=num_encoder_layers=1,num_decoder_layers=1,d_model=16,d_ff=32,num_heads=2",
+                                    "--train_steps=1", "--save_checkpoints_steps=1", "--eval_steps=1",
+                                    "--nomemory_probe", "--eval_bleu_sentences=0"])})
+        datagen, trained = results["datagen"], results["trained"]
     assert datagen.returncode == 2 and "Traceback" not in datagen.stderr, datagen.stderr
     assert datagen.error == f"cannot write to --data_dir '{data_dir / 'more'}': Read-only file system"
     assert trained.returncode == 0, trained.stderr
@@ -359,7 +362,7 @@ def test_a_read_only_data_dir_is_read_by_the_trainer_and_refused_by_datagen(mult
 def test_sigterm_during_an_evaluation_lets_it_finish_then_saves_and_stops_and_a_rerun_goes_on(tmp_path):
     run = tmp_path / "run"
     lines = []
-    trainer = make_trainer(run, train_steps=12, log=lines.append)
+    trainer = make_trainer(run, train_steps=8, log=lines.append)
     evaluate = trainer.evaluator.dev_loss
 
     def signalled_midway():
@@ -381,10 +384,10 @@ def test_sigterm_during_an_evaluation_lets_it_finish_then_saves_and_stops_and_a_
     assert tf.train.latest_checkpoint(str(run)) == str(run / "ckpt-5")
     assert leftovers(run) == [] and not (run / "averaged").exists()
     lines.clear()
-    rerun = make_trainer(run, train_steps=12, log=lines.append)
-    assert rerun.train() is StopReason.STEPS and rerun.step == 12
+    rerun = make_trainer(run, train_steps=8, log=lines.append)
+    assert rerun.train() is StopReason.STEPS and rerun.step == 8
     assert f"resumed from {run}/ckpt-5 at step 5" in lines
-    assert [e["step"] for e in json.loads((run / "dev_scores.json").read_text())["evaluations"]] == [4, 8, 12]
+    assert [e["step"] for e in json.loads((run / "dev_scores.json").read_text())["evaluations"]] == [4, 8]
 
 
 def test_sigterm_while_averaging_leaves_averaged_as_it_was_and_a_rerun_averages(tmp_path, monkeypatch):

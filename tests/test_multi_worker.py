@@ -3,11 +3,11 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
+
+from cli_helpers import start_tool
 
 TINY = ("vocab_size=12,d_model=16,d_ff=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1,"
         "train.batch_size=128,train.max_length=32,average_last_checkpoints=2")
@@ -25,24 +25,24 @@ def free_ports(count):
 
 
 def start_cluster(output_dir, train_steps, temp_dirs):
-    """Starts worker 0 (the chief) and worker 1 training to train_steps; returns the processes."""
+    """Starts worker 0 (the chief) and worker 1 training to train_steps; returns the processes (each forked with
+    TensorFlow imported, start_tool: its own process, environment and stdout, as a fresh interpreter's)."""
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
     processes = []
     for index, temp_dir in enumerate(temp_dirs):
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TMPDIR": str(temp_dir),
+        env = {"TMPDIR": str(temp_dir),
                "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})}
-        command = [sys.executable, "-m", "t2t_lite.bin.trainer", "--problem=algorithmic_reverse",
-                   "--hparams_set=transformer_tiny", f"--hparams={TINY}", f"--output_dir={output_dir}",
-                   f"--train_steps={train_steps}", "--save_checkpoints_steps=2", "--log_every_steps=1",
-                   "--eval_steps=1", "--distribution=multi_worker", "--nomemory_probe"]
-        processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                          env=env))
+        processes.append(start_tool("trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
+                                    f"--hparams={TINY}", f"--output_dir={output_dir}",
+                                    f"--train_steps={train_steps}", "--save_checkpoints_steps=2",
+                                    "--log_every_steps=1", "--eval_steps=1", "--distribution=multi_worker",
+                                    "--nomemory_probe", env=env))
     return processes
 
 
 def outputs(processes, already_read=("", "")):
     """Waits for the processes to exit 0; returns their whole outputs."""
-    results = [read + process.communicate(timeout=240)[0] for process, read in zip(processes, already_read)]
+    results = [read + process.wait(timeout=240).stdout for process, read in zip(processes, already_read)]
     for process, output in zip(processes, results):
         assert process.returncode == 0, output[-3000:]
     return results
@@ -65,7 +65,7 @@ def test_two_workers_train_the_chief_checkpoints_a_restart_resumes_and_a_signal_
 
     processes = start_cluster(run, 1000, temp_dirs)
     worker_lines = []
-    for line in processes[1].stdout:
+    for line in processes[1].stream:
         worker_lines.append(line)
         if line.startswith("step 3/"):
             break
