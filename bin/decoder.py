@@ -26,8 +26,9 @@ flags.DEFINE_string("paper_bleu_language", None, "With --decode_reference, also 
                     "tokenized for this target language, e.g. de or fr, compounds split).")
 flags.DEFINE_integer("batch_size", None, "Sentences per batch; default the set's decode.batch_size.")
 flags.DEFINE_integer("parallel_batches", 1, "Batches decoded at once, each on its own thread: on a CPU a "
-                     "second batch uses the cycles one batch leaves idle between its matmuls (2 suits a 2-core "
-                     "CPU; docs/performance.md has the gain). Outputs are the same.", lower_bound=1)
+                     "second batch can use the cycles one batch leaves idle between its matmuls; whether that "
+                     "pays depends on the model and CPU (docs/performance.md). Outputs are the same.",
+                     lower_bound=1)
 flags.DEFINE_integer("nbest", 1, "Hypotheses per input line, best first (at most the beam size).")
 flags.DEFINE_enum("output_format", "text", ["text", "jsonl"], "text: the best output per line, or Moses n-best "
                   "lines (INDEX ||| TEXT ||| SCORE) with --nbest > 1; jsonl: per line {source, hypotheses: "
