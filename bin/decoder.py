@@ -41,8 +41,10 @@ flags.DEFINE_string("export_dir", None, "Decode an export instead of a run: the 
                     "CTranslate2 model (takes --beam_size).")
 flags.DEFINE_string("compute_type", "default", "With a CTranslate2 --export_dir: its compute type (int8, "
                     "int8_float32, float32, bfloat16, ...); default what its weights were saved in.")
-flags.DEFINE_bool("output_trees", False, "For a parser: write bracketed trees with the words put back, "
-                  "(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)), instead of its linearised output.")
+flags.DEFINE_bool("output_trees", False, "For a parser: write bracketed trees with the words put back "
+                  "instead of its linearised output. A words-form parser writes no tags, so its words get XX "
+                  "and punctuation the tag EVALB reads: (S (NP (XX The) (XX cat)) (VP (XX sat)) (. .)); a "
+                  "tags-form parser's trees keep its predicted tags.")
 flags.DEFINE_integer("random_seed", None, "With sampling, a seed that makes the samples reproducible.")
 
 
