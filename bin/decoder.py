@@ -26,8 +26,9 @@ flags.DEFINE_string("paper_bleu_language", None, "With --decode_reference, also 
                     "tokenized for this target language, e.g. de or fr, compounds split).")
 flags.DEFINE_integer("batch_size", None, "Sentences per batch; default the set's decode.batch_size.")
 flags.DEFINE_integer("parallel_batches", 1, "Batches decoded at once, each on its own thread: on a CPU a "
-                     "second batch uses the cycles one batch leaves idle between its matmuls (2 suits a 2-core "
-                     "CPU; docs/performance.md has the gain). Outputs are the same.", lower_bound=1)
+                     "second batch can use the cycles one batch leaves idle between its matmuls; whether that "
+                     "pays depends on the model and CPU (docs/performance.md). Outputs are the same.",
+                     lower_bound=1)
 flags.DEFINE_integer("nbest", 1, "Hypotheses per input line, best first (at most the beam size).")
 flags.DEFINE_enum("output_format", "text", ["text", "jsonl"], "text: the best output per line, or Moses n-best "
                   "lines (INDEX ||| TEXT ||| SCORE) with --nbest > 1; jsonl: per line {source, hypotheses: "
@@ -40,8 +41,10 @@ flags.DEFINE_string("export_dir", None, "Decode an export instead of a run: the 
                     "CTranslate2 model (takes --beam_size).")
 flags.DEFINE_string("compute_type", "default", "With a CTranslate2 --export_dir: its compute type (int8, "
                     "int8_float32, float32, bfloat16, ...); default what its weights were saved in.")
-flags.DEFINE_bool("output_trees", False, "For a parser: write bracketed trees with the words put back, "
-                  "(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)), instead of its linearised output.")
+flags.DEFINE_bool("output_trees", False, "For a parser: write bracketed trees with the words put back "
+                  "instead of its linearised output. A words-form parser writes no tags, so its words get XX "
+                  "and punctuation the tag EVALB reads: (S (NP (XX The) (XX cat)) (VP (XX sat)) (. .)); a "
+                  "tags-form parser's trees keep its predicted tags.")
 flags.DEFINE_integer("random_seed", None, "With sampling, a seed that makes the samples reproducible.")
 
 

@@ -29,8 +29,10 @@ def define(verb: str, decoding_settings: bool = True) -> None:
     flags.DEFINE_float("alpha", None, "Length penalty exponent; default the run's (paper: 0.6).")
     flags.DEFINE_integer("extra_length", None, "Max output length = input length + this; default the run's (50).")
     flags.DEFINE_boolean("constrained_decoding", None, "Emit only outputs the problem allows: for parsing, "
-                         "well-formed trees with a POS tag per input word (docs/decoding.md); default the run's "
-                         "(off). Refused for problems without a constraint and for CTranslate2 exports.")
+                         "well-formed trees over the input's words (a POS tag per word, or in the words form the "
+                         "words themselves, copied in order; docs/decoding.md). Default: the run's "
+                         "decode.constrained_decoding (off, but on in transformer_parsing_small_data). Refused "
+                         "for problems without a constraint and for CTranslate2 exports.")
     flags.DEFINE_enum("mixed_precision", "auto", ["auto", "none", "mixed_bfloat16", "mixed_float16"],
                       "Compute dtype, whatever the run trained in: mixed_bfloat16 runs the matmuls in bfloat16 "
                       "(fast on CPUs with AMX or AVX512_BF16; outputs can differ slightly, see docs/decoding.md); "

@@ -131,8 +131,8 @@ class DecodeHParams:
     extra_length: int = 50
     # Sentences per decoding batch.
     batch_size: int = 32
-    # Emit only outputs the problem allows (Problem.output_constraint: for parsing, well-formed trees with
-    # a POS tag per input word); off decodes freely, as the paper does.
+    # Emit only outputs the problem allows (Problem.output_constraint: for parsing, well-formed trees over
+    # the input's words, a POS tag per word or the words themselves copied); off decodes freely, as the paper does.
     constrained_decoding: bool = False
 
     def __post_init__(self):

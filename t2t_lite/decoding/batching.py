@@ -108,7 +108,8 @@ def decode_id_batches(decode_batch: DecodeBatch, encoded: list[list[int]], batch
         own thread (TensorFlow runs the graphs side by side). On a CPU a
         second batch's kernels use the cycles one batch leaves idle in its
         many small ops between matmuls, as CTranslate2's inter_threads does
-        (the gain is in docs/performance.md); results are the same.
+        (whether it pays depends on the model and CPU: docs/performance.md);
+        results are the same.
     """
     if parallel_batches < 1:
         raise UserError(f"parallel_batches must be at least 1, got {parallel_batches}")
