@@ -240,26 +240,49 @@ def poison_loss(monkeypatch, is_bad):
     monkeypatch.setattr(steps, "projected_smoothed_cross_entropy", loss)
 
 
-def test_a_nan_loss_skips_the_update_and_changes_no_variable(tmp_path, monkeypatch):
-    poison_loss(monkeypatch, lambda call: tf.equal(call, 2))
-    trainer = make_trainer(tmp_path, train_steps=10, save_every=10)
-    batches = iter(trainer.training_data(seed=7))
-    assert trainer.train_step(batches).skipped is False
-    before = weights(trainer) + [np.asarray(v) for v in trainer.optimizer.variables]
-    skipped = trainer.train_step(batches)
-    assert skipped.skipped is True and np.isnan(skipped.loss)
-    after = weights(trainer) + [np.asarray(v) for v in trainer.optimizer.variables]
-    for a, b in zip(before, after):  # weights, Adam moments and the step counter
-        np.testing.assert_array_equal(a, b)
-    applied = trainer.train_step(batches)
-    assert applied.skipped is False and np.isfinite(applied.loss) and trainer.step == 2
+def variables(trainer):
+    """The weights, Adam's moments and the step counter, as arrays."""
+    return weights(trainer) + [np.asarray(v) for v in trainer.optimizer.variables]
 
 
-def test_nan_steps_are_counted_and_training_goes_on(tmp_path, monkeypatch):
-    poison_loss(monkeypatch, lambda call: (call == 3) | (call == 4))
-    lines = []
-    trainer = make_trainer(tmp_path, train_steps=6, save_every=3, log=lines.append)
-    trainer.train()
+@pytest.fixture(scope="module")
+def nan_run(tmp_path_factory):
+    """A run of 6 steps (saves at 3 and 6) whose loss is NaN on its 3rd and 4th calls, both at step 3.
+
+    Both tests below read it: building and tracing a trainer is what costs here. Returns (trainer, its log
+    lines, and per call of its train step: (variables before, StepResult, variables after)).
+    """
+    lines, calls = [], []
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        poison_loss(monkeypatch, lambda call: (call == 3) | (call == 4))
+        trainer = make_trainer(tmp_path_factory.mktemp("nan"), train_steps=6, save_every=3, log=lines.append)
+        take_step = trainer.train_step
+
+        def recorded_step(*args):
+            before = variables(trainer)
+            result = take_step(*args)
+            calls.append((before, result, variables(trainer)))
+            return result
+
+        trainer.train_step = recorded_step  # what the loop calls for each update
+        trainer.train()
+    return trainer, lines, calls
+
+
+def test_a_nan_loss_skips_the_update_and_changes_no_variable(nan_run):
+    trainer, _, calls = nan_run
+    for before, skipped, after in calls[2:4]:  # the 3rd and 4th calls: NaN loss
+        assert skipped.skipped is True and np.isnan(skipped.loss)
+        for a, b in zip(before, after):  # weights, Adam moments and the step counter
+            np.testing.assert_array_equal(a, b)
+    before, applied, after = calls[4]
+    assert np.isfinite(applied.loss) and any(not np.array_equal(a, b) for a, b in zip(before, after))
+    assert [result.skipped for _, result, _ in calls] == [False, False, True, True, False, False, False, False]
+    assert trainer.step == 6
+
+
+def test_nan_steps_are_counted_and_training_goes_on(nan_run):
+    trainer, lines, _ = nan_run
     assert trainer.step == 6
     skipped = [line for line in lines if "update skipped" in line]
     assert [line.split(":")[0] for line in skipped] == ["step 3", "step 3"]
