@@ -1,5 +1,6 @@
 """Mixed precision: bfloat16 training tracks float32, the float32 islands hold, float16 scales its loss."""
 import math
+import shutil
 
 import keras
 import numpy as np
@@ -45,14 +46,22 @@ def train_losses(lines):
     return [float(line.split("loss ")[1].split()[0]) for line in lines if line.startswith("step ") and "/" in line]
 
 
+@pytest.fixture(scope="module")
+def float32_run(tmp_path_factory):
+    """A float32 run of STEPS steps, saved at its end (read-only: copy it to change it): the reference bfloat16
+    is compared with, and the run float16 resumes. Returns (output_dir, its dev loss, its training losses)."""
+    output_dir = tmp_path_factory.mktemp("float32")
+    trainer, lines = make_trainer(output_dir, "none", STEPS)
+    trainer.train()
+    return output_dir, trainer.evaluate().loss, train_losses(lines)
+
+
 @pytest.mark.slow  # two runs compared; bfloat16 is emulated on most CPUs
-def test_bfloat16_training_reaches_the_float32_loss(tmp_path):
-    runs = {}
-    for policy in ("none", "mixed_bfloat16"):  # from the same start, on the same batches
-        trainer, lines = make_trainer(tmp_path / policy, policy, STEPS)
-        trainer.train()
-        runs[policy] = trainer.evaluate().loss, train_losses(lines)
-    (float32_dev, float32_train), (bfloat16_dev, bfloat16_train) = runs["none"], runs["mixed_bfloat16"]
+def test_bfloat16_training_reaches_the_float32_loss(tmp_path, float32_run):
+    _, float32_dev, float32_train = float32_run
+    trainer, lines = make_trainer(tmp_path, "mixed_bfloat16", STEPS)  # from the same start, on the same batches
+    trainer.train()
+    bfloat16_dev, bfloat16_train = trainer.evaluate().loss, train_losses(lines)
     assert len(bfloat16_train) == STEPS and all(math.isfinite(loss) for loss in bfloat16_train)
     assert float32_dev < float32_train[0] - 0.3  # the runs learned something
     assert abs(bfloat16_dev - float32_dev) < TOLERANCE, (bfloat16_dev, float32_dev)
@@ -98,14 +107,15 @@ def test_under_bfloat16_weights_logits_layer_norm_and_beam_scores_stay_float32()
     assert scores.dtype == tf.float32
 
 
-def test_float16_scales_the_loss_and_resumes_a_float32_run(tmp_path):
-    make_trainer(tmp_path, "none", 2)[0].train()  # a float32 run of two steps, saved at its end
-    trainer, lines = make_trainer(tmp_path, "mixed_float16", 4)
+def test_float16_scales_the_loss_and_resumes_a_float32_run(tmp_path, float32_run):
+    run = tmp_path / "run"
+    shutil.copytree(float32_run[0], run)  # a float32 run of STEPS steps, saved at its end
+    trainer, lines = make_trainer(run, "mixed_float16", STEPS + 2)
     trainer.train()
-    assert any(line.startswith("resumed from") and line.endswith("at step 2") for line in lines)
+    assert any(line.startswith("resumed from") and line.endswith(f"at step {STEPS}") for line in lines)
     losses = train_losses(lines)
-    assert trainer.step == 4 and len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
+    assert trainer.step == STEPS + 2 and len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
     # The loss scale is saved with the run; no overflow has halved it and no 2000 good steps have doubled it.
-    scale = tf.train.load_variable(tf.train.latest_checkpoint(str(tmp_path)),
+    scale = tf.train.load_variable(tf.train.latest_checkpoint(str(run)),
                                    "loss_scale/dynamic_scale/.ATTRIBUTES/VARIABLE_VALUE")
     assert scale == 2.0**15

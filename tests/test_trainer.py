@@ -53,15 +53,24 @@ def weights(trainer):
 
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory):
-    """An uninterrupted run of 8 steps with checkpoints at 4 and 8 (read-only: copy it to change it).
+    """An uninterrupted run of 60 steps with checkpoints at 30 and 60, averaging the last 2 at its end
+    (read-only: copy it to change it). One run serves every test that only reads one: tracing a trainer's
+    steps, not its steps, is what a run costs here.
 
-    Returns (its output_dir, its weights, its optimizer's variables), both after step 8.
+    Returns a dict: output_dir; trainer; weights and optimizer variables after step 60; dev_loss_before
+    (before the first step); lines (its log); scored (the (checkpoint, score) pairs handed to
+    Evaluator.compare_with_best).
     """
-    output_dir = tmp_path_factory.mktemp("straight")
-    trainer = make_trainer(output_dir, train_steps=8, save_every=4)
-    trainer.train()
-    assert trainer.step == 8
-    return output_dir, weights(trainer), [np.asarray(v) for v in trainer.optimizer.variables]
+    output_dir, lines = tmp_path_factory.mktemp("straight"), []
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        scored = averaged_scores(monkeypatch)
+        trainer = make_trainer(output_dir, train_steps=60, save_every=30, average_last=2, log=lines.append)
+        dev_loss_before = trainer.evaluate().loss
+        trainer.train()
+    assert trainer.step == 60
+    return {"output_dir": output_dir, "trainer": trainer, "weights": weights(trainer),
+            "optimizer": [np.asarray(v) for v in trainer.optimizer.variables], "dev_loss_before": dev_loss_before,
+            "lines": lines, "scored": scored}
 
 
 def test_the_trainer_takes_only_settings_resolved_before_it(tmp_path):
@@ -75,37 +84,33 @@ def test_the_trainer_takes_only_settings_resolved_before_it(tmp_path):
 
 
 def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, straight):
-    _, straight_weights, straight_optimizer = straight
-    first_half = make_trainer(tmp_path / "resumed", train_steps=4, save_every=4)
+    first_half = make_trainer(tmp_path / "resumed", train_steps=30, save_every=30, average_last=2)
     first_half.train()
     lines = []
-    second_half = make_trainer(tmp_path / "resumed", train_steps=8, save_every=4, log=lines.append)
+    second_half = make_trainer(tmp_path / "resumed", train_steps=60, save_every=30, average_last=2, log=lines.append)
     second_half.train()
-    assert any("resumed from" in line and "step 4" in line for line in lines)
-    assert second_half.step == 8
-    for a, b in zip(straight_weights, weights(second_half)):
+    assert any("resumed from" in line and "step 30" in line for line in lines)
+    assert second_half.step == 60
+    for a, b in zip(straight["weights"], weights(second_half)):
         np.testing.assert_array_equal(a, b)
     # The optimizer state came back too: its step counter and moments match.
-    for a, b in zip(straight_optimizer, second_half.optimizer.variables):
+    for a, b in zip(straight["optimizer"], second_half.optimizer.variables):
         np.testing.assert_array_equal(a, np.asarray(b))
 
 
-def test_training_lowers_dev_loss_and_writes_summaries_checkpoints_and_average(tmp_path):
-    trainer = make_trainer(tmp_path, train_steps=60, save_every=30, average_last=2)
-    before = trainer.evaluate()
-    trainer.train()
-    after = trainer.evaluate()
-    assert after.loss < before.loss - 0.1
-    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-60")
-    assert os.listdir(tmp_path / "train") and os.listdir(tmp_path / "eval")
+def test_training_lowers_dev_loss_and_writes_summaries_checkpoints_and_average(straight):
+    trainer, output_dir = straight["trainer"], straight["output_dir"]
+    assert trainer.evaluate().loss < straight["dev_loss_before"] - 0.1
+    assert tf.train.latest_checkpoint(str(output_dir)).endswith("ckpt-60")
+    assert os.listdir(output_dir / "train") and os.listdir(output_dir / "eval")
     # The last 2 checkpoints (steps 30 and 60) were averaged at the end.
     def model_weights(path):
         model = build_model(trainer.hparams)
         tf.train.Checkpoint(model=model).restore(path).expect_partial()
         return [w.numpy() for w in model.weights]
 
-    step30, step60 = model_weights(str(tmp_path / "ckpt-30")), model_weights(str(tmp_path / "ckpt-60"))
-    for averaged, a, b in zip(model_weights(str(tmp_path / "averaged" / "ckpt-60")), step30, step60):
+    step30, step60 = model_weights(str(output_dir / "ckpt-30")), model_weights(str(output_dir / "ckpt-60"))
+    for averaged, a, b in zip(model_weights(str(output_dir / "averaged" / "ckpt-60")), step30, step60):
         np.testing.assert_allclose(averaged, (a + b) / 2, rtol=1e-5, atol=1e-7)
 
 
@@ -133,19 +138,19 @@ def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):
 
 def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, straight):
     run = tmp_path / "run"
-    shutil.copytree(straight[0], run)
+    shutil.copytree(straight["output_dir"], run)
     newest = tf.train.latest_checkpoint(str(run))
-    assert newest == str(run / "ckpt-8")
-    data_file = next(p for p in run.iterdir() if p.name.startswith("ckpt-8.data"))
+    assert newest == str(run / "ckpt-60")
+    data_file = next(p for p in run.iterdir() if p.name.startswith("ckpt-60.data"))
     data_file.write_bytes(data_file.read_bytes()[:100])  # a crash or a bad disk truncated it
     lines = []
-    resumed = make_trainer(run, train_steps=12, save_every=4, log=lines.append)
+    resumed = make_trainer(run, train_steps=60, save_every=30, average_last=2, log=lines.append)
     resumed.train()
-    assert any("ckpt-8 is unreadable" in line for line in lines)
-    assert any(line.startswith("resumed from") and "ckpt-4 at step 4" in line for line in lines)
-    assert resumed.step == 12
-    # ckpt-8 was written again by the resumed run and now loads: every tensor, not only the .index's list.
-    assert_every_tensor_reads(str(run / "ckpt-8"))
+    assert any("ckpt-60 is unreadable" in line for line in lines)
+    assert any(line.startswith("resumed from") and "ckpt-30 at step 30" in line for line in lines)
+    assert resumed.step == 60
+    # ckpt-60 was written again by the resumed run and now loads: every tensor, not only the .index's list.
+    assert_every_tensor_reads(str(run / "ckpt-60"))
 
 
 def test_a_non_chief_removes_its_scratch_directory_only_after_its_last_save(tmp_path, monkeypatch):
@@ -197,21 +202,18 @@ def restored_model(trainer, path):
     return model
 
 
-def test_the_averaged_checkpoint_is_scored_on_the_dev_loss_when_the_best_was_chosen_on_it(tmp_path, monkeypatch):
-    calls = averaged_scores(monkeypatch)
-    lines = []
-    trainer = make_trainer(tmp_path, train_steps=6, save_every=3, average_last=2, log=lines.append)
-    trainer.train()
+def test_the_averaged_checkpoint_is_scored_on_the_dev_loss_when_the_best_was_chosen_on_it(straight):
+    trainer, calls = straight["trainer"], straight["scored"]
     assert trainer.evaluator.best.state.metric == "loss"
-    averaged = str(tmp_path / "averaged" / "ckpt-6")
+    averaged = str(straight["output_dir"] / "averaged" / "ckpt-60")
     assert [name for name, _ in calls] == [averaged]
-    # The dev loss of the averaged weights, computed here: not the live model's (step 6), which differs.
+    # The dev loss of the averaged weights, computed here: not the live model's (step 60), which differs.
     expected = trainer.dev_loss(make_eval_step(restored_model(trainer, averaged),
                                                trainer.hparams.train.label_smoothing)).loss
     assert calls[0][1] == pytest.approx(expected, rel=1e-6)
     assert abs(trainer.evaluate().loss - expected) > 1e-4
     assert any(line.startswith(f"averaged checkpoint {averaged}: dev loss {expected:.4g}; best checkpoint: dev loss")
-               for line in lines)
+               for line in straight["lines"])
 
 
 def test_the_averaged_checkpoint_is_scored_on_the_dev_metric_when_the_best_was_chosen_on_it(tmp_path, monkeypatch):
@@ -238,26 +240,49 @@ def poison_loss(monkeypatch, is_bad):
     monkeypatch.setattr(steps, "projected_smoothed_cross_entropy", loss)
 
 
-def test_a_nan_loss_skips_the_update_and_changes_no_variable(tmp_path, monkeypatch):
-    poison_loss(monkeypatch, lambda call: tf.equal(call, 2))
-    trainer = make_trainer(tmp_path, train_steps=10, save_every=10)
-    batches = iter(trainer.training_data(seed=7))
-    assert trainer.train_step(batches).skipped is False
-    before = weights(trainer) + [np.asarray(v) for v in trainer.optimizer.variables]
-    skipped = trainer.train_step(batches)
-    assert skipped.skipped is True and np.isnan(skipped.loss)
-    after = weights(trainer) + [np.asarray(v) for v in trainer.optimizer.variables]
-    for a, b in zip(before, after):  # weights, Adam moments and the step counter
-        np.testing.assert_array_equal(a, b)
-    applied = trainer.train_step(batches)
-    assert applied.skipped is False and np.isfinite(applied.loss) and trainer.step == 2
+def variables(trainer):
+    """The weights, Adam's moments and the step counter, as arrays."""
+    return weights(trainer) + [np.asarray(v) for v in trainer.optimizer.variables]
 
 
-def test_nan_steps_are_counted_and_training_goes_on(tmp_path, monkeypatch):
-    poison_loss(monkeypatch, lambda call: (call == 3) | (call == 4))
-    lines = []
-    trainer = make_trainer(tmp_path, train_steps=6, save_every=3, log=lines.append)
-    trainer.train()
+@pytest.fixture(scope="module")
+def nan_run(tmp_path_factory):
+    """A run of 6 steps (saves at 3 and 6) whose loss is NaN on its 3rd and 4th calls, both at step 3.
+
+    Both tests below read it: building and tracing a trainer is what costs here. Returns (trainer, its log
+    lines, and per call of its train step: (variables before, StepResult, variables after)).
+    """
+    lines, calls = [], []
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        poison_loss(monkeypatch, lambda call: (call == 3) | (call == 4))
+        trainer = make_trainer(tmp_path_factory.mktemp("nan"), train_steps=6, save_every=3, log=lines.append)
+        take_step = trainer.train_step
+
+        def recorded_step(*args):
+            before = variables(trainer)
+            result = take_step(*args)
+            calls.append((before, result, variables(trainer)))
+            return result
+
+        trainer.train_step = recorded_step  # what the loop calls for each update
+        trainer.train()
+    return trainer, lines, calls
+
+
+def test_a_nan_loss_skips_the_update_and_changes_no_variable(nan_run):
+    trainer, _, calls = nan_run
+    for before, skipped, after in calls[2:4]:  # the 3rd and 4th calls: NaN loss
+        assert skipped.skipped is True and np.isnan(skipped.loss)
+        for a, b in zip(before, after):  # weights, Adam moments and the step counter
+            np.testing.assert_array_equal(a, b)
+    before, applied, after = calls[4]
+    assert np.isfinite(applied.loss) and any(not np.array_equal(a, b) for a, b in zip(before, after))
+    assert [result.skipped for _, result, _ in calls] == [False, False, True, True, False, False, False, False]
+    assert trainer.step == 6
+
+
+def test_nan_steps_are_counted_and_training_goes_on(nan_run):
+    trainer, lines, _ = nan_run
     assert trainer.step == 6
     skipped = [line for line in lines if "update skipped" in line]
     assert [line.split(":")[0] for line in skipped] == ["step 3", "step 3"]

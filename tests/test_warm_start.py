@@ -29,12 +29,10 @@ def trainer(problem_name, output_dir, overrides=REVERSE_TINY, train_steps=2, **r
 
 def test_a_warm_started_run_starts_from_the_source_models_dev_loss_at_step_0(reverse_run, tmp_path):
     source = trainer("algorithmic_copy", tmp_path / "source")  # the source model, on the new problem's dev data
+    assert source.restore() is None  # nothing to resume, no warm start: fresh weights (the seed's), as warm's start
+    fresh_loss = source.evaluate().loss
     tf.train.Checkpoint(model=source.model).restore(tf.train.latest_checkpoint(reverse_run)).expect_partial()
     source_loss = source.evaluate().loss
-
-    fresh = trainer("algorithmic_copy", tmp_path / "fresh")
-    fresh.restore()
-    fresh_loss = fresh.evaluate().loss
 
     warm = trainer("algorithmic_copy", tmp_path / "warm", warm_start_from=reverse_run)
     warm.restore()
