@@ -94,9 +94,15 @@ def exported(run):
 
 
 @pytest.fixture(scope="module")
-def serve(exported):
+def loaded(exported):
+    """The export loaded in this process, once for the module: each load restores and traces its functions anew."""
+    return tf.saved_model.load(exported["path"])
+
+
+@pytest.fixture(scope="module")
+def serve(loaded):
     """The export's serving_default, loaded in this process: list of str -> (texts, scores)."""
-    signature = tf.saved_model.load(exported["path"]).signatures["serving_default"]
+    signature = loaded.signatures["serving_default"]
 
     def call(lines):
         result = signature(inputs=tf.constant(lines, tf.string))
@@ -201,9 +207,9 @@ def test_a_batch_mixing_every_odd_input_gives_one_output_each(serve):
     assert serve([])[0] == []
 
 
-def test_over_long_input_is_truncated_to_max_input_length_tokens(run, exported, serve):
+def test_over_long_input_is_truncated_to_max_input_length_tokens(run, loaded, serve):
     """Documented behaviour: the first max_input_length - 1 = 255 tokens, then EOS."""
-    decode_ids = tf.saved_model.load(exported["path"]).signatures["decode_ids"]
+    decode_ids = loaded.signatures["decode_ids"]
     vocabulary = problems.get("translate_files")(run["data_dir"]).vocabulary
     long_line = ODD_INPUTS["5,000 characters"]
     ids = vocabulary.encode(long_line)
@@ -213,8 +219,8 @@ def test_over_long_input_is_truncated_to_max_input_length_tokens(run, exported, 
     assert serve([long_line])[0] == [vocabulary.decode(whole["outputs"][0, 0].numpy())]
 
 
-def test_decode_ids_takes_ids_with_or_without_eos_and_gives_k_beams(run, exported, serve):
-    decode_ids = tf.saved_model.load(exported["path"]).signatures["decode_ids"]
+def test_decode_ids_takes_ids_with_or_without_eos_and_gives_k_beams(run, loaded, serve):
+    decode_ids = loaded.signatures["decode_ids"]
     vocabulary = problems.get("translate_files")(run["data_dir"]).vocabulary
     lines = ["A dog runs.", "Two men sit on a bench near the water."]
     ids = [vocabulary.encode(line) for line in lines]

@@ -92,7 +92,8 @@ def test_the_decoder_writes_trees_and_scores_gold_trees_as_users_have_them(words
     assert score_linearized(outputs, references, sentences, TARGET_FORMS["words"])[0] == counts
 
 
-def test_a_pointer_parser_knows_its_vocabularys_words_and_brackets_and_its_savedmodel_parses_as_the_run(tmp_path):
+def test_a_pointer_parser_knows_its_vocabularys_words_and_brackets_and_its_savedmodel_parses_as_the_run(
+        words_parser_run, tmp_path):
     from t2t_lite import Translator
     from t2t_lite.data.pieces import SentencePieceCodec
     from t2t_lite.export.exporter import ExportRequest, export_run
@@ -100,8 +101,10 @@ def test_a_pointer_parser_knows_its_vocabularys_words_and_brackets_and_its_saved
     from t2t_lite.registry import problems
     from t2t_lite.run import RunRequest, open_run
 
+    # Trained on the words parser's data: the same problem and slice, prepared once.
     output_dir, data_dir, combined = train_tiny_parser(tmp_path, "parsing_ptb_sample_words",
-                                                       "word_pointer=true,open_phrases=true")
+                                                       "word_pointer=true,open_phrases=true",
+                                                       data_dir=words_parser_run[2])
     run = open_run(RunRequest(output_dir=output_dir))
     problem = problems.get("parsing_ptb_sample_words")(data_dir)
     starts = run.models[0].word_starts.numpy()

@@ -1,11 +1,16 @@
 """A tiny parser trained on a slice of the shared PTB sample, for the tests that decode with one."""
+from pathlib import Path
+
 from t2t_lite.registry import problems
 from shared_data import require_shared
 
 
-def train_tiny_parser(root, problem_name: str, overrides: str = ""):
+def train_tiny_parser(root, problem_name: str, overrides: str = "", data_dir: str | None = None):
     """problem_name prepared offline under root from a slice of the shared files, a tiny parser trained 40 steps
-    (with `overrides` to its hparams).
+    (with `overrides` to its hparams) into root/run.
+
+    data_dir: problem_name's data prepared already by an earlier call (its data_dir); then only the training runs
+    (a second parser of one problem need not prepare the same data again).
 
     Returns:
       (output_dir, data_dir, the slice's directory).
@@ -13,6 +18,10 @@ def train_tiny_parser(root, problem_name: str, overrides: str = ""):
     import t2t_lite
     import t2t_lite.problems  # noqa: F401  (registers the problems)
 
+    output_dir = str(root / "run")
+    if data_dir is not None:
+        train_parser(problem_name, data_dir, output_dir, overrides)
+        return output_dir, data_dir, str(Path(data_dir).parent / "nltk")
     mrg = require_shared("ptb_wsj_sample/mrg")
     # A slice of the sample (train wsj_0001-0040, dev 0160-0163): enough to train a little and decode.
     combined = root / "nltk"
@@ -20,16 +29,24 @@ def train_tiny_parser(root, problem_name: str, overrides: str = ""):
     for number in [*range(1, 41), *range(160, 164)]:
         (combined / f"wsj_{number:04d}.mrg").symlink_to(mrg / f"wsj_{number:04d}.mrg")
     combined = str(combined)
-    data_dir, output_dir = str(root / "data"), str(root / "run")
+    data_dir = str(root / "data")
     problem = problems.get(problem_name)(data_dir)
     problem.generate_data(combined, vocab_size=500, num_shards=1, log=lambda line: None)
+    train_parser(problem_name, data_dir, output_dir, overrides)
+    return output_dir, data_dir, combined
+
+
+def train_parser(problem_name: str, data_dir: str, output_dir: str, overrides: str) -> None:
+    """The tiny parser trained 40 steps on data_dir. No memory probe: it changes nothing trained (test_trainer.py
+    checks), and its pass on the largest batch shapes costs more than the 40 steps."""
+    import t2t_lite
+
     t2t_lite.train(problem=problem_name, hparams_set="transformer_wsj_parsing_tiny", output_dir=output_dir,
                    data_dir=data_dir,
                    hparams="d_model=32,d_ff=64,num_encoder_layers=1,num_decoder_layers=1,train.batch_size=2048"
                    + (overrides and "," + overrides),
                    train_steps=40, eval_steps=1, save_checkpoints_steps=40, log_every_steps=40,
-                   eval_bleu_sentences=0, mixed_precision="none", log=lambda _: None)
-    return output_dir, data_dir, combined
+                   eval_bleu_sentences=0, mixed_precision="none", memory_probe=False, log=lambda _: None)
 
 
 def linearised(translator, sentences) -> list[str]:

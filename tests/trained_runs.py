@@ -28,10 +28,15 @@ SHARED_RUNS_VARIABLE = "T2T_LITE_TEST_SHARED_RUNS"
 
 
 def train(problem_name: str, overrides: str, output_dir: str, steps: int, data_dir: str | None = None) -> None:
-    """Trains transformer_tiny with `overrides` for `steps` steps into output_dir, one checkpoint at the end."""
+    """Trains transformer_tiny with `overrides` for `steps` steps into output_dir, one checkpoint at the end.
+
+    No memory probe: it trains nothing (test_trainer.py checks a run is the same with or without it), and its
+    forward and backward pass on the largest batch shapes costs seconds of tracing and compute per run.
+    """
     t2t_lite.train(problem=problem_name, hparams_set="transformer_tiny", output_dir=output_dir, data_dir=data_dir,
                    hparams=overrides, train_steps=steps, eval_steps=1, save_checkpoints_steps=steps,
-                   log_every_steps=steps, eval_bleu_sentences=0, mixed_precision="none", log=lambda _: None)
+                   log_every_steps=steps, eval_bleu_sentences=0, mixed_precision="none", memory_probe=False,
+                   log=lambda _: None)
 
 
 def multi30k_lines(split: str, language: str, count: int) -> str:
@@ -48,11 +53,16 @@ def shared_runs_root(tmp_path_factory) -> Path:
 
 def made_once(tmp_path_factory, name: str, make) -> Path:
     """A directory `make(directory)` filled, shared by every xdist worker of this session and made only once."""
-    # A session started by another (the forced-ISA pass) reads and makes its runs where that one does.
-    root = Path(os.environ.get(SHARED_RUNS_VARIABLE) or shared_runs_root(tmp_path_factory))
+    # A session started by another (the forced-ISA pass) reads its runs where that one made them, and makes
+    # none itself: they are to be trained natively, by the session that started it.
+    started_by_another = os.environ.get(SHARED_RUNS_VARIABLE)
+    root = Path(started_by_another or shared_runs_root(tmp_path_factory))
     directory, done = root / name, root / f"{name}.done"
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if make() fails
+        if not done.exists() and started_by_another:
+            raise RuntimeError(f"{name} is not in {root}: the session that started this one (test_forced_isa.py) "
+                               f"must request its fixture, so it is made there, natively")
         if not done.exists():
             shutil.rmtree(directory, ignore_errors=True)
             directory.mkdir()
