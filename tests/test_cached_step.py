@@ -146,7 +146,6 @@ def test_a_models_steps_through_every_layout_and_op_equal_its_full_forward_pass(
             np.testing.assert_allclose(np.stack(logits, axis=1), full, atol=1e-5)
 
 
-@pytest.mark.isa
 def test_every_beam_of_a_search_with_word_pointer_and_open_phrases_scores_as_the_full_pass():
     """The features' per-beam state (words begun, open phrases) is carried from step to step and follows its beam
     when the search reselects beams: every beam's score equals its ids' log-probability from the full pass
