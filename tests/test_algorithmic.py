@@ -23,6 +23,10 @@ def test_targets_follow_from_inputs(name, relation):
         assert inputs[-1] == EOS_ID and targets[-1] == EOS_ID and 0 not in inputs + targets
         assert problem.decode(targets) == relation(problem.decode(inputs))
         assert problem.encode(problem.decode(inputs)) == inputs[:-1]
+    if name != "algorithmic_addition":  # symbol sequences of every length allowed, and no other
+        _, many = examples(name, count=1000)
+        lengths = {len(inputs) - 1 for inputs, _ in many}
+        assert lengths == set(range(problem.min_length, problem.max_length + 1))
 
 
 def test_generation_is_deterministic_and_splits_differ():

@@ -1,4 +1,5 @@
 """The Problem interface: a named source of {"inputs", "targets"} examples."""
+import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.ids import EOS_ID, PAD_ID, strip_ids  # noqa: F401  (re-exported: the ids every problem uses)
@@ -104,21 +105,28 @@ class Problem:
 
 
 def dataset_from_lists(inputs: list[list[int]], targets: list[list[int]]) -> tf.data.Dataset:
-    """An in-memory dataset of {"inputs", "targets"} int32 examples.
+    """An in-memory dataset of {"inputs", "targets"} int32 examples (dataset_from_arrays)."""
+    return dataset_from_arrays(np.asarray([i for r in inputs for i in r], np.int32), [len(r) for r in inputs],
+                               np.asarray([i for r in targets for i in r], np.int32), [len(r) for r in targets])
+
+
+def dataset_from_arrays(inputs, input_lengths, targets, target_lengths) -> tf.data.Dataset:
+    """An in-memory dataset of {"inputs", "targets"} int32 examples, given each side's ids concatenated and
+    each example's length.
 
     Stored as flat tensors and row offsets and sliced per index, rather than
     from_generator: the iterator over it can be checkpointed, so a resumed
     run continues exactly where it stopped.
     """
 
-    def flatten(rows):
-        offsets = tf.constant([0] + [len(r) for r in rows], tf.int64)
-        return tf.constant([i for r in rows for i in r], tf.int32), tf.cumsum(offsets)
+    def offsets(lengths):
+        return tf.cumsum(tf.constant(np.concatenate([[0], np.asarray(lengths, np.int64)]), tf.int64))
 
-    (flat_in, offsets_in), (flat_tgt, offsets_tgt) = flatten(inputs), flatten(targets)
+    flat_in, offsets_in = tf.constant(inputs, tf.int32), offsets(input_lengths)
+    flat_tgt, offsets_tgt = tf.constant(targets, tf.int32), offsets(target_lengths)
 
     def example(i):
         return {"inputs": flat_in[offsets_in[i]:offsets_in[i + 1]],
                 "targets": flat_tgt[offsets_tgt[i]:offsets_tgt[i + 1]]}
 
-    return tf.data.Dataset.range(len(inputs)).map(example)
+    return tf.data.Dataset.range(len(input_lengths)).map(example)
