@@ -237,6 +237,18 @@ def test_decode_ids_takes_ids_with_or_without_eos_and_gives_k_beams(run, loaded,
         assert nothing["scores"].shape == (no_rows_or_no_columns[0], 4) and not np.any(nothing["scores"])
     texts = [vocabulary.decode(beams[0]) for beams in without_eos["outputs"].numpy()]
     assert texts == serve(lines)[0]
+    # Every beam, not only the best: the run's decoder with the export's settings gives the same 4 beams in
+    # the same order, with their scores (a beam left unfinished would show as ids the decoder does not give).
+    decoder = Translator.from_run(run["output_dir"], run["data_dir"], extra_length=DECODE_EXTRA_LENGTH,
+                                  mixed_precision="none", nbest=4)
+    expected = decoder.hypotheses(lines)
+    outputs, scores = without_eos["outputs"].numpy(), without_eos["scores"].numpy()
+    for sentence, hypotheses in enumerate(expected):
+        assert len(hypotheses) == 4
+        for beam, hypothesis in enumerate(hypotheses):
+            row = outputs[sentence, beam]
+            assert tuple(row[row != 0].tolist()) == hypothesis.ids, (sentence, beam)
+            assert scores[sentence, beam] == pytest.approx(hypothesis.score, abs=1e-4)
 
 
 def test_8_threads_of_20_requests_give_the_one_by_one_outputs(serve):
