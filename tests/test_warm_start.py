@@ -94,3 +94,36 @@ def test_another_model_shape_or_vocabulary_is_refused_naming_what_differs(revers
                       warm_start_from=reverse_run)
     dropout.restore()
     assert dataclasses.asdict(dropout.hparams.model)["dropout"] == 0.3
+
+
+def test_a_source_with_another_vocabulary_of_the_same_size_is_refused(multi30k_run, tmp_path):
+    """Only the vocabulary's size used to be compared: a run on other data, with another vocabulary of the same
+    size, warm-started from ids that meant other pieces."""
+    from t2t_lite.registry import problems
+    from trained_runs import MULTI30K_TINY, MULTI30K_VOCAB_SIZE, multi30k_lines
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for split, count in (("train", 1500), ("val", 50)):  # other sentences: another vocabulary of the same size
+        for language in ("en", "de"):
+            (raw / f"{split}.{language}").write_text(
+                "".join(multi30k_lines(split, language, 2000 + count).splitlines(keepends=True)[2000:]),
+                encoding="utf-8")
+    data_dir = str(tmp_path / "data")
+    other = problems.get("translate_files")(data_dir)
+    other.generate_data(None, vocab_size=MULTI30K_VOCAB_SIZE, num_shards=1, train_files=f"{raw}/train.en,{raw}/train.de",
+                        dev_files=f"{raw}/val.en,{raw}/val.de", log=lambda line: None)
+    assert other.vocab_size == problems.get("translate_files")(multi30k_run["data_dir"]).vocab_size
+
+    def warm_started(problem_data_dir, name):
+        problem = problems.get("translate_files")(problem_data_dir)
+        hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(),
+                                         f"{MULTI30K_TINY},vocab_size={problem.vocab_size}")
+        run = RunConfig(mixed_precision="none", output_dir=str(tmp_path / name), train_steps=1, eval_steps=1,
+                        memory_probe=False, warm_start_from=multi30k_run["output_dir"])
+        return Trainer(problem, hparams, resolve_for(run, problem, hparams), log=lambda _: None)
+
+    with pytest.raises(UserError, match=r"^cannot warm start from .*: its vocabulary \(in .*\) is not this run's "
+                                        r"\(in .*\), so its ids mean other pieces"):
+        warm_started(data_dir, "other").restore()
+    warm_started(multi30k_run["data_dir"], "same").restore()  # the source's own data: its vocabulary

@@ -32,6 +32,11 @@ class Problem:
         """The unbatched examples of `split`, in a fixed order."""
         raise NotImplementedError
 
+    def vocabulary_fingerprint(self) -> str | None:
+        """What tells this problem's vocabulary from another of the same size (a prepared vocabulary's sha256);
+        None for a fixed one (the same ids for every instance), or one that cannot be read."""
+        return None
+
     def encode(self, text: str) -> list[int]:
         """Text -> ids without EOS."""
         raise NotImplementedError

@@ -253,6 +253,13 @@ class Text2TextProblem(Problem):
             self._config = config
         return self._config
 
+    def vocabulary_fingerprint(self) -> str | None:
+        """The sha256 of the vocabulary datagen wrote (problem_config.json); None where no data is prepared."""
+        try:
+            return self.config["vocab"]["sha256"]
+        except (UserError, OSError, KeyError, TypeError):
+            return None
+
     @property
     def vocabulary(self) -> Vocabulary:
         """The data_dir's vocabulary, checked against the config that the shards were written with."""

@@ -149,7 +149,7 @@ class Trainer:
             self.log(f"resumed from {restored.path} at step {restored.step}")
         elif self.run.warm_start_from:
             source = warm_start(self.model, self.optimizer, self.hparams, self.run.warm_start_from,
-                                self.run.warm_start_optimizer)
+                                self.run.warm_start_optimizer, self.problem)
             self.log(f"warm start from {source}" + (" with its optimizer state" if self.run.warm_start_optimizer
                                                       else "") + ": step 0, a fresh learning-rate schedule")
         return restored

@@ -11,7 +11,9 @@ import os
 import keras
 
 from t2t_lite.config import HParams
+from t2t_lite.data.problem import Problem
 from t2t_lite.errors import UserError
+from t2t_lite.registry import problems
 from t2t_lite.run_dir import CheckpointMismatch, checkpoint_exists, find_checkpoint, restore_checkpoint, spec_beside
 
 # Model settings that change no weight's shape or meaning: a fine-tuning run may choose its own.
@@ -41,8 +43,21 @@ def check_compatible(source_hparams: HParams, hparams: HParams, checkpoint: str)
                         f"vocabulary")
 
 
+def check_same_vocabulary(source_spec, problem: Problem, checkpoint: str) -> None:
+    """Refuses a source whose prepared vocabulary is another than this run's, even of the same size: its ids
+    would mean other pieces. Passes where either cannot be told (a fixed vocabulary, a moved data_dir)."""
+    ours = problem.vocabulary_fingerprint()
+    if ours is None or source_spec.problem not in problems:
+        return
+    theirs = problems.get(source_spec.problem)(source_spec.data_dir).vocabulary_fingerprint()
+    if theirs is not None and theirs != ours:
+        raise UserError(f"cannot warm start from {checkpoint!r}: its vocabulary (in {source_spec.data_dir}) is not "
+                        f"this run's (in {problem.data_dir}), so its ids mean other pieces; warm start on the "
+                        f"source's `data_dir`, or train from scratch")
+
+
 def warm_start(model: keras.Model, optimizer: keras.optimizers.Optimizer, hparams: HParams, source: str,
-               keep_optimizer: bool = False) -> str:
+               keep_optimizer: bool = False, problem: Problem | None = None) -> str:
     """Loads the weights (and with keep_optimizer, Adam's moments) of `source` into a fresh run's model.
 
     The step restarts at 0 either way, so the learning-rate schedule (warmup
@@ -52,11 +67,15 @@ def warm_start(model: keras.Model, optimizer: keras.optimizers.Optimizer, hparam
       model, optimizer: the new run's, built (the optimizer's variables created).
       hparams: the new run's.
       source: a checkpoint path or a run directory.
+      problem: the new run's; its prepared vocabulary must be the source's (not only of its size).
     Returns:
       The checkpoint loaded.
     """
     checkpoint = source_checkpoint(source)
-    check_compatible(spec_beside(checkpoint, None).hparams, hparams, checkpoint)
+    source_spec = spec_beside(checkpoint, None)
+    check_compatible(source_spec.hparams, hparams, checkpoint)
+    if problem is not None:
+        check_same_vocabulary(source_spec, problem, checkpoint)
     state = {"model": model, "optimizer": optimizer} if keep_optimizer else {"model": model}
     try:
         restore_checkpoint(checkpoint, **state)
