@@ -5,7 +5,7 @@ They need no download, so the trainer runs offline on a fresh machine.
 import numpy as np
 import tensorflow as tf
 
-from t2t_lite.data.problem import EOS_ID, Problem, dataset_from_arrays, strip_ids
+from t2t_lite.data.problem import EOS_ID, Problem, dataset_from_arrays, flattened, strip_ids
 from t2t_lite.registry import problems
 
 _RESERVED = 2  # PAD and EOS come before the symbols.
@@ -54,20 +54,14 @@ class AlgorithmicProblem(Problem):
         """`count` examples as (inputs, input lengths, targets, target lengths): each side's ids concatenated,
         EOS-terminated. This one calls `generate` per example; a problem may compute them all at once."""
         pairs = [self.generate(rng) for _ in range(count)]
-        sides = []
-        for side in (0, 1):
-            rows = [pair[side] + [EOS_ID] for pair in pairs]
-            sides += [np.asarray([i for row in rows for i in row], np.int32), np.asarray([len(r) for r in rows])]
-        return tuple(sides)
+        return (*flattened([inputs + [EOS_ID] for inputs, _ in pairs]),
+                *flattened([targets + [EOS_ID] for _, targets in pairs]))
 
     def dataset(self, split: str) -> tf.data.Dataset:
         self.check_split(split)
         rng = np.random.default_rng(self.split_seeds[split])
         return dataset_from_arrays(*self.generate_all(rng, self.split_sizes[split]))
 
-    def _random_symbols(self, rng: np.random.Generator, num_symbols: int) -> list[int]:
-        length = int(rng.integers(self.min_length, self.max_length + 1))
-        return (rng.integers(0, num_symbols, length) + _RESERVED).tolist()
 
 
 class SymbolSequences(AlgorithmicProblem):
@@ -76,10 +70,6 @@ class SymbolSequences(AlgorithmicProblem):
 
     reverse = False
 
-    def generate(self, rng):
-        symbols = self._random_symbols(rng, len(self.alphabet))
-        return symbols, symbols[::-1] if self.reverse else list(symbols)
-
     def generate_all(self, rng, count):
         lengths = rng.integers(self.min_length, self.max_length + 1, count)
         symbols = rng.integers(0, len(self.alphabet), int(lengths.sum())) + _RESERVED
@@ -87,9 +77,9 @@ class SymbolSequences(AlgorithmicProblem):
         if self.reverse:  # within each example: its start + its last index - the symbol's index in it
             starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
             targets = symbols[2 * starts + np.repeat(lengths, lengths) - 1 - np.arange(len(symbols))]
-        ends = np.cumsum(lengths)
-        with_eos = lambda ids: np.insert(ids, ends, EOS_ID).astype(np.int32)  # noqa: E731
-        return with_eos(symbols), lengths + 1, with_eos(targets), lengths + 1
+        ends = np.cumsum(lengths)  # each example's EOS goes in after its last symbol
+        return (np.insert(symbols, ends, EOS_ID).astype(np.int32), lengths + 1,
+                np.insert(targets, ends, EOS_ID).astype(np.int32), lengths + 1)
 
 
 @problems.register("algorithmic_reverse")

@@ -109,10 +109,14 @@ class Problem:
             raise ValueError(f"problem has splits {self.splits}, not {split!r}")
 
 
+def flattened(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ids as (their ids concatenated, int32; each row's length): what dataset_from_arrays takes."""
+    return np.asarray([i for row in rows for i in row], np.int32), np.asarray([len(row) for row in rows])
+
+
 def dataset_from_lists(inputs: list[list[int]], targets: list[list[int]]) -> tf.data.Dataset:
     """An in-memory dataset of {"inputs", "targets"} int32 examples (dataset_from_arrays)."""
-    return dataset_from_arrays(np.asarray([i for r in inputs for i in r], np.int32), [len(r) for r in inputs],
-                               np.asarray([i for r in targets for i in r], np.int32), [len(r) for r in targets])
+    return dataset_from_arrays(*flattened(inputs), *flattened(targets))
 
 
 def dataset_from_arrays(inputs, input_lengths, targets, target_lengths) -> tf.data.Dataset:
