@@ -72,9 +72,7 @@ def run_forked(function, *args, env: dict | None = None, timeout: float = 300) -
     Returns:
       (exit code: 0, the code of a SystemExit, or 1 after an exception's traceback; stdout; stderr).
     """
-    with _UMASK_LOCK:  # reading the umask means setting it: run_tools' threads must not interleave here
-        umask = os.umask(0)
-        os.umask(umask)
+    umask = _current_umask()
     with tempfile.TemporaryDirectory(prefix="t2t-lite-forked-") as directory:
         stdout, stderr = os.path.join(directory, "stdout"), os.path.join(directory, "stderr")
         exit_code = os.path.join(directory, "exit_code")
@@ -105,6 +103,14 @@ def _exit_code(path: str, reported: int) -> int:
 
 _CONTEXT = None
 _UMASK_LOCK = threading.Lock()
+
+
+def _current_umask() -> int:
+    """The process's umask, for a forked child to take."""
+    with _UMASK_LOCK:  # reading the umask means setting it: run_tools' threads must not interleave here
+        umask = os.umask(0)
+        os.umask(umask)
+    return umask
 
 
 def _preloaded():
@@ -208,9 +214,7 @@ def start_forked(function, *args, env: dict | None = None, stdout_too: bool = Tr
     pipe_bytes sets the pipe's size (F_SETPIPE_SZ), so a command that writes faster than the test reads blocks
     that far ahead. For tests that act on a running command: kill it at a given line, signal it.
     """
-    with _UMASK_LOCK:
-        umask = os.umask(0)
-        os.umask(umask)
+    umask = _current_umask()
     directory = tempfile.TemporaryDirectory(prefix="t2t-lite-started-")
     fifo = os.path.join(directory.name, "stream")
     os.mkfifo(fifo)
