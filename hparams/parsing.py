@@ -67,17 +67,17 @@ def transformer_parsing_small_data() -> HParams:
       language model.
     - dropout 0.1 (residual, attention, ReLU), label smoothing 0.1: transformer_small_data's.
     - max_length 512: linearised trees are about 3 tokens per word, so long sentences are kept.
-    - word_pointer: each decoder input also gets the encoder's state of the next word the tree has not
-      written. Without it, a model decoding freely loses its place in the sentence (a word skipped or
+    - decoder_features word_pointer (t2t_lite/parsing/features.py): each decoder input also gets the
+      encoder's state of the next word the tree has not written. Without it, a model decoding freely loses its place in the sentence (a word skipped or
       repeated) in most outputs; with it, free decoding gains 15-16 F1 at 35 minutes and constrained
       decoding 1.2-1.6 (two seeds), and nearly all free outputs have the sentence's words: what still
       breaks a free tree is a bracket closed too early, too late or under another label. It costs the
-      CTranslate2 export, whose decoder cannot be told; set word_pointer=false for that (and open_phrases).
+      CTranslate2 export, whose decoder cannot be told; set decoder_features= (none) for that.
     - open_phrases: each decoder input also gets embeddings of how many phrases are open and of the
       innermost one's label, so the model need not count brackets: free outputs that are well-formed
       trees go from about a fifth to over nine in ten (with alpha 1.0, below), for 2.6 F1 less under the
-      constraint at 10 minutes and 5 at 35 (the model overfits sooner). Set it false for those points if
-      you only ever decode under the constraint.
+      constraint at 10 minutes and 5 at 35 (the model overfits sooner). Set decoder_features=word_pointer
+      for those points if you only ever decode under the constraint.
     - constrained decoding: every output a tree whose words are the sentence's own, copied in order
       (TreeConstraint's copy_words, for the "words" target form), so none needs repair; F1 is a little
       higher than searching freely.
@@ -92,7 +92,7 @@ def transformer_parsing_small_data() -> HParams:
     return _derive(
         transformer_small_data(),
         model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4,
-                   word_pointer=True, open_phrases=True),
+                   decoder_features=("word_pointer", "open_phrases")),
         train=dict(max_length=512, batch_size=1024),
         decode=dict(beam_size=21, alpha=1.0, extra_length=150, constrained_decoding=True),
     )

@@ -10,6 +10,7 @@ import dataclasses
 import typing
 from typing import Any
 
+from t2t_lite import registry
 from t2t_lite.errors import UserError
 
 
@@ -45,14 +46,10 @@ class ModelHParams:
     # One matrix for source embedding, target embedding and pre-softmax projection (paper 3.4).
     share_embeddings: bool = True
     layer_norm_epsilon: float = 1e-6
-    # Add to each decoder input the encoder's state of the next source word the target has not yet begun:
-    # for targets that copy the source's words in order (a parser's "words" form), the decoder always
-    # knows which word it is at. Which pieces begin a word is the problem's (Problem.word_start_ids).
-    word_pointer: bool = False
-    # Add to each decoder input learnt embeddings of how many phrases the linearised tree written so far has
-    # open and of the innermost one's label, so that a parser need not count its brackets. Which tokens open
-    # and close phrases is the problem's (Problem.phrase_brackets).
-    open_phrases: bool = False
+    # What each decoder input is also told beside its token and position: names in registry.decoder_features
+    # (t2t_lite/models/decoder_features.py), e.g. a parser's ("word_pointer", "open_phrases"). As an override,
+    # "+"-separated: decoder_features=word_pointer+open_phrases (empty for none).
+    decoder_features: tuple[str, ...] = ()
 
     @property
     def head_key_dim(self) -> int:
@@ -173,9 +170,11 @@ def _parse_value(key: str, text: str, kind: type) -> Any:
                 return float(text)
             if kind is str:
                 return text
+            if kind == tuple[str, ...]:  # "+"-separated: "," separates overrides
+                return tuple(filter(None, (part.strip() for part in text.split("+"))))
         except ValueError:
             pass
-    raise UserError(f"hparams override {key}={text!r}: expected a {kind.__name__}")
+    raise UserError(f"hparams override {key}={text!r}: expected a {getattr(kind, '__name__', kind)}")
 
 
 def apply_overrides(hparams: HParams, overrides: str) -> HParams:
@@ -192,11 +191,46 @@ def apply_overrides(hparams: HParams, overrides: str) -> HParams:
         key, sep, text = item.partition("=")
         if not sep:
             raise UserError(f"hparams override {item!r} is not of the form key=value")
+        if key.strip().removeprefix("model.") in _legacy_feature_settings():
+            _, features = translate_legacy_features(
+                {key.strip().removeprefix("model."): _parse_value(key, text.strip(), bool)},
+                changes["model"].get("decoder_features", hparams.model.decoder_features))
+            changes["model"]["decoder_features"] = features
+            continue
         group, name = _resolve_key(key.strip())
         kind = _field_types(type(getattr(hparams, group)))[name]
         changes[group][name] = _parse_value(key, text.strip(), kind)
     groups = {g: dataclasses.replace(getattr(hparams, g), **changes[g]) for g in _GROUPS}
     return validate(dataclasses.replace(hparams, **groups))
+
+
+def translate_legacy_features(settings: dict, features: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:
+    """Model settings with each decoder feature's old boolean (DecoderFeature.legacy_setting) taken out and
+    turned into `features`: true adds the feature (in the order the features were registered, which was the
+    old models' order), false removes it.
+
+    Args:
+      settings: a model's settings (hparams.json's "model", a .keras config, a parsed override) holding any.
+      features: the decoder features before these settings.
+    Returns:
+      (settings without the old booleans, the features after them).
+    """
+    settings, features = dict(settings), list(features)
+    for setting, name in _legacy_feature_settings().items():
+        if setting not in settings:
+            continue
+        if settings.pop(setting):
+            features += [] if name in features else [name]
+        elif name in features:
+            features.remove(name)
+    return settings, tuple(features)
+
+
+def _legacy_feature_settings() -> dict[str, str]:
+    """{old boolean: decoder feature} for the features that replaced a boolean, in registration order."""
+    features = registry.decoder_features
+    return {features.get(name).legacy_setting: name for name in features.names_in_order()
+            if features.get(name).legacy_setting}
 
 
 def _resolve_key(key: str) -> tuple[str, str]:
@@ -224,6 +258,10 @@ def validate(hparams: HParams) -> HParams:
         raise UserError(f"position_encoding must be 'sinusoid' or 'learned', got {m.position_encoding!r}")
     if not m.key_dim and m.d_model % m.num_heads:
         raise UserError(f"d_model={m.d_model} is not divisible by num_heads={m.num_heads}; set key_dim and value_dim")
+    for feature in m.decoder_features:
+        registry.decoder_features.get(feature)  # an unknown name raises, listing close ones
+    if len(set(m.decoder_features)) < len(m.decoder_features):
+        raise UserError(f"decoder_features names a feature twice: {'+'.join(m.decoder_features)}")
     for name, value in (("d_model", m.d_model), ("d_ff", m.d_ff), ("num_heads", m.num_heads)):
         if value <= 0:
             raise UserError(f"{name} must be positive, got {value}")
@@ -266,6 +304,8 @@ def to_dict(hparams: HParams) -> dict:
 def from_dict(data: dict) -> HParams:
     """Inverse of `to_dict`; unknown or missing keys raise UserError."""
     try:
+        model, features = translate_legacy_features(data["model"], tuple(data["model"].get("decoder_features", ())))
+        data = {**data, "model": {**model, "decoder_features": features}}
         groups = {g: type(getattr(HParams(), g))(**data[g]) for g in _GROUPS}
         return validate(HParams(model_name=data.get("model_name", "transformer"), **groups))
     except (KeyError, TypeError) as error:

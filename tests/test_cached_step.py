@@ -20,6 +20,8 @@ from t2t_lite.ops.matmul_threads import BATCH_MATMUL, MATMUL
 from t2t_lite.ops.step_matmul import StepMatmulSettings
 from t2t_lite.registry import hparams_sets
 
+from parser_features import BOTH, set_tables
+
 HEADS, DK, DV, D = 4, 5, 3, 12
 
 
@@ -122,15 +124,11 @@ def tiny(overrides=""):
 
 @pytest.mark.parametrize("overrides", ["norm_position=post", "norm_position=pre", "position_encoding=learned",
                                        "share_embeddings=false,key_dim=3,value_dim=5",
-                                       "word_pointer=true,open_phrases=true"])
+                                       BOTH])
 @pytest.mark.isa
 def test_a_models_steps_through_every_layout_and_op_equal_its_full_forward_pass(overrides, monkeypatch):
     monkeypatch.setattr(cached_step, "SETTLE_EVERY", 4)  # the caches fold once in the 6 positions
-    model = build_model(tiny(overrides))
-    if model.word_pointer:
-        model.set_word_starts(range(2, 23, 2))  # even ids begin words
-    if model.open_phrases:
-        model.set_phrase_brackets([([3, 4], 6), ([5], 7)])  # two labels, one with two opening tokens
+    model = set_tables(build_model(tiny(overrides)))
     rng = np.random.default_rng(0)
     inputs = rng.integers(2, 23, size=(3, 7)).astype(np.int32)
     inputs[0, 4:] = 0
@@ -155,9 +153,7 @@ def test_every_beam_of_a_search_with_word_pointer_and_open_phrases_scores_as_the
     when the search reselects beams: every beam's score equals its ids' log-probability from the full pass
     (over the length penalty), which computes the features from the whole prefix."""
     keras.utils.set_random_seed(SEED)
-    model = build_model(tiny("word_pointer=true,open_phrases=true"))
-    model.set_word_starts(range(2, 23, 2))
-    model.set_phrase_brackets([([3, 4], 6), ([5], 7)])
+    model = set_tables(build_model(tiny(BOTH)))
     rng = np.random.default_rng(1)
     inputs = rng.integers(2, 23, size=(3, 6)).astype(np.int32)
     inputs[:, -1], inputs[0, 3:] = EOS_ID, [EOS_ID, 0, 0]

@@ -96,13 +96,15 @@ def test_float32_export_decodes_as_the_decoder(exported, beam_size):
         np.testing.assert_allclose([h.score for h in their_hyps], [h.score for h in our_hyps], atol=1e-3)
 
 
-@pytest.mark.parametrize("setting, value", [("key_dim", 4), ("word_pointer", True), ("open_phrases", True)])
-def test_unrepresentable_setting_is_refused_before_writing(exported, tmp_path, setting, value):
+@pytest.mark.parametrize("setting, value, named", [("key_dim", 4, "key_dim"),
+                                                   ("decoder_features", ("word_pointer",), "word_pointer"),
+                                                   ("decoder_features", ("open_phrases",), "open_phrases")])
+def test_unrepresentable_setting_is_refused_before_writing(exported, tmp_path, setting, value, named):
     run = exported["run"]
     model = dataclasses.replace(run.spec.hparams.model, **{setting: value})
     odd = dataclasses.replace(run, spec=dataclasses.replace(run.spec, hparams=dataclasses.replace(
         run.spec.hparams, model=model)))
-    with pytest.raises(UserError, match=setting):
+    with pytest.raises(UserError, match=named):
         ctranslate2_export.export_ctranslate2(odd, str(tmp_path / "exports"))
     with pytest.raises(UserError, match="`quantization`"):
         ctranslate2_export.export_ctranslate2(run, str(tmp_path / "exports"), quantization="int4")

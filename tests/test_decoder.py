@@ -27,6 +27,7 @@ from t2t_lite.run import RunRequest, open_run
 from t2t_lite.run_dir import RunSpec, save_spec
 
 from cli_helpers import run_tools
+from parser_features import BOTH, set_tables
 from trained_runs import REVERSE_TINY as TINY
 
 
@@ -85,7 +86,7 @@ def test_batches_decoded_in_parallel_give_the_one_at_a_time_results_in_input_ord
 @pytest.mark.parametrize("settle_every, mixed_precision, tolerance, overrides", [
     pytest.param(3, "none", 1e-4, "", marks=pytest.mark.isa), pytest.param(16, "none", 1e-4, "", marks=pytest.mark.isa),
     pytest.param(16, "mixed_bfloat16", 0.03, "", marks=pytest.mark.isa_bfloat16),
-    (3, "none", 1e-4, "word_pointer=true,open_phrases=true")])
+    (3, "none", 1e-4, BOTH)])
 def test_every_beam_score_equals_rescoring_its_hypothesis_with_the_full_pass(settle_every, mixed_precision,
                                                                              tolerance, overrides, monkeypatch):
     # The cached search keeps a sentence's beams side by side in cache slots and follows the
@@ -97,8 +98,7 @@ def test_every_beam_score_equals_rescoring_its_hypothesis_with_the_full_pass(set
     with layers_compute_in(mixed_precision):
         model = build_model(hparams)
     if overrides:
-        model.set_word_starts([2, 5, 8, 9])
-        model.set_phrase_brackets([([3, 4], 6), ([5], 7)])  # two labels, one with two opening tokens
+        set_tables(model, word_starts=[2, 5, 8, 9])
     alpha, extra = 0.6, 7
     decoder = Decoder(model, dataclasses.replace(hparams.decode, beam_size=4, alpha=alpha, extra_length=extra))
     inputs = np.array([[5, 7, 3, 9, 1], [4, 4, 8, 1, 0], [11, 2, 6, 10, 1]], np.int32)

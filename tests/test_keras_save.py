@@ -13,6 +13,8 @@ from t2t_lite.models import build_model
 from t2t_lite.models.transformer import Transformer
 from t2t_lite.registry import hparams_sets
 
+from parser_features import BOTH, set_tables
+
 TINY = "vocab_size=13,num_encoder_layers=1,num_decoder_layers=1,d_model=16,d_ff=32,num_heads=2"
 
 
@@ -20,10 +22,7 @@ def trained(overrides):
     """A tiny model after a few SGD steps on random pairs: weights far from any initialisation."""
     hp = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},{overrides}")
     model = build_model(hp)
-    if hp.model.word_pointer:
-        model.set_word_starts([3, 4, 7, 11])  # a weight the reloaded model must carry
-    if hp.model.open_phrases:
-        model.set_phrase_brackets([([3, 4], 6), ([5], 7)])  # two labels, one with two opening tokens
+    set_tables(model, word_starts=[3, 4, 7, 11])  # weights the reloaded model must carry
     rng = np.random.default_rng(0)
     batch = {"inputs": rng.integers(2, 13, (4, 6)).astype(np.int32),
              "targets": rng.integers(2, 13, (4, 5)).astype(np.int32)}
@@ -39,7 +38,7 @@ def trained(overrides):
 
 @pytest.mark.parametrize("overrides", ["norm_position=post", "norm_position=pre,share_embeddings=false,"
                                        "position_encoding=learned,max_position=64",
-                                       "word_pointer=true,open_phrases=true"])
+                                       BOTH])
 def test_a_saved_model_reloads_to_the_same_logits_and_decodes_the_same(overrides, tmp_path):
     model, hp, batch = trained(overrides)
     path = str(tmp_path / "x.keras")

@@ -1,8 +1,8 @@
-"""The open phrases a decoder input is told of (ModelHParams.open_phrases), against a stack in numpy."""
+"""The open phrases a decoder input is told of (the open_phrases decoder feature), against a stack in numpy."""
 import numpy as np
 import pytest
 
-from t2t_lite.models.open_phrases import CLOSE, FINISHED, MAX_DEPTH, open_phrases
+from t2t_lite.parsing.open_phrases import CLOSE, FINISHED, MAX_DEPTH, open_phrases
 
 # Tokens 2 and 3 open label 1, token 4 opens label 2, 5 closes; others are words.
 CODE = np.array([0, 0, 1, 1, 2, CLOSE, 0, 0], np.int32)
@@ -62,10 +62,14 @@ def test_chunks_carrying_the_stack_answer_as_one_pass(chunks):
     np.testing.assert_array_equal(np.concatenate(got_labels, axis=1), expected_labels)
 
 
-def test_a_problem_without_trees_refuses_open_phrases_naming_the_setting():
+def test_a_problem_without_trees_refuses_open_phrases_naming_the_feature():
     import t2t_lite.problems  # noqa: F401  (registers the problems)
+    from t2t_lite import config
     from t2t_lite.errors import UserError
-    from t2t_lite.registry import problems
+    from t2t_lite.models import build_model
+    from t2t_lite.registry import hparams_sets, problems
 
-    with pytest.raises(UserError, match="set open_phrases=false"):
-        problems.get("algorithmic_reverse")().phrase_brackets()
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), "vocab_size=13,d_model=16,d_ff=32,"
+                                     "num_heads=2,decoder_features=open_phrases")
+    with pytest.raises(UserError, match="open_phrases decoder feature.*leave it out of decoder_features"):
+        build_model(hparams).configure_features(problems.get("algorithmic_reverse")())

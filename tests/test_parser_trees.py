@@ -97,13 +97,13 @@ def test_a_pointer_parser_knows_its_vocabularys_words_and_brackets_and_its_saved
     from t2t_lite import Translator
     from t2t_lite.data.pieces import SentencePieceCodec
     from t2t_lite.export.exporter import ExportRequest, export_run
-    from t2t_lite.models.open_phrases import CLOSE
+    from t2t_lite.parsing.open_phrases import CLOSE
     from t2t_lite.registry import problems
     from t2t_lite.run import RunRequest, open_run
 
     # Trained on the words parser's data: the same problem and slice, prepared once.
     output_dir, data_dir, combined = train_tiny_parser(tmp_path, "parsing_ptb_sample_words",
-                                                       "word_pointer=true,open_phrases=true",
+                                                       "decoder_features=word_pointer+open_phrases",
                                                        data_dir=words_parser_run[2])
     run = open_run(RunRequest(output_dir=output_dir))
     problem = problems.get("parsing_ptb_sample_words")(data_dir)
@@ -124,7 +124,7 @@ def test_a_pointer_parser_knows_its_vocabularys_words_and_brackets_and_its_saved
     version = export_run(ExportRequest(run=RunRequest(output_dir=output_dir, decode=DecodeRequest(**settings)),
                                        export_dir=str(tmp_path / "export")))
     assert Translator.from_export(version).translate(sentences) == trees
-    with pytest.raises(UserError, match="word_pointer cannot be exported for CTranslate2"):
+    with pytest.raises(UserError, match="decoder_features word_pointer\+open_phrases cannot be exported for CTranslate2"):
         free = DecodeRequest(**dict(settings, constrained_decoding=None))
         export_run(ExportRequest(run=RunRequest(output_dir=output_dir, decode=free), export_dir=str(tmp_path / "ct2"),
                                  export_format="ctranslate2"))

@@ -6,7 +6,10 @@ import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config
 from t2t_lite.models import build_model
 from t2t_lite.models.transformer import shift_right
+from t2t_lite.parsing.features import WordPointer
 from t2t_lite.registry import hparams_sets
+
+from parser_features import BOTH, set_tables
 
 
 def tiny(overrides=""):
@@ -67,30 +70,26 @@ def _batch(rng, batch=3):
 def pointer_model(overrides=""):
     """A tiny model with word_pointer, the even ids beginning words (so that each batch has several), and with
     open_phrases when overrides ask."""
-    model = build_model(tiny(",".join(filter(None, ["word_pointer=true", overrides]))))
-    model.set_word_starts(range(2, 23, 2))
-    if model.open_phrases:
-        model.set_phrase_brackets([([3, 4], 6), ([5], 7)])  # two labels, one with two opening tokens
-    return model
+    return set_tables(build_model(tiny(overrides or "decoder_features=word_pointer")))
 
 
 @pytest.mark.parametrize("overrides", ["norm_position=post", "norm_position=pre", "position_encoding=learned",
                                        "share_embeddings=false,key_dim=3,value_dim=5",
-                                       "word_pointer=true,open_phrases=true"])
+                                       BOTH])
 @pytest.mark.parametrize("chunks", [[1] * 6, [2, 4]])
 def test_cached_decoding_with_an_index_equals_full_forward_pass(overrides, chunks):
     model = pointer_model(overrides) if "word_pointer" in overrides else build_model(tiny(overrides))
     inputs, targets = _batch(np.random.default_rng(0))
     full = model({"inputs": inputs, "targets": targets}).numpy()  # [B, T_tgt, V]
     memory, memory_bias = model.encode(inputs)
-    word_memory = model.source_words(inputs, memory) if model.word_pointer else None
+    contexts = model.feature_contexts(inputs, memory)
     decoder_inputs = np.asarray(shift_right(targets))
     # The encoder output as it is, or its keys/values projected once.
     for memory_given in (memory, model.memory_cache(memory)):
         cache, logits, start = model.initial_cache(inputs.shape[0], targets.shape[1] + 1), [], 0
         for size in chunks:
             chunk_logits, cache = model.decode(decoder_inputs[:, start:start + size], memory_given, memory_bias,
-                                               cache=cache, cache_index=start, word_memory=word_memory)
+                                               cache=cache, cache_index=start, contexts=contexts)
             logits.append(chunk_logits.numpy())
             start += size
         np.testing.assert_allclose(np.concatenate(logits, axis=1), full, atol=1e-5)
@@ -101,11 +100,11 @@ def test_each_decoder_input_points_at_the_next_source_word_it_has_not_begun():
     # Even ids begin words, and so does the first piece: words [3] [4 5] [6] [8] / [2] [2 7].
     inputs = np.array([[3, 4, 5, 6, 8, 1], [2, 2, 7, 1, 0, 0]], np.int32)
     memory = np.random.default_rng(0).normal(size=(2, 6, 16)).astype(np.float32)
-    word_memory = model.source_words(inputs, memory).numpy()
+    word_memory = model.feature_contexts(inputs, memory)["word_pointer"].numpy()
     # Two rows per sentence (beams), sentence-major; one had begun a word before this column.
     decoder_inputs = np.array([[0, 4, 3, 6], [0, 3, 3, 3], [0, 2, 2, 2], [0, 9, 2, 3]], np.int32)
     begun = np.array([0, 1, 0, 0], np.int32)
-    pointed, begun_after = model.pointed_words(word_memory, decoder_inputs, begun)
+    pointed, begun_after = WordPointer()(model, word_memory, decoder_inputs, begun)
     starts = [[0, 1, 3, 4], [0, 1]]  # each sentence's word-initial pieces
     expected = np.zeros((4, 4, 16), np.float32)
     for row in range(4):

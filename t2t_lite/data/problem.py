@@ -46,23 +46,13 @@ class Problem:
         raise NotImplementedError
 
     def word_start_ids(self) -> list[int]:
-        """The ids of the pieces that begin a word (for ModelHParams.word_pointer).
+        """The ids of the pieces that begin a word (the word_pointer decoder feature's, a parser's constraint's).
 
         Raises:
           UserError: the problem has no SentencePiece vocabulary (algorithmic problems); Text2TextProblem has.
         """
-        raise UserError(f"problem {type(self).__name__} has no SentencePiece vocabulary, so no words for "
-                        "`word_pointer` to point at; set word_pointer=false")
-
-    def phrase_brackets(self) -> list[tuple[list[int], int]]:
-        """The tokens that open and close each phrase label (for ModelHParams.open_phrases): a (open ids,
-        close id) pair per label.
-
-        Raises:
-          UserError: the problem's targets are not trees; parsing problems (WsjParsing) have brackets.
-        """
-        raise UserError(f"problem {type(self).__name__} does not write trees, so it has no phrases for "
-                        "`open_phrases` to count; set open_phrases=false")
+        raise UserError(f"problem {type(self).__name__} has no SentencePiece vocabulary, so no words for the "
+                        "word_pointer decoder feature to point at; leave it out of decoder_features")
 
     def score(self, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
         """Report lines scoring decoded outputs against references: BLEU in both conventions, chrF2 and TER,

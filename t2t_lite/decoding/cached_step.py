@@ -29,13 +29,13 @@ from keras import ops
 
 from t2t_lite.decoding.search_state import SplitState
 from t2t_lite.layers.attention import attend
-from t2t_lite.models.transformer import DEPTH, PHRASE_STACK, WORDS_BEGUN
 from t2t_lite.ops.kernel_layout import OUT_IN
 from t2t_lite.ops.step_matmul import StepKernelMaker, StepMatmulSettings
 
 MEMORY = "memory"  # a step's cache entry for the encoder's keys, values and padding bias
-WORDS = "words"  # and in it, with a word pointer, the memory at each source word (Transformer.source_words)
+CONTEXTS = "contexts"  # and in it, the decoder features' contexts (Transformer.feature_contexts)
 ANCESTRY = "ancestry"  # the per-beam record of which slot holds each position of a beam's history
+FEATURE_STATES = "feature_states"  # the decoder features' per-beam states (Transformer.feature_inputs)
 
 # A self-attention cache appends each position to a small recent part and folds that into the settled part
 # every SETTLE_EVERY positions. Appending copies the part it grows (TensorFlow has no in-place append): the
@@ -72,14 +72,10 @@ class CachedStep:
         memory, memory_bias = model.encode(inputs, training=False)  # [B, T_src, D], [B, 1, 1, T_src]
         # The ancestry follows the beams; the caches, and the memory with them (so that a search can drop
         # finished sentences), stay one row per sentence.
-        caches = {MEMORY: {"kv": model.memory_cache(memory), "bias": memory_bias}}
-        per_beam = {ANCESTRY: ops.zeros((batch * beams, 0, beams), memory.dtype)}  # [N, 0, K]
-        if getattr(model, "word_pointer", False):  # the next word each beam has not begun, and where they are
-            caches[MEMORY][WORDS] = model.source_words(inputs, memory)  # [B, T_src, D]
-            per_beam[WORDS_BEGUN] = ops.zeros((batch * beams, 1), "int32")  # [N, 1]
-        if getattr(model, "open_phrases", False):  # each beam's own tree
-            stack, depth = model.no_open_phrases(batch * beams)
-            per_beam[PHRASE_STACK], per_beam[DEPTH] = stack, depth[:, None]  # [N, MAX_DEPTH], [N, 1]
+        caches = {MEMORY: {"kv": model.memory_cache(memory), "bias": memory_bias,
+                           CONTEXTS: model.feature_contexts(inputs, memory)}}
+        per_beam = {ANCESTRY: ops.zeros((batch * beams, 0, beams), memory.dtype),  # [N, 0, K]
+                    FEATURE_STATES: model.initial_feature_states(batch * beams)}
         for i, layer in enumerate(model.decoder_layers):
             attention = layer.self_attention
             empty_keys, empty_values = (ops.zeros((batch, attention.num_heads, 0, beams, depth), memory.dtype)
@@ -96,22 +92,14 @@ class CachedStep:
     def __call__(self, ids, step, state: SplitState):
         """ids [N, 1] -> (float32 logits [N, V], the state grown by one position).
 
-        state: SplitState(per_beam={ANCESTRY: [N, t, K], with a word pointer WORDS_BEGUN: int32 [N, 1], with
-          open phrases PHRASE_STACK int32 [N, MAX_DEPTH] and DEPTH int32 [N, 1]},
+        state: SplitState(per_beam={ANCESTRY: [N, t, K], FEATURE_STATES: each decoder feature's state},
           per_sentence={"layer_i": caches, MEMORY: ...}).
         """
         cache, memory = state.per_sentence, state.per_sentence[MEMORY]
         per_beam = {ANCESTRY: _grown_ancestry(state.per_beam[ANCESTRY])}  # [N, t+1, K]
-        ancestry, grown, added = per_beam[ANCESTRY], {MEMORY: memory}, []
-        if WORDS_BEGUN in state.per_beam:
-            pointed, begun = self.model.pointed_words(memory[WORDS], ids, state.per_beam[WORDS_BEGUN][:, 0])
-            added.append(pointed)
-            per_beam[WORDS_BEGUN] = begun[:, None]
-        if DEPTH in state.per_beam:
-            features, per_beam[PHRASE_STACK], depth = self.model.phrase_features(
-                ids, state.per_beam[PHRASE_STACK], state.per_beam[DEPTH][:, 0])
-            added.append(features)
-            per_beam[DEPTH] = depth[:, None]
+        added, per_beam[FEATURE_STATES] = self.model.feature_inputs(memory[CONTEXTS], ids,
+                                                                    state.per_beam[FEATURE_STATES])
+        ancestry, grown = per_beam[ANCESTRY], {MEMORY: memory}
 
         def run_layer(i, layer, x):
             name, kernels = f"layer_{i}", self.layer_kernels[i]

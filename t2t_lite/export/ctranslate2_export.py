@@ -80,10 +80,9 @@ def check_representable(hparams: HParams) -> None:
     if model.head_key_dim != model.head_value_dim:
         raise UserError(f"key_dim {model.head_key_dim} != value_dim {model.head_value_dim} per head cannot be "
                         "exported for CTranslate2, whose attention has one head_dim; export as a SavedModel")
-    for option in ("word_pointer", "open_phrases"):
-        if getattr(model, option):
-            raise UserError(f"{option} cannot be exported for CTranslate2, whose decoder takes its own tokens "
-                            "only; export as a SavedModel")
+    if model.decoder_features:
+        raise UserError(f"decoder_features {'+'.join(model.decoder_features)} cannot be exported for CTranslate2, "
+                        "whose decoder takes its own tokens only; export as a SavedModel")
     if model.position_encoding == "learned" and model.max_position < 2:
         raise UserError(f"max_position={model.max_position} leaves no room for a source and EOS")
 

@@ -2,22 +2,17 @@
 import dataclasses
 
 import keras
-import numpy as np
 from keras import ops
 
 from t2t_lite import registry
-from t2t_lite.config import ModelHParams
-from t2t_lite.data.ids import EOS_ID
+from t2t_lite.config import ModelHParams, translate_legacy_features
 from t2t_lite.layers.attention import causal_bias, padding_bias
 from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition
 from t2t_lite.layers.transformer_layers import DecoderLayer, EncoderLayer
-from t2t_lite.models.open_phrases import CLOSE, FINISHED, MAX_DEPTH, MAX_LABELS, open_phrases
 
-# A cache's entry for the words its positions began (word_pointer).
-WORDS_BEGUN = "words_begun"
-# And for the phrases open after them (open_phrases): how many, and the label open at each level.
-DEPTH, PHRASE_STACK = "depth", "phrase_stack"
+# A cache's entry for the decoder features' states after its positions ({feature name: state}).
+FEATURE_STATES = "feature_states"
 
 
 def shift_right(targets):
@@ -59,17 +54,14 @@ class Transformer(keras.Model):
       max_position: positions a learned positional embedding can represent.
       share_embeddings: one matrix for source, target and pre-softmax projection.
       layer_norm_epsilon: LayerNorm epsilon.
-      word_pointer: add to each decoder input the encoder's state of the next source word the target has
-        not begun (`source_words`, `pointed_words`); which pieces begin a word is `set_word_starts`'.
-      open_phrases: add to each decoder input learnt embeddings of how many phrases its linearised tree
-        has open and of the innermost one's label (`phrase_features`); which tokens open and close phrases
-        is `set_phrase_brackets`'.
+      decoder_features: names in registry.decoder_features of what each decoder input is also told
+        (models/decoder_features.py), added to its embedding in this order.
     """
 
     def __init__(self, vocab_size, num_encoder_layers=6, num_decoder_layers=6, d_model=512, d_ff=2048, num_heads=8,
                  key_dim=0, value_dim=0, dropout=0.1, attention_dropout=0.0, relu_dropout=0.0, norm_position="post",
                  position_encoding="sinusoid", max_position=1024, share_embeddings=True, layer_norm_epsilon=1e-6,
-                 word_pointer=False, open_phrases=False, **kwargs):
+                 decoder_features=(), **kwargs):
         super().__init__(**kwargs)
         if vocab_size <= 0:
             raise ValueError(f"vocab_size must be set, got {vocab_size}")
@@ -82,7 +74,7 @@ class Transformer(keras.Model):
         self.dropout_rate, self.attention_dropout, self.relu_dropout = dropout, attention_dropout, relu_dropout
         self.norm_position, self.position_encoding, self.max_position = norm_position, position_encoding, max_position
         self.share_embeddings, self.layer_norm_epsilon = share_embeddings, layer_norm_epsilon
-        self.word_pointer, self.open_phrases = word_pointer, open_phrases
+        self.decoder_features = tuple(decoder_features)
         policy = self.dtype_policy
         self.target_embedding = SharedEmbedding(vocab_size, d_model, name="shared_embedding", dtype=policy)
         self.source_embedding = (self.target_embedding if share_embeddings
@@ -107,10 +99,10 @@ class Transformer(keras.Model):
                                                              dtype=policy) if pre else None)
         self.decoder_norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="decoder_norm",
                                                              dtype=policy) if pre else None)
-        if open_phrases:  # unit-scale vectors, as the sinusoids they are added beside
-            table = dict(embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0), dtype=policy)
-            self.depth_embedding = keras.layers.Embedding(MAX_DEPTH + 1, d_model, name="depth_embedding", **table)
-            self.phrase_embedding = keras.layers.Embedding(MAX_LABELS, d_model, name="phrase_embedding", **table)
+        # A tuple of plain objects: what they make is the model's own (DecoderFeature.create and build).
+        self.features = tuple(registry.decoder_features.get(name)() for name in self.decoder_features)
+        for feature in self.features:
+            feature.create(self)
 
     def build(self, input_shape=None):
         """Creates every variable from the settings alone, in the order `call` reaches them.
@@ -124,16 +116,9 @@ class Transformer(keras.Model):
         for layer in layers:
             if layer is not None and not layer.built:
                 layer.build(width)
-        if self.word_pointer and not hasattr(self, "word_starts"):
-            # A weight, not a setting: checkpoints and exports carry it, so decoding needs no vocabulary.
-            self.word_starts = self.add_weight(name="word_starts", shape=(self.vocab_size,), initializer="zeros",
-                                               trainable=False, dtype="float32")
-        if self.open_phrases and not hasattr(self, "phrase_code"):
-            for embedding in (self.depth_embedding, self.phrase_embedding):
-                embedding.build((None, None))
-            # As word_starts: a weight, so that whatever holds the model knows its brackets.
-            self.phrase_code = self.add_weight(name="phrase_code", shape=(self.vocab_size,), initializer="zeros",
-                                               trainable=False, dtype="float32")
+        if not self.built:
+            for feature in self.features:
+                feature.build(self)
 
     def get_build_config(self):
         return {"built": self.built}
@@ -154,9 +139,9 @@ class Transformer(keras.Model):
         [B, T_tgt, V] logits never exist at once.
         """
         memory, memory_bias = self.encode(features["inputs"], training=training)
-        word_memory = self.source_words(features["inputs"], memory) if self.word_pointer else None
-        states, _ = self._decode_states(shift_right(features["targets"]), memory, memory_bias, None, None,
-                                        word_memory, training)
+        contexts = self.feature_contexts(features["inputs"], memory)
+        states, _ = self._decode_states(shift_right(features["targets"]), memory, memory_bias, None, None, contexts,
+                                        training)
         return states
 
     def output_kernel(self, dtype):
@@ -173,7 +158,7 @@ class Transformer(keras.Model):
             x = self.encoder_norm(x)
         return x, bias
 
-    def decode(self, decoder_inputs, memory, memory_bias, cache=None, cache_index=None, word_memory=None,
+    def decode(self, decoder_inputs, memory, memory_bias, cache=None, cache_index=None, contexts=None,
                training=None):
         """Runs the decoder stack and the shared softmax projection.
 
@@ -183,33 +168,24 @@ class Transformer(keras.Model):
           memory_bias: [B, 1, 1, T_src].
           cache: None, or the self-attention caches (`initial_cache`) holding positions before cache_index.
           cache_index: int scalar, the position of decoder_inputs' first column when cached.
-          word_memory: with word_pointer, `source_words` of the inputs.
+          contexts: with decoder features, `feature_contexts` of the inputs and memory.
         Returns:
           (float32 logits [B, T_tgt, V], the caches with these positions written, or None).
         """
-        x, new_cache = self._decode_states(decoder_inputs, memory, memory_bias, cache, cache_index, word_memory,
+        x, new_cache = self._decode_states(decoder_inputs, memory, memory_bias, cache, cache_index, contexts,
                                            training)
         return self.target_embedding.logits(x), new_cache
 
-    def _decode_states(self, decoder_inputs, memory, memory_bias, cache, cache_index, word_memory, training):
+    def _decode_states(self, decoder_inputs, memory, memory_bias, cache, cache_index, contexts, training):
         """decode() up to the softmax projection: (states [B, T_tgt, D], updated caches or None)."""
         # A cache masks its own later positions: a causal bias only without one.
         self_bias = causal_bias(ops.shape(decoder_inputs)[1]) if cache is None else None  # [1, 1, T_tgt, T_tgt]
         new_cache = None if cache is None else {}
-        added = []
-        if self.word_pointer:
-            begun = ops.zeros_like(decoder_inputs[:, 0]) if cache is None else cache[WORDS_BEGUN]
-            pointed, begun = self.pointed_words(word_memory, decoder_inputs, begun)
-            added.append(pointed)
-            if cache is not None:
-                new_cache[WORDS_BEGUN] = begun
-        if self.open_phrases:
-            stack, depth = ((cache[PHRASE_STACK], cache[DEPTH]) if cache is not None
-                            else self.no_open_phrases(ops.shape(decoder_inputs)[0]))
-            features, stack, depth = self.phrase_features(decoder_inputs, stack, depth)
-            added.append(features)
-            if cache is not None:
-                new_cache[PHRASE_STACK], new_cache[DEPTH] = stack, depth
+        feature_states = (self.initial_feature_states(ops.shape(decoder_inputs)[0]) if cache is None
+                          else cache[FEATURE_STATES])
+        added, feature_states = self.feature_inputs(contexts, decoder_inputs, feature_states)
+        if cache is not None:
+            new_cache[FEATURE_STATES] = feature_states
 
         def run_layer(i, layer, x):
             name = f"layer_{i}"
@@ -231,8 +207,7 @@ class Transformer(keras.Model):
           run_layer: (index, DecoderLayer, x [N, T_tgt, D]) -> x: `decode` calls the layer; a decoding step
             (decoding/cached_step.py) runs its sub-layers over its own caches (`DecoderLayer.through_sublayers`).
           position: None for positions 0..T_tgt-1, or the int scalar position of the first column.
-          added: [N, T_tgt, D] tensors added to the embeddings: `pointed_words`' states with word_pointer,
-            `phrase_features` with open_phrases.
+          added: [N, T_tgt, D] tensors added to the embeddings, the decoder features' (`feature_inputs`).
         Returns:
           the decoder's states [N, T_tgt, D] (what run_layer returned last, normalised under pre-norm).
         """
@@ -261,96 +236,40 @@ class Transformer(keras.Model):
           max_length: T_max, the positions the cache can hold.
           dtype: the compute dtype (the memory's).
         Returns:
-          {"layer_i": {"key" [B, H, T_max, Dk], "value" [B, H, T_max, Dv]}}, zeros; with word_pointer also
-          WORDS_BEGUN: int32 [B] zeros, the words the cached positions began; with open_phrases
-          PHRASE_STACK and DEPTH, `no_open_phrases`.
+          {"layer_i": {"key" [B, H, T_max, Dk], "value" [B, H, T_max, Dv]}}, zeros, and FEATURE_STATES:
+          `initial_feature_states`.
         """
         cache = {f"layer_{i}": {name: ops.zeros((batch_size, self.num_heads, max_length, depth), dtype)
                                 for name, depth in (("key", self.head_key_dim), ("value", self.head_value_dim))}
                  for i in range(len(self.decoder_layers))}
-        if self.word_pointer:
-            cache[WORDS_BEGUN] = ops.zeros((batch_size,), "int32")
-        if self.open_phrases:
-            cache[PHRASE_STACK], cache[DEPTH] = self.no_open_phrases(batch_size)
+        cache[FEATURE_STATES] = self.initial_feature_states(batch_size)
         return cache
 
-    def set_word_starts(self, ids):
-        """Makes the pieces `ids` (the problem's Problem.word_start_ids) the ones that begin a word."""
-        table = np.zeros([self.vocab_size], np.float32)
-        table[list(ids)] = 1
-        self.word_starts.assign(table)
+    def configure_features(self, problem) -> None:
+        """Sets what each decoder feature reads from `problem` (DecoderFeature.configure); a trainer's first step."""
+        for feature in self.features:
+            feature.configure(self, problem)
 
-    def source_words(self, inputs, memory):
-        """The memory at each source word's first piece: inputs int [B, T_src], memory [B, T_src, D] ->
-        [B, T_src, D], word w in row w (T_src rows hold every word), zero rows after the last word.
+    def feature_contexts(self, inputs, memory) -> dict:
+        """Each decoder feature's context of the sentences: {name: DecoderFeature.context}, None left out (a
+        search's state holds tensors only)."""
+        contexts = {name: feature.context(self, inputs, memory) for name, feature in zip(self.decoder_features,
+                                                                                          self.features)}
+        return {name: context for name, context in contexts.items() if context is not None}
 
-        A word begins at a word-start piece (`set_word_starts`) and at the first piece. In a target only
-        word-start pieces count, so a target's first word must follow a space (a parser's tree begins
-        with a bracket).
-        """
-        # Our vocabularies have no dummy prefix: a source's first piece begins a word, "▁" or not.
-        first = ops.cast(ops.equal(ops.arange(ops.shape(inputs)[1]), 0)[None, :] & (inputs > EOS_ID), "int32")
-        starts = ops.maximum(self._begins_word(inputs) * ops.cast(inputs > EOS_ID, "int32"), first)  # [B, T_src]
-        word = ops.cumsum(starts, axis=1) - 1  # each piece's word, counted from 0
-        places = ops.arange(ops.shape(inputs)[1], dtype="int32")
-        # at[b, s, w]: piece s begins word w.
-        at = ops.logical_and(ops.equal(word[:, :, None], places[None, None, :]), ops.equal(starts[:, :, None], 1))
-        return ops.einsum("bsw,bsd->bwd", ops.cast(at, memory.dtype), memory)
+    def initial_feature_states(self, rows) -> dict:
+        """Each decoder feature's state before a target's first position: {name: DecoderFeature.initial_state}."""
+        return {name: feature.initial_state(self, rows) for name, feature in zip(self.decoder_features,
+                                                                                  self.features)}
 
-    def pointed_words(self, word_memory, decoder_inputs, begun):
-        """The source word each decoder input points at: the next one the target has not begun.
-
-        Args:
-          word_memory: [B, W, D] from `source_words`.
-          decoder_inputs: int [N, T] (N = B*R: R rows per sentence, e.g. beams, sentence-major).
-          begun: int32 [N], the words begun before column 0.
-        Returns:
-          ([N, T, D] the pointed words' states (zeros once every word is begun), int32 [N] the words begun
-          through the last column).
-        """
-        begun = begun[:, None] + ops.cumsum(self._begins_word(decoder_inputs), axis=1)  # [N, T]
-        sentences, words = ops.shape(word_memory)[0], ops.shape(word_memory)[1]
-        rows, length = ops.shape(decoder_inputs)[0], ops.shape(decoder_inputs)[1]
-        pick = ops.cast(ops.equal(begun[:, :, None], ops.arange(words, dtype="int32")), word_memory.dtype)
-        pointed = ops.matmul(ops.reshape(pick, (sentences, -1, words)), word_memory)  # [B, R*T, D]
-        return ops.reshape(pointed, (rows, length, self.d_model)), begun[:, -1]
-
-    def set_phrase_brackets(self, brackets):
-        """Makes `brackets` (the problem's Problem.phrase_brackets) the tokens that open and close phrases.
-
-        Args:
-          brackets: a (open ids, close id) pair per phrase label: the tokens that open it, the one that
-            closes it.
-        """
-        if len(brackets) >= FINISHED:
-            raise ValueError(f"open_phrases holds at most {FINISHED - 1} phrase labels, got {len(brackets)}")
-        table = np.zeros([self.vocab_size], np.float32)
-        for label, (open_ids, close_id) in enumerate(brackets, start=1):
-            table[list(open_ids)] = label
-            table[close_id] = CLOSE
-        self.phrase_code.assign(table)
-
-    def no_open_phrases(self, rows):
-        """The open phrases before any input: (stack int32 [rows, MAX_DEPTH], depth int32 [rows]), zeros."""
-        return ops.zeros((rows, MAX_DEPTH), "int32"), ops.zeros((rows,), "int32")
-
-    def phrase_features(self, decoder_inputs, stack, depth):
-        """What each decoder input is told of its open phrases: the embeddings of its depth and of the
-        innermost one's label (open_phrases.open_phrases).
-
-        Args:
-          decoder_inputs: int [N, T].
-          stack, depth: int32 [N, MAX_DEPTH] and [N], the open phrases before column 0.
-        Returns:
-          ([N, T, D] features, the stack and depth after the last column).
-        """
-        code = ops.cast(ops.convert_to_tensor(self.phrase_code), "int32")
-        depths, labels, stack, depth = open_phrases(code, ops.cast(decoder_inputs, "int32"), stack, depth)
-        features = self.depth_embedding(ops.clip(depths, 0, MAX_DEPTH)) + self.phrase_embedding(labels)
-        return features, stack, depth
-
-    def _begins_word(self, ids):
-        return ops.cast(ops.take(ops.convert_to_tensor(self.word_starts), ids), "int32")
+    def feature_inputs(self, contexts, decoder_inputs, states) -> tuple[list, dict]:
+        """What the decoder features add to decoder_inputs int [N, T] after `states`: ([N, T, D] per feature, in
+        order; their states after the last column)."""
+        added, after = [], {}
+        for name, feature in zip(self.decoder_features, self.features):
+            features, after[name] = feature(self, contexts.get(name), decoder_inputs, states[name])
+            added.append(features)
+        return added, after
 
     def _embed(self, embedding, ids, position, training):
         # Paper 5.4: dropout on the sum of the embeddings and the positional encodings.
@@ -366,6 +285,12 @@ class Transformer(keras.Model):
                       relu_dropout=self.relu_dropout, norm_position=self.norm_position,
                       position_encoding=self.position_encoding, max_position=self.max_position,
                       share_embeddings=self.share_embeddings, layer_norm_epsilon=self.layer_norm_epsilon,
-                      word_pointer=self.word_pointer, open_phrases=self.open_phrases)
+                      decoder_features=self.decoder_features)
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # A .keras file saved before decoder features were a list holds their old booleans.
+        config, features = translate_legacy_features(config, tuple(config.get("decoder_features", ())))
+        return cls(**{**config, "decoder_features": features})
 

@@ -68,10 +68,7 @@ class Trainer:
         t = hparams.train
         with self.strategy.scope(), precision.layers_compute_in(self.run.mixed_precision):
             self.model = build_model(hparams)
-            if hparams.model.word_pointer:
-                self.model.set_word_starts(problem.word_start_ids())
-            if hparams.model.open_phrases:
-                self.model.set_phrase_brackets(problem.phrase_brackets())
+            self.model.configure_features(problem)
             # Adam is what checkpoints hold and the learning rate is read from; under
             # float16 a LossScaleOptimizer around it applies the updates.
             # Kept to move its last step as the end of training is estimated (end-aware schedules only).

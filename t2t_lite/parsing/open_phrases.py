@@ -1,4 +1,4 @@
-"""Where a decoder writing a linearised tree stands: its open phrases (ModelHParams.open_phrases).
+"""Where a decoder writing a linearised tree stands: its open phrases (the open_phrases decoder feature).
 
 A tree's bracket is well placed only if the decoder counts the phrases it opened and remembers which
 one it must close next; a small model writing freely miscounts both. Given them as inputs (the depth
