@@ -25,9 +25,9 @@ from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.data.text_problem import SPLIT_ORDER, DatagenOptions, Text2TextProblem
 from t2t_lite.data.target_forms import CLOSE_MARK, OPEN_MARK, TARGET_FORMS, TargetForm
 from t2t_lite.data.trees import PTB_PHRASE_LABELS, PTB_POS_TAGS, read_mrg, strip_tree
-from t2t_lite.decoding.constraints import TreeConstraint
 from t2t_lite.errors import UserError
 from t2t_lite.metrics.tree_report import score_linearized, tree_report
+from t2t_lite.parsing.tree_constraint import TreeConstraint
 from t2t_lite.registry import problems
 
 # Sections of each split in the LDC layout (paper 6.3: dev = 22, test = 23).
@@ -122,25 +122,38 @@ def read_mrg_pairs(paths: Sequence[str], form: TargetForm = TARGET_FORMS["tags"]
 MAX_OPENS_IN_A_ROW = 6
 
 
-def words_constraint(pieces: Sequence[str], word_starts: Sequence[int]) -> TreeConstraint:
-    """The tree constraint of the "words" form over a vocabulary's pieces.
+def phrase_tokens(pieces: Sequence[str], target_form: str) -> list[tuple[int | None, int | None, int | None]]:
+    """The vocabulary's one table of phrase brackets, which the tree constraint and the open_phrases feature
+    both read: per label of PTB_PHRASE_LABELS, sorted, the ids of (its open at a target's start, its open
+    after a space, its close), None where the vocabulary holds no such whole token.
 
-    A word is a piece that begins with "▁" and is not a bracket (a leaf), followed by pieces that do not
-    (continuations); the words are the input's own pieces, in order (TreeConstraint's copy_words), so the
-    output never loses its place in the sentence.
+    Our vocabularies have no dummy prefix: a target's first bracket is "S" ("(S" in the words form), the ones
+    after a space "▁S" ("▁(S"); a close is "▁/S" ("▁)S").
     """
     ids = {piece: i for i, piece in enumerate(pieces)}
-    labels = sorted(PTB_PHRASE_LABELS)
+    open_mark, close_mark = (OPEN_MARK, "▁" + CLOSE_MARK) if target_form == "words" else ("", "▁/")
+    return [(ids.get(open_mark + label), ids.get("▁" + open_mark + label), ids.get(close_mark + label))
+            for label in sorted(PTB_PHRASE_LABELS)]
+
+
+def words_constraint(pieces: Sequence[str], word_starts: Sequence[int]) -> TreeConstraint:
+    """The tree constraint of the "words" form over a vocabulary's pieces (whose user-defined symbols hold
+    every bracket whole).
+
+    A word is a word-start piece (WsjParsing.word_start_ids: a leaf) followed by pieces that do not begin
+    with "▁" and are not brackets (continuations); the words are the input's own pieces, in order
+    (TreeConstraint's copy_words), so the output never loses its place in the sentence.
+    """
+    ids = {piece: i for i, piece in enumerate(pieces)}
+    table = phrase_tokens(pieces, "words")
     brackets = {ids[symbol] for symbol in WORDS_TARGET_SYMBOLS}
     special = {i for i, piece in enumerate(pieces) if piece in ("<pad>", "</s>", "<unk>", "<s>")}
-    close = {label: ids["▁" + CLOSE_MARK + label] for label in labels}
     return TreeConstraint(
         len(pieces),
-        phrases=[(ids["▁" + OPEN_MARK + label], close[label]) for label in labels],
-        leaves=[i for i in word_starts if i not in brackets],
+        phrases=[(inner, close) for _, inner, close in table],
+        leaves=word_starts,
         word_starts=word_starts,
-        # Our vocabularies have no dummy prefix: a target's first bracket is "(S", the ones after a space "▁(S".
-        roots=[(ids[OPEN_MARK + label], close[label]) for label in labels],
+        roots=[(start, close) for start, _, close in table],
         continuations=[i for i, piece in enumerate(pieces)
                        if not piece.startswith("▁") and i not in brackets and i not in special],
         copy_words=True, max_opens_in_a_row=MAX_OPENS_IN_A_ROW)
@@ -209,29 +222,30 @@ class WsjParsing(Text2TextProblem):
         tokens whole (a tag BPE split, rare ones such as "SYM" on a small vocabulary, cannot be emitted).
         """
         pieces = SentencePieceCodec(self.vocabulary.model).pieces
-        ids = {piece: i for i, piece in enumerate(pieces)}
-        word_starts = [i for i, piece in enumerate(pieces) if piece.startswith("▁")]
+        word_starts = self.word_start_ids()
         if self.target_form == "words":
             return words_constraint(pieces, word_starts)
-        def opens(prefix: str) -> list[tuple[int, int]]:
-            return [(ids[prefix + label], ids["▁/" + label]) for label in sorted(PTB_PHRASE_LABELS)
-                    if prefix + label in ids and "▁/" + label in ids]
-
+        table = phrase_tokens(pieces, "tags")
+        phrases = [(inner, close) for _, inner, close in table if inner is not None and close is not None]
+        roots = [(start, close) for start, _, close in table if start is not None and close is not None]
+        ids = {piece: i for i, piece in enumerate(pieces)}
         leaves = [ids["▁" + tag] for tag in sorted(PTB_POS_TAGS) if "▁" + tag in ids]
-        # Our vocabularies have no dummy prefix: a target's first label is "S", the ones after a space "▁S".
-        return TreeConstraint(len(pieces), opens("▁"), leaves, word_starts, roots=opens("") or opens("▁"))
+        return TreeConstraint(len(pieces), phrases, leaves, word_starts, roots=roots or phrases)
+
+    def word_start_ids(self) -> list[int]:
+        """The pieces that begin a word, for the tree constraint and the word_pointer feature alike: those
+        beginning with "▁" (a space), except the words form's brackets ("▁(NP", "▁)NP"), which no word holds.
+        The tags form's labels stay: "▁S" is also the first piece of the word "S&P"."""
+        brackets = set(WORDS_TARGET_SYMBOLS) if self.target_form == "words" else set()
+        return [i for i, piece in enumerate(SentencePieceCodec(self.vocabulary.model).pieces)
+                if piece.startswith("▁") and piece not in brackets]
 
     def phrase_brackets(self) -> list[tuple[list[int], int]]:
         """Each phrase label's opening tokens (at a target's start and after a space) and closing token, for
-        ModelHParams.open_phrases; a label the vocabulary holds no whole tokens for is left out."""
-        ids = {piece: i for i, piece in enumerate(SentencePieceCodec(self.vocabulary.model).pieces)}
-        open_mark, close_mark = (OPEN_MARK, "▁" + CLOSE_MARK) if self.target_form == "words" else ("", "▁/")
-        brackets = []
-        for label in sorted(PTB_PHRASE_LABELS):
-            opens = [ids[piece] for piece in (open_mark + label, "▁" + open_mark + label) if piece in ids]
-            if opens and close_mark + label in ids:
-                brackets.append((opens, ids[close_mark + label]))
-        return brackets
+        the open_phrases decoder feature; a label the vocabulary holds no whole tokens for is left out."""
+        table = phrase_tokens(SentencePieceCodec(self.vocabulary.model).pieces, self.target_form)
+        return [([i for i in (start, inner) if i is not None], close) for start, inner, close in table
+                if close is not None and (start is not None or inner is not None)]
 
     def dev_metric(self, outputs: list[str], references: list[str], sources: list[str]) -> tuple[str, float]:
         """EVALB's bracketing F1 (0 to 100) of the decoded trees, malformed ones repaired as `score` does."""

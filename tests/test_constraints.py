@@ -1,5 +1,6 @@
-"""Constrained decoding (decoding/constraints.py): TreeConstraint against a plain-Python reference, and
-beam and greedy search with it giving only well-formed trees where the same model unconstrained does not."""
+"""Constrained decoding (decoding/constraints.py): a parser's TreeConstraint (parsing/tree_constraint.py) against a
+plain-Python reference, and beam and greedy search with it giving only well-formed trees where the same model
+unconstrained does not."""
 import dataclasses
 
 import keras
@@ -11,11 +12,12 @@ import tensorflow as tf
 from t2t_lite import config
 from t2t_lite.data.trees import delinearize, linearize
 from t2t_lite.decoding.beam_search import beam_search
-from t2t_lite.decoding.constraints import TreeConstraint, constrain
+from t2t_lite.decoding.constraints import constrain
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.decoding.sampling import SamplingSettings, greedy_decode
 from t2t_lite.decoding.search_state import SplitState
 from t2t_lite.models import build_model
+from t2t_lite.parsing.tree_constraint import TreeConstraint
 from t2t_lite.registry import hparams_sets
 
 # A toy vocabulary: PAD, EOS, phrase opens and closes, leaves, input words, a word-internal piece.

@@ -8,12 +8,13 @@ The registry finds the bundled problems and sets by name at its first lookup (im
 """
 import ast
 import pathlib
+import re
 
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "t2t_lite"
 INFERENCE, LINE_IO, OPEN_RUN = "t2t_lite.inference", "t2t_lite.bin.lines", "t2t_lite.run"
-DECODING, STEP_MATMUL = "t2t_lite.decoding", "t2t_lite.ops.step_matmul"
+DECODING, STEP_MATMUL, PARSING = "t2t_lite.decoding", "t2t_lite.ops.step_matmul", "t2t_lite.parsing"
 # What sits above the library (installed as t2t_lite.problems, .hparams and .bin) and absl's flags, which only
 # the commands parse.
 ABOVE_THE_LIBRARY = ("t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.bin", "absl.flags")
@@ -21,15 +22,18 @@ ABOVE_THE_LIBRARY = ("t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.bin", "a
 # or anything under it).
 FORBIDDEN = {
     ".": ABOVE_THE_LIBRARY,
-    "decoding": (INFERENCE, LINE_IO),
     "inference": (LINE_IO,),
     # export/ writes what inference/ reads: never the other way round.
     "export": (INFERENCE,),
     "training": (INFERENCE, LINE_IO, OPEN_RUN, "t2t_lite.bin"),
     # Layers and models read like the paper: the decoder's caches, beams and CPU kernels live in decoding/ and ops/.
-    "layers": (DECODING, STEP_MATMUL),
-    "models": (DECODING, STEP_MATMUL),
+    # What parsing adds (its decoder features, its tree constraint) sits above all three in parsing/.
+    "layers": (DECODING, STEP_MATMUL, PARSING),
+    "models": (DECODING, STEP_MATMUL, PARSING),
+    "decoding": (INFERENCE, LINE_IO, PARSING),
 }
+# Parsing's words, which the generic Transformer, its layers and its search never say (parsing/ does).
+PARSING_CONCEPTS = re.compile(r"word.?pointer|open.?phrase|bracket|phrase|word.?start", re.IGNORECASE)
 
 
 def imported_modules(source: str, module: str) -> set[str]:
@@ -68,6 +72,16 @@ def violations(root: pathlib.Path, forbidden: dict[str, tuple[str, ...]]) -> lis
 def test_the_library_decoding_the_translator_and_training_import_nothing_above_them():
     assert all((PACKAGE / place).exists() for place in FORBIDDEN)
     assert violations(PACKAGE, FORBIDDEN) == []
+
+
+def test_the_generic_model_its_layers_and_its_search_name_no_parsing_concept():
+    """Code, strings and comments of models/, layers/ and decoding/: a parser's features and constraint live in
+    parsing/, reached through registry.decoder_features and Problem.output_constraint."""
+    found = [f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+             for place in ("models", "layers", "decoding") for path in sorted((PACKAGE / place).rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+             if PARSING_CONCEPTS.search(line)]
+    assert found == []
 
 
 def make_library(root: pathlib.Path) -> None:
