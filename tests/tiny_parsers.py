@@ -50,5 +50,6 @@ def train_parser(problem_name: str, data_dir: str, output_dir: str, overrides: s
 
 
 def linearised(translator, sentences) -> list[str]:
-    """The best output of each sentence as the model wrote it (translate gives a parser's as trees)."""
-    return [hyps[0].text if hyps else "" for hyps in translator.hypotheses(sentences)]
+    """The best output of each sentence as the model wrote it (translate gives a parser's as trees); the sentences
+    are the treebank's tokens, parsed as they are."""
+    return [hyps[0].text if hyps else "" for hyps in translator.hypotheses(sentences, input_tokenized=True)]
