@@ -17,10 +17,11 @@ require_shared("ptb_wsj_sample/mrg")
 
 
 @pytest.fixture(scope="module")
-def words_parser_run(tmp_path_factory):
-    """A tiny parsing_ptb_sample_words parser, and 12 dev sentences with their gold bracketed trees."""
+def words_parser_run(words_parser, tmp_path_factory):
+    """The tiny parsing_ptb_sample_words parser, a directory for its exports, and 12 dev sentences with their
+    gold bracketed trees."""
     root = tmp_path_factory.mktemp("words_parser")
-    output_dir, data_dir, combined = train_tiny_parser(root, "parsing_ptb_sample_words")
+    output_dir, data_dir, combined = words_parser
     gold = [tree for path in ptb_sample.split_files(combined, "dev") for tree in read_mrg(path)][:12]
     return root, output_dir, data_dir, gold
 

@@ -1,8 +1,11 @@
 """A tiny parser trained on a slice of the shared PTB sample, for the tests that decode with one."""
 from pathlib import Path
 
+import pytest
+
 from t2t_lite.registry import problems
 from shared_data import require_shared
+from trained_runs import made_once
 
 
 def train_tiny_parser(root, problem_name: str, overrides: str = "", data_dir: str | None = None):
@@ -34,6 +37,15 @@ def train_tiny_parser(root, problem_name: str, overrides: str = "", data_dir: st
     problem.generate_data(combined, vocab_size=500, num_shards=1, log=lambda line: None)
     train_parser(problem_name, data_dir, output_dir, overrides)
     return output_dir, data_dir, combined
+
+
+@pytest.fixture(scope="session")
+def words_parser(tmp_path_factory) -> tuple[str, str, str]:
+    """A tiny parsing_ptb_sample_words parser (train_tiny_parser), trained once per session for the modules that
+    parse with one: (output_dir, data_dir, the slice's directory). Read-only, as trained_runs.py's runs."""
+    root = made_once(tmp_path_factory, "words_parser", lambda directory: train_tiny_parser(directory,
+                                                                                           "parsing_ptb_sample_words"))
+    return str(root / "run"), str(root / "data"), str(root / "nltk")
 
 
 def train_parser(problem_name: str, data_dir: str, output_dir: str, overrides: str) -> None:
