@@ -122,10 +122,10 @@ def test_a_pointer_parser_knows_its_vocabularys_words_and_brackets_and_its_saved
                  for tree in read_mrg(path)][:8] + [""]
     # Constrained: the pointer's count of words beside the constraint's own (one export: a SavedModel is slow to write).
     settings = dict(beam_size=2, extra_length=12, batch_size=8, mixed_precision="none", constrained_decoding=True)
-    trees = Translator.from_run(output_dir, **settings).translate(sentences, input_tokenized=True)
+    trees = Translator.from_run(output_dir, **settings).translate(sentences)
     version = export_run(ExportRequest(run=RunRequest(output_dir=output_dir, decode=DecodeRequest(**settings)),
                                        export_dir=str(tmp_path / "export")))
-    assert Translator.from_export(version).translate(sentences, input_tokenized=True) == trees
+    assert Translator.from_export(version).translate(sentences) == trees
     with pytest.raises(UserError, match="word_pointer cannot be exported for CTranslate2"):
         free = DecodeRequest(**dict(settings, constrained_decoding=None))
         export_run(ExportRequest(run=RunRequest(output_dir=output_dir, decode=free), export_dir=str(tmp_path / "ct2"),
