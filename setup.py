@@ -36,6 +36,9 @@ setup(
         "sacrebleu",
         # Moses' tokenizer, for the paper's compound-split BLEU convention (sacreBLEU has no Moses tokenizer).
         "sacremoses",
+        # A parser's raw input is split into Penn Treebank tokens by NLTK's TreebankWordTokenizer
+        # (t2t_lite/data/input_tokenizers.py), imported only when a parser tokenizes.
+        "nltk",
         "absl-py",
         "sentencepiece",
     ],

@@ -57,6 +57,8 @@ t2t-lite-trainer "${USR[@]}" --problem="$PROBLEM" --data_dir="$WORK/data" --hpar
   --eval_bleu_sentences=0 ${TRAIN_FLAGS:-} 2>&1 | tee "$WORK/train.log"
 
 start=$(date +%s)
-t2t-lite-decoder "${USR[@]}" --output_dir="$WORK/run" --decode_from_file="$WORK/dev.words" \
+# dev.words holds the treebank's own tokens: --input_tokenized, so they are parsed as they are rather than
+# tokenized again (which would turn a closing '' into ``).
+t2t-lite-decoder "${USR[@]}" --output_dir="$WORK/run" --decode_from_file="$WORK/dev.words" --input_tokenized \
   --decode_to_file="$WORK/dev.hyp" --decode_reference="$WORK/dev.trees" ${DECODE_FLAGS:-} 2>&1 | tee "$WORK/decode.log"
 echo "decode wall time: $(( $(date +%s) - start )) s"

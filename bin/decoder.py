@@ -45,6 +45,10 @@ flags.DEFINE_bool("output_trees", False, "For a parser: write bracketed trees wi
                   "instead of its linearised output. A words-form parser writes no tags, so its words get XX "
                   "and punctuation the tag EVALB reads: (S (NP (XX The) (XX cat)) (VP (XX sat)) (. .)); a "
                   "tags-form parser's trees keep its predicted tags.")
+flags.DEFINE_bool("input_tokenized", False, "The input lines are tokens already, separated by spaces, and are "
+                  "read as they are. Without it a parser tokenizes raw text as its problem says (Penn Treebank "
+                  "tokens for the PTB parsers: \"mat.\" -> mat . , \"(\" -> -LRB-); other problems read raw text "
+                  "either way.")
 flags.DEFINE_integer("random_seed", None, "With sampling, a seed that makes the samples reproducible.")
 
 
@@ -62,7 +66,7 @@ def main(argv) -> None:
     run_request = run_flags.run_request(batch_size=FLAGS.batch_size, nbest=FLAGS.nbest, sampling=sampling)
     # The rest of the request's fields are this command's flags of the same names.
     names = ("decode_from_file", "decode_to_file", "decode_reference", "parallel_batches", "output_format",
-             "paper_bleu_language", "export_dir", "compute_type", "output_trees")
+             "paper_bleu_language", "export_dir", "compute_type", "output_trees", "input_tokenized")
     request = DecodeFileRequest(run_request, step_matmul=step_matmul(), **{name: FLAGS[name].value for name in names})
     decode_file(request, log=lambda line: print(line, file=sys.stderr, flush=True))
 

@@ -61,6 +61,9 @@ class DecodeFileRequest:
     # A parser's outputs written as bracketed trees with the words put back (Translator.as_trees) instead of
     # the linearised trees the model writes; scores are of the same trees either way.
     output_trees: bool = False
+    # The lines are tokens already, separated by spaces; otherwise a parser tokenizes them as its problem says
+    # (Translator.tokenized), and its trees' leaves are those tokens.
+    input_tokenized: bool = False
 
 
 def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda line: None,
@@ -106,28 +109,29 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     log(f"decoding {what} with {source} ({search})")
 
     def format_batch(sources, first_index=0):
-        results = translator.hypotheses(sources, first_line=first_index + 1, progress=None if streaming else log,
-                                        parallel_batches=request.parallel_batches)
-        # With output_trees, the texts shown are bracketed trees over each source's words (Translator.as_trees).
-        shown = ([[dataclasses.replace(h, text=translator.as_trees([source], [h.text])[0]) for h in hypotheses]
-                  for source, hypotheses in zip(sources, results)] if request.output_trees else results)
-        return results, format_outputs(sources, shown, decode.nbest, request.output_format, first_index)
+        tokens = translator.tokenized(sources, request.input_tokenized)
+        results = translator.hypotheses(tokens, first_line=first_index + 1, progress=None if streaming else log,
+                                        parallel_batches=request.parallel_batches, input_tokenized=True)
+        # With output_trees, the texts shown are bracketed trees over each source's tokens (Translator.as_trees).
+        shown = ([[dataclasses.replace(h, text=translator.as_trees([words], [h.text])[0]) for h in hypotheses]
+                  for words, hypotheses in zip(tokens, results)] if request.output_trees else results)
+        return results, tokens, format_outputs(sources, shown, decode.nbest, request.output_format, first_index)
 
     if streaming:
         done = 0
         for batch in stdin_batches(stdin or sys.stdin.buffer, hp.batch_size):
-            out.write(format_batch(batch, done)[1])
+            out.write(format_batch(batch, done)[2])
             out.flush()
             done += len(batch)
         return
-    results, text = format_batch(lines)
+    results, tokens, text = format_batch(lines)
     if request.decode_to_file:
         atomic_write_text(request.decode_to_file, text)
     else:
         out.write(text)
     if references is not None:
         outputs = [r[0].text if r else "" for r in results]
-        scores = report(outputs, references, lines)
+        scores = report(outputs, references, tokens)  # a parser's trees are over the tokens
         if request.paper_bleu_language:
             from t2t_lite.metrics.bleu import compound_split_bleu
 

@@ -20,6 +20,7 @@ import glob
 import os
 from collections.abc import Iterator, Sequence
 
+from t2t_lite.data.input_tokenizers import PENN_TREEBANK
 from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.data.text_problem import SPLIT_ORDER, DatagenOptions, Text2TextProblem
@@ -171,6 +172,9 @@ class WsjParsing(Text2TextProblem):
     model_type = "bpe"
     default_vocab_size = 2**14
     user_defined_symbols = TARGET_SYMBOLS
+    # A treebank's sentences are Penn Treebank tokens ("did n't", "-LRB-"): raw text is split as they were, so
+    # that a tree's leaves are the tokens the model learned from.
+    input_tokenizer = PENN_TREEBANK
     # How trees are written as targets: a key of TARGET_FORMS ("tags": tensor2tensor's; "words": the words
     # in their brackets, tags dropped). A variant with another form also sets its user_defined_symbols.
     target_form = "tags"

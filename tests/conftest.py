@@ -5,6 +5,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from trained_runs import multi30k_run, reverse_run  # noqa: E402,F401  (session fixtures)
+from tiny_parsers import words_parser  # noqa: E402,F401  (a session fixture)
 
 # pytest-xdist (--dist loadfile) hands whole modules to whichever worker is free, in collection order
 # (--no-loadscope-reorder in pyproject.toml; by default it would order them by their number of tests).

@@ -49,7 +49,9 @@ DECODER_ANY_ENGINE = {**USR_DIR, "export_dir": ENGINE,
                       **effect("decode_from_file", "decode_to_file", "decode_reference", "paper_bleu_language",
                                "batch_size", "parallel_batches", "nbest", "output_format",
                                # for a parser (test_parser_trees.py); refused for other problems there too
-                               "output_trees")}
+                               "output_trees",
+                               # for a parser (test_raw_text.py); other problems read their lines as they are
+                               "input_tokenized")}
 DECODER_ON_AN_EXPORT = {**DECODER_ANY_ENGINE,
                         **{name: Refused("x", NOT_A_RUN) for name in RUN_PICKING if name != "checkpoint"},
                         "checkpoint": Refused("latest", NOT_A_RUN),

@@ -17,10 +17,11 @@ require_shared("ptb_wsj_sample/mrg")
 
 
 @pytest.fixture(scope="module")
-def words_parser_run(tmp_path_factory):
-    """A tiny parsing_ptb_sample_words parser, and 12 dev sentences with their gold bracketed trees."""
+def words_parser_run(words_parser, tmp_path_factory):
+    """The tiny parsing_ptb_sample_words parser, a directory for its exports, and 12 dev sentences with their
+    gold bracketed trees."""
     root = tmp_path_factory.mktemp("words_parser")
-    output_dir, data_dir, combined = train_tiny_parser(root, "parsing_ptb_sample_words")
+    output_dir, data_dir, combined = words_parser
     gold = [tree for path in ptb_sample.split_files(combined, "dev") for tree in read_mrg(path)][:12]
     return root, output_dir, data_dir, gold
 
@@ -41,7 +42,7 @@ def test_a_parser_translates_into_trees_with_the_words_from_a_run_a_savedmodel_a
     sentences = [" ".join(strip_tree(tree).words()) for tree in gold] + [""]
     settings = dict(beam_size=2, extra_length=12, batch_size=8, mixed_precision="none", constrained_decoding=True)
     run = Translator.from_run(output_dir, **settings)
-    trees = run.translate(sentences)
+    trees = run.translate(sentences, input_tokenized=True)
     assert trees[-1] == ""
     for sentence, tree, output in zip(sentences, trees, linearised(run, sentences)):
         if sentence:
@@ -52,14 +53,14 @@ def test_a_parser_translates_into_trees_with_the_words_from_a_run_a_savedmodel_a
             assert [t for t in output.split() if shape([t]) == ["XX"]][1:] == sentence.split()[1:]
     version = export_run(ExportRequest(run=RunRequest(output_dir=output_dir, decode=DecodeRequest(**settings)),
                                        export_dir=str(root / "export")))
-    assert Translator.from_export(version).translate(sentences) == trees
+    assert Translator.from_export(version).translate(sentences, input_tokenized=True) == trees
 
     free = dict(settings, constrained_decoding=None)
     ct2 = export_run(ExportRequest(run=RunRequest(output_dir=output_dir, decode=DecodeRequest(**free)),
                                    export_dir=str(root / "ct2"),
                                    export_format="ctranslate2"))
     ct2_translator = Translator.from_export(ct2)
-    ct2_trees = ct2_translator.translate(sentences)
+    ct2_trees = ct2_translator.translate(sentences, input_tokenized=True)
     assert ct2_trees == ct2_translator.as_trees(sentences, linearised(ct2_translator, sentences))
     # Searching freely, an output may be a repair: under TOP when it is more than one phrase.
     assert all(parse_tree_string(tree).words() == s.split() for s, tree in zip(sentences, ct2_trees) if s)
@@ -80,9 +81,10 @@ def test_the_decoder_writes_trees_and_scores_gold_trees_as_users_have_them(words
     report = io.StringIO()
     decode_file(DecodeFileRequest(RunRequest(output_dir, decode=DecodeRequest(**settings)), decode_from_file=str(tmp_path / "words"),
                                   decode_to_file=str(tmp_path / "trees"), decode_reference=str(tmp_path / "gold"),
-                                  output_trees=True), out=report)
+                                  output_trees=True, input_tokenized=True), out=report)
     translator = Translator.from_run(output_dir, **settings)
-    assert (tmp_path / "trees").read_text(encoding="utf-8").splitlines() == translator.translate(sentences)
+    written = (tmp_path / "trees").read_text(encoding="utf-8").splitlines()
+    assert written == translator.translate(sentences, input_tokenized=True)
     outputs = linearised(translator, sentences)
     counts, _ = score_linearized(outputs, [str(strip_tree(tree)) for tree in gold], sentences,
                                  TARGET_FORMS["words"])

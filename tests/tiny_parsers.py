@@ -1,8 +1,11 @@
 """A tiny parser trained on a slice of the shared PTB sample, for the tests that decode with one."""
 from pathlib import Path
 
+import pytest
+
 from t2t_lite.registry import problems
 from shared_data import require_shared
+from trained_runs import made_once
 
 
 def train_tiny_parser(root, problem_name: str, overrides: str = "", data_dir: str | None = None):
@@ -36,6 +39,15 @@ def train_tiny_parser(root, problem_name: str, overrides: str = "", data_dir: st
     return output_dir, data_dir, combined
 
 
+@pytest.fixture(scope="session")
+def words_parser(tmp_path_factory) -> tuple[str, str, str]:
+    """A tiny parsing_ptb_sample_words parser (train_tiny_parser), trained once per session for the modules that
+    parse with one: (output_dir, data_dir, the slice's directory). Read-only, as trained_runs.py's runs."""
+    root = made_once(tmp_path_factory, "words_parser", lambda directory: train_tiny_parser(directory,
+                                                                                           "parsing_ptb_sample_words"))
+    return str(root / "run"), str(root / "data"), str(root / "nltk")
+
+
 def train_parser(problem_name: str, data_dir: str, output_dir: str, overrides: str) -> None:
     """The tiny parser trained 40 steps on data_dir. No memory probe: it changes nothing trained (test_trainer.py
     checks), and its pass on the largest batch shapes costs more than the 40 steps."""
@@ -50,5 +62,6 @@ def train_parser(problem_name: str, data_dir: str, output_dir: str, overrides: s
 
 
 def linearised(translator, sentences) -> list[str]:
-    """The best output of each sentence as the model wrote it (translate gives a parser's as trees)."""
-    return [hyps[0].text if hyps else "" for hyps in translator.hypotheses(sentences)]
+    """The best output of each sentence as the model wrote it (translate gives a parser's as trees); the sentences
+    are the treebank's tokens, parsed as they are."""
+    return [hyps[0].text if hyps else "" for hyps in translator.hypotheses(sentences, input_tokenized=True)]

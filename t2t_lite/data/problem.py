@@ -19,6 +19,9 @@ class Problem:
     splits = ("train", "dev")
     # How many dev sentences the trainer decodes for dev_metric at every evaluation unless told otherwise.
     dev_metric_sentences = 200
+    # How a user's raw input is split into the tokens the examples hold before it is encoded (a name of
+    # t2t_lite.data.input_tokenizers.INPUT_TOKENIZERS); None: the model reads raw text as it is.
+    input_tokenizer: str | None = None
 
     def __init__(self, data_dir: str | None = None):
         self.data_dir = data_dir

@@ -80,11 +80,17 @@ def delinearize_with_words(words: Sequence[str], target_tokens: Sequence[str]) -
 
 
 def _is_open(token: str) -> bool:
-    return len(token) > 1 and token.startswith(OPEN_MARK)
+    return len(token) > 1 and token.startswith(OPEN_MARK) and _is_label(token[1:])
 
 
 def _is_close(token: str) -> bool:
-    return len(token) > 1 and token.startswith(CLOSE_MARK)
+    return len(token) > 1 and token.startswith(CLOSE_MARK) and _is_label(token[1:])
+
+
+def _is_label(text: str) -> bool:
+    """Whether text can be a bracket's label: a model may write bracket-like words such as "(slightly)" or
+    "((", which mark a word's place, not a phrase."""
+    return OPEN_MARK not in text and CLOSE_MARK not in text
 
 
 def words_form_shape(target_tokens: Sequence[str]) -> list[str]:

@@ -36,6 +36,9 @@ PTB_POS_TAGS = frozenset({
 
 _TOKEN_RE = re.compile(r"\(|\)|[^\s()]+")
 _BRACKETS = ("(", ")")
+# A bracket inside a word or label would read back as a bracket of the tree: the word "(slightly)" as a phrase
+# "slightly)" without a word, so the word would vanish. The PTB writes them as names, and so do we.
+_BRACKET_NAMES = str.maketrans({"(": "-LRB-", ")": "-RRB-"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,10 +89,12 @@ def tree_to_string(tree: Tree) -> str:
     Args:
       tree: the tree to format.
     Returns:
-      e.g. "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)))".
+      e.g. "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)))". A bracket in a word or label is written
+      -LRB- or -RRB- ("(slightly)" as "-LRB-slightly-RRB-"), so the string reads back as the same tree.
     """
-    inner = " ".join(c if isinstance(c, str) else tree_to_string(c) for c in tree.children)
-    return f"({tree.label} {inner})" if inner else f"({tree.label})"
+    inner = " ".join(c.translate(_BRACKET_NAMES) if isinstance(c, str) else tree_to_string(c) for c in tree.children)
+    label = tree.label.translate(_BRACKET_NAMES)
+    return f"({label} {inner})" if inner else f"({label})"
 
 
 def parse_trees(text: str) -> list[Tree]:

@@ -26,6 +26,9 @@ TREE_FORM_KEY = "tree_form"
 # The "export" entry's key for how outputs are scored against references without the problem's code
 # (and TensorFlow): REPORT_TEXT, REPORT_TREES, or None where the problem scores its own way.
 REFERENCE_REPORT_KEY = "reference_report"
+# The "export" entry's key for how a parser's raw input is tokenized (Problem.input_tokenizer), so that a
+# Translator over the export tokenizes as one over the run does.
+INPUT_TOKENIZER_KEY = "input_tokenizer"
 REPORT_TEXT, REPORT_TREES = "text", "trees"
 
 
@@ -46,10 +49,16 @@ def tree_form(problem) -> str | None:
     return getattr(problem, "target_form", None)
 
 
+def input_tokenizer(problem) -> str | None:
+    """How the problem's raw input is tokenized (Problem.input_tokenizer); None: it is read as it is."""
+    return getattr(problem, "input_tokenizer", None)
+
+
 def problem_info(problem) -> dict:
     """What an export records of its problem, so it is decoded and scored without the problem's code:
-    its tree form and its reference report."""
-    return {TREE_FORM_KEY: tree_form(problem), REFERENCE_REPORT_KEY: reference_report(problem)}
+    its tree form, its reference report and its input tokenizer."""
+    return {TREE_FORM_KEY: tree_form(problem), REFERENCE_REPORT_KEY: reference_report(problem),
+            INPUT_TOKENIZER_KEY: input_tokenizer(problem)}
 
 
 def reference_report(problem) -> str | None:
@@ -111,6 +120,12 @@ class ExportDir:
     def tree_form(self) -> str | None:
         """The parser's target form (TARGET_FORMS); None for other problems and exports older than the key."""
         return self.info.get(TREE_FORM_KEY)
+
+    @property
+    def input_tokenizer(self) -> str | None:
+        """How raw input is tokenized (Problem.input_tokenizer); None for problems that read raw text, and
+        for exports older than the key (whose parsers took tokenized input)."""
+        return self.info.get(INPUT_TOKENIZER_KEY)
 
     @property
     def vocab_path(self) -> str:

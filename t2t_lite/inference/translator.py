@@ -8,7 +8,9 @@
 
 A parser's `translate` gives bracketed trees with the words put back, "(S (NP (DT The) (NN cat)) (VP (VBD
 sat)) (. .))" (tags "XX" where its target form drops them), from a run or an export alike; `hypotheses`
-gives the linearised outputs the model wrote, as a SavedModel served directly does.
+gives the linearised outputs the model wrote, as a SavedModel served directly does. A parser takes raw text,
+tokenized here, in Python, as its problem says (Problem.input_tokenizer: Penn Treebank tokens for the PTB
+parsers), whatever the backend; `input_tokenized=True` takes tokens as they are.
 
 `from_run` opens the checkpoint t2t-lite-decoder would (or the one named) and
 decodes exactly as the decoder does; `from_export` loads what t2t-lite-exporter
@@ -26,12 +28,13 @@ never does (docs/serving.md, the smallest deployment).
 import dataclasses
 from typing import TYPE_CHECKING
 
+from t2t_lite.data.input_tokenizers import check_input_tokenizer, tokenize_lines
 from t2t_lite.data.target_forms import TARGET_FORMS
 from t2t_lite.data.trees import readable
 from t2t_lite.decoding.batching import Hypothesis
 from t2t_lite.decoding.request import RUN, DecodeRequest, Engine, ResolvedDecode
 from t2t_lite.errors import UserError
-from t2t_lite.export.export_dir import CTRANSLATE2, read_export, tree_form
+from t2t_lite.export.export_dir import CTRANSLATE2, input_tokenizer, read_export, tree_form
 from t2t_lite.inference.backend import Backend
 from t2t_lite.inference.run_backend import RunBackend
 from t2t_lite.inference.saved_model_backend import saved_model_backend
@@ -51,12 +54,16 @@ class Translator:
         then returns bracketed trees; None returns the outputs as they are.
       decode: how it decodes when a call does not say: a DecodeRequest resolved against backend.engine
         (None resolves the empty request, the backend's own settings).
+      input_tokenizer: how raw input is tokenized before the backend encodes it (the problem's
+        input_tokenizer, a name of t2t_lite.data.input_tokenizers.INPUT_TOKENIZERS); None passes it as it is.
     """
 
-    def __init__(self, backend: Backend, tree_form: str | None = None, decode: ResolvedDecode | None = None):
+    def __init__(self, backend: Backend, tree_form: str | None = None, decode: ResolvedDecode | None = None,
+                 input_tokenizer: str | None = None):
         if tree_form is not None and tree_form not in TARGET_FORMS:
             raise UserError(f"`tree_form` must be one of {sorted(TARGET_FORMS)} or None, got {tree_form!r}")
-        self._backend, self.tree_form = backend, tree_form
+        check_input_tokenizer(input_tokenizer)
+        self._backend, self.tree_form, self.input_tokenizer = backend, tree_form, input_tokenizer
         self.decode = decode or DecodeRequest().resolve(backend.engine)
 
     @classmethod
@@ -92,7 +99,8 @@ class Translator:
         from t2t_lite.run import open_run
 
         run = open_run(request, ensemble=True, engine=engine or RUN)
-        return cls(RunBackend(run, step_matmul or StepMatmulSettings()), tree_form(run.problem), run.decode)
+        return cls(RunBackend(run, step_matmul or StepMatmulSettings()), tree_form(run.problem), run.decode,
+                   input_tokenizer(run.problem))
 
     @classmethod
     def from_export(cls, path: str, request: DecodeRequest | None = None, **settings) -> "Translator":
@@ -121,30 +129,42 @@ class Translator:
         else:
             refuse_ctranslate2_settings(settings, f"{path!r} is a SavedModel, which computes as it was exported")
             backend = saved_model_backend(path)
-        return cls(backend, export.tree_form, resolved)
+        return cls(backend, export.tree_form, resolved, export.input_tokenizer)
 
     @property
     def run(self):
         """The opened run (t2t_lite.run.OpenedRun) of a Translator from a run; None for an export."""
         return getattr(self._backend, "run", None)
 
-    def translate(self, sentences: list[str], beam_size: int | None = None, sampling=None) -> list[str]:
+    def translate(self, sentences: list[str], beam_size: int | None = None, sampling=None,
+                  input_tokenized: bool = False) -> list[str]:
         """The best output of each sentence, in the input's order; an empty sentence gives "".
-        A parser's are bracketed trees over the sentence's words (`as_trees`).
+        A parser's are bracketed trees whose leaves are the sentence's tokens (`tokenized`, `as_trees`).
 
         Args:
           beam_size: None keeps the run's (the paper's 4 unless the run set another); 1 is greedy.
           sampling: a t2t_lite.decoding.sampling.SamplingSettings to draw one sample per sentence
             instead of searching (e.g. for back-translation); runs only.
+          input_tokenized: the sentences are tokens already, separated by spaces (`tokenized`).
         """
-        results = self.hypotheses(sentences, beam_size=beam_size, sampling=sampling)
+        tokens = self.tokenized(sentences, input_tokenized)
+        results = self.hypotheses(tokens, beam_size=beam_size, sampling=sampling, input_tokenized=True)
         outputs = [hyps[0].text if hyps else "" for hyps in results]
-        return self.as_trees(sentences, outputs) if self.tree_form else outputs
+        return self.as_trees(tokens, outputs) if self.tree_form else outputs
+
+    def tokenized(self, sentences: list[str], input_tokenized: bool = False) -> list[str]:
+        """The sentences as the model reads them: raw text split by the problem's input_tokenizer, its tokens
+        joined by spaces ("The cat sat on the mat." -> "The cat sat on the mat ." for a PTB parser); as they
+        are when input_tokenized, or for a problem that reads raw text (translation)."""
+        if isinstance(sentences, str):
+            raise UserError("translate takes a list of sentences; wrap a single one in a list")
+        return list(sentences) if input_tokenized else tokenize_lines(self.input_tokenizer, sentences)
 
     def as_trees(self, sentences: list[str], outputs: list[str]) -> list[str]:
         """A parser's linearised outputs as one-line bracketed trees with the sentences' words put back,
         "(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))"; malformed outputs repaired (data/target_forms.py), an
-        empty sentence an empty line.
+        empty sentence an empty line. The leaves are exactly each sentence's space-separated tokens, in order
+        (`tokenized` gives them from raw text), a bracket in one written -LRB- or -RRB- (trees.tree_to_string).
 
         Raises:
           UserError: this Translator is not a parser's.
@@ -156,20 +176,19 @@ class Translator:
                 for sentence, output in zip(sentences, outputs)]
 
     def hypotheses(self, sentences: list[str], beam_size: int | None = None, nbest: int | None = None,
-                   sampling=None, **decoding) -> list[list[Hypothesis]]:
+                   sampling=None, input_tokenized: bool = False, **decoding) -> list[list[Hypothesis]]:
         """The nbest best outputs of each sentence with their scores and token ids: a list (per sentence) of
         lists of t2t_lite.decoding.batching.Hypothesis, best first (fewer when fewer beams finished).
 
         Args:
-          beam_size, sampling: as for `translate`.
+          beam_size, sampling, input_tokenized: as for `translate`.
           nbest: outputs per sentence; at most the beam size (1 when sampling); None keeps the Translator's
             (at most this call's beam size).
           decoding: decode_id_batches' progress and parallel_batches, and first_line (the 1-based line
             number of sentences[0], for error messages).
         """
-        if isinstance(sentences, str):
-            raise UserError("translate takes a list of sentences; wrap a single one in a list")
-        return self._backend.hypotheses(list(sentences), self._call_decode(beam_size, nbest, sampling), **decoding)
+        return self._backend.hypotheses(self.tokenized(sentences, input_tokenized),
+                                        self._call_decode(beam_size, nbest, sampling), **decoding)
 
     def _call_decode(self, beam_size, nbest, sampling) -> ResolvedDecode:
         """The Translator's decode with a call's own settings over it; what the call leaves out stays the

@@ -27,7 +27,7 @@ from score import problems, read, scores  # noqa: E402
 def decode_ours(work: str, checkpoint: str, source: str, scratch: str, flags: list[str]) -> list[str]:
     output = os.path.join(scratch, "ours.hyp")
     subprocess.run(["t2t-lite-decoder", f"--output_dir={work}/run", f"--checkpoint_path={checkpoint}",
-                    f"--decode_from_file={source}", f"--decode_to_file={output}", *flags],
+                    f"--decode_from_file={source}", f"--decode_to_file={output}", "--input_tokenized", *flags],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return read(output)
 
