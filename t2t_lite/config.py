@@ -258,8 +258,7 @@ def validate(hparams: HParams) -> HParams:
         raise UserError(f"position_encoding must be 'sinusoid' or 'learned', got {m.position_encoding!r}")
     if not m.key_dim and m.d_model % m.num_heads:
         raise UserError(f"d_model={m.d_model} is not divisible by num_heads={m.num_heads}; set key_dim and value_dim")
-    for feature in m.decoder_features:
-        registry.decoder_features.get(feature)  # an unknown name raises, listing close ones
+    # Names are looked up when the model is made: a run's hparams.json is read before its usr dir is imported.
     if len(set(m.decoder_features)) < len(m.decoder_features):
         raise UserError(f"decoder_features names a feature twice: {'+'.join(m.decoder_features)}")
     for name, value in (("d_model", m.d_model), ("d_ff", m.d_ff), ("num_heads", m.num_heads)):

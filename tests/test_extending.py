@@ -1,4 +1,5 @@
-"""docs/extending.md's worked example, run as a user would: a usr dir with a problem, a set and a model.
+"""docs/extending.md's worked examples, run as a user would: a usr dir with a problem, a set and a model, and a
+decoder-input feature in a file of its own.
 
 The package is written from the documentation's own code blocks, so the page cannot drift from what works.
 """
@@ -7,21 +8,24 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cli_helpers import run_tool, run_tools
+from trained_runs import REVERSE_TINY
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
 STEPS = 4
 
 
 def write_usr_dir(root: Path) -> Path:
-    """The files docs/extending.md marks with <!-- file: NAME -->, each the concatenation of its blocks."""
+    """The files docs/extending.md marks with <!-- file: NAME -->, each the concatenation of its blocks, written
+    under root; returns the package's directory (the feature's file is beside it)."""
     files = {}
     for name, code in re.findall(r"<!-- file: (\S+) -->\n```python\n(.*?)```", DOC.read_text(encoding="utf-8"),
                                  flags=re.S):
         files[name] = files.get(name, "") + code + "\n\n"
-    assert list(files) == ["my_t2t/__init__.py"], files.keys()
+    assert list(files) == ["my_t2t/__init__.py", "tokens_left.py"], files.keys()
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text, encoding="utf-8")
@@ -117,3 +121,60 @@ def test_a_usr_dir_that_is_not_a_package_is_one_clear_line(tmp_path):
     assert result.returncode == 2
     assert result.error == (f"--usr_dir {str(tmp_path / 'plain')!r} is neither a package (a directory with "
                             f"__init__.py) nor a .py file")
+
+
+FEATURE_STEPS = 30
+
+
+@pytest.fixture(scope="module")
+def feature_run(tmp_path_factory):
+    """algorithmic_reverse trained FEATURE_STEPS steps with the page's tokens_left feature, from its own file."""
+    root = tmp_path_factory.mktemp("feature")
+    write_usr_dir(root)
+    trainer = run_tool("trainer", f"--usr_dir={root / 'tokens_left.py'}", "--problem=algorithmic_reverse",
+                       "--hparams_set=transformer_tiny", f"--hparams={REVERSE_TINY},decoder_features=tokens_left",
+                       f"--output_dir={root / 'run'}", f"--train_steps={FEATURE_STEPS}",
+                       f"--save_checkpoints_steps={FEATURE_STEPS}", "--eval_steps=1", "--eval_bleu_sentences=0",
+                       "--memory_probe=false", "--mixed_precision=none")
+    assert trainer.returncode == 0, trainer.stderr[-3000:]
+    return root
+
+
+def test_a_feature_from_its_own_file_trains_and_the_beam_search_carries_its_state(feature_run):
+    """The run records the feature; every beam the search returns scores as the full pass over its ids, which
+    computes the feature from the whole prefix: the step's context and per-beam state are the feature's."""
+    from t2t_lite.config import DecodeHParams
+    from t2t_lite.decoding.decoder import Decoder
+    from t2t_lite.run import RunRequest, open_run
+
+    spec = json.loads((feature_run / "run" / "hparams.json").read_text())
+    assert spec["hparams"]["model"]["decoder_features"] == ["tokens_left"]
+    run = open_run(RunRequest(output_dir=str(feature_run / "run")))  # imports the recorded usr dir
+    model = run.models[0]
+    assert model.decoder_features == ("tokens_left",) and model.tokens_left_embedding.built
+    inputs = np.array([[5, 6, 7, 8, 9, 1], [4, 3, 1, 0, 0, 0]], np.int32)
+    # alpha 0: a score is the hypothesis' log-probability.
+    ids, scores = (t.numpy() for t in Decoder(model, DecodeHParams(beam_size=3, alpha=0.0, extra_length=2)).decode(
+        inputs))  # [B, K, T], [B, K]
+    checked = 0
+    for b in range(ids.shape[0]):
+        for k in range(ids.shape[1]):
+            if not np.isfinite(scores[b, k]):
+                continue
+            ends = np.flatnonzero(ids[b, k] == 1)
+            hypothesis = ids[b, k][:ends[0] + 1] if ends.size else ids[b, k]
+            logits = model({"inputs": inputs[b:b + 1], "targets": hypothesis[None]}, training=False).numpy()[0]
+            shifted = logits - logits.max(axis=-1, keepdims=True)
+            log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # [T, V]
+            np.testing.assert_allclose(scores[b, k], log_probs[np.arange(len(hypothesis)), hypothesis].sum(),
+                                       atol=1e-3)
+            checked += 1
+    assert checked >= 4
+
+
+def test_the_ctranslate2_export_refuses_a_model_with_a_feature_naming_it(feature_run):
+    result = run_tool("exporter", f"--output_dir={feature_run / 'run'}", f"--export_dir={feature_run / 'ct2'}",
+                      "--export_format=ctranslate2")
+    assert result.returncode == 2
+    assert "decoder_features tokens_left cannot be exported for CTranslate2" in result.error
+    assert not (feature_run / "ct2").exists()
