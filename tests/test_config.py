@@ -85,3 +85,23 @@ def test_hparams_json_written_before_the_schedule_fields_loads_with_the_papers_s
     for name in ("schedule", "min_learning_rate_fraction", "cooldown_fraction", "warmup_fraction"):
         del data["train"][name]
     assert config.from_dict(data) == hparams_sets.get("transformer_base")()
+
+
+def test_decoder_features_take_plus_separated_names_and_the_old_booleans_still_read():
+    parser = hparams_sets.get("transformer_parsing_small_data")()
+    assert parser.model.decoder_features == ("word_pointer", "open_phrases")
+    assert config.apply_overrides(parser, "decoder_features=open_phrases").model.decoder_features == ("open_phrases",)
+    assert config.apply_overrides(parser, "decoder_features=").model.decoder_features == ()
+    # docs/problems.md's override of when they were booleans: false takes one out, true puts it back.
+    assert config.apply_overrides(parser, "open_phrases=false").model.decoder_features == ("word_pointer",)
+    assert config.apply_overrides(parser, "model.open_phrases=false,open_phrases=true").model.decoder_features == (
+        "word_pointer", "open_phrases")
+    with pytest.raises(UserError, match="expected a bool"):
+        config.apply_overrides(parser, "open_phrases=maybe")
+    with pytest.raises(UserError, match="names a feature twice"):
+        config.apply_overrides(parser, "decoder_features=word_pointer+word_pointer")
+    # An hparams.json written then: the booleans become the list, in the order the model added them.
+    old = config.to_dict(config.HParams())
+    old["model"].pop("decoder_features")
+    old["model"].update(open_phrases=True, word_pointer=True)
+    assert config.from_dict(old).model.decoder_features == ("word_pointer", "open_phrases")
