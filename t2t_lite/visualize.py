@@ -51,10 +51,10 @@ def _teacher_forced_pass(model, inputs, targets):
     for layer in model.decoder_layers:
         query = layer.self_attention_residual.before(x)
         maps["decoder_self"].append(layer.self_attention.attention_weights(query, bias=self_bias))
-        h, _ = layer.self_attention(query, bias=self_bias)
+        h = layer.self_attention(query, bias=self_bias)
         query = layer.cross_attention_residual.before(layer.self_attention_residual(x, h))
         maps["encoder_decoder"].append(layer.cross_attention.attention_weights(query, memory, memory_bias))
-        x, _ = layer(x, memory, self_bias, memory_bias)
+        x = layer(x, memory, self_bias, memory_bias)
     return maps, (x if model.decoder_norm is None else model.decoder_norm(x))
 
 

@@ -32,8 +32,7 @@ def test_self_attention_with_causal_and_padding_masks_matches_numpy(layer):
     x = rng.normal(size=(2, 6, 12)).astype(np.float32)
     ids = np.array([[3, 4, 5, 6, 1, 0], [3, 4, 1, 0, 0, 0]], np.int32)
     bias = np.asarray(padding_bias(ids)) + np.asarray(causal_bias(6))
-    out, cache = layer(x, bias=bias)
-    assert cache is None
+    out = layer(x, bias=bias)
     np.testing.assert_allclose(out.numpy(), numpy_attention(layer, x, x, bias), atol=1e-5)
 
 
@@ -44,38 +43,16 @@ def test_masked_keys_have_no_influence(layer):
     bias = np.asarray(padding_bias(np.array([[7, 8, 1, 0, 0]], np.int32)))
     changed = memory.copy()
     changed[:, 3:] = 100.0  # garbage under the PAD positions
-    out, _ = layer(query, memory=memory, bias=bias)
-    out_changed, _ = layer(query, memory=changed, bias=bias)
+    out = layer(query, memory=memory, bias=bias)
+    out_changed = layer(query, memory=changed, bias=bias)
     np.testing.assert_allclose(out.numpy(), out_changed.numpy(), atol=1e-6)
     np.testing.assert_allclose(out.numpy(), numpy_attention(layer, query, memory, bias), atol=1e-5)
-
-
-@pytest.mark.isa
-@pytest.mark.parametrize("chunks", [[1] * 7, [3, 4], [2, 1, 4]])
-def test_cached_self_attention_with_an_index_equals_the_full_causal_pass(layer, chunks):
-    """keras-hub's contract: positions written into the cache at cache_index, each seeing the ones up to its own."""
-    rng = np.random.default_rng(2)
-    x = rng.normal(size=(2, 7, 12)).astype(np.float32)
-    full, _ = layer(x, bias=causal_bias(7))
-    cache = {"key": np.zeros((2, 4, 9, 5), np.float32), "value": np.zeros((2, 4, 9, 3), np.float32)}  # 2 spare
-    cache["key"][:, :, 7:] = 50.0  # garbage beyond the positions written: hidden by the cache's own mask
-    outputs, start = [], 0
-    for size in chunks:
-        out, cache = layer(x[:, start:start + size], cache=cache, cache_index=start)
-        outputs.append(out.numpy())
-        start += size
-    np.testing.assert_allclose(np.concatenate(outputs, axis=1), full.numpy(), atol=1e-5)
-    # The cache holds every position's keys and values where it was written, and the spare positions untouched.
-    projected = layer.memory_cache(x)
-    for name in ("key", "value"):
-        np.testing.assert_allclose(cache[name].numpy()[:, :, :7], projected[name].numpy(), atol=1e-6)
-    np.testing.assert_array_equal(cache["key"].numpy()[:, :, 7:], 50.0)
 
 
 def test_precomputed_memory_cache_equals_projecting_memory(layer):
     rng = np.random.default_rng(3)
     query = rng.normal(size=(2, 1, 12)).astype(np.float32)
     memory = rng.normal(size=(2, 4, 12)).astype(np.float32)
-    direct, _ = layer(query, memory=memory)
-    cached, _ = layer(query, memory=layer.memory_cache(memory))
+    direct = layer(query, memory=memory)
+    cached = layer(query, memory=layer.memory_cache(memory))
     np.testing.assert_allclose(cached.numpy(), direct.numpy(), atol=1e-6)

@@ -53,7 +53,7 @@ def test_one_beam_per_sentence_equals_the_full_causal_pass(layer, settle_every, 
     monkeypatch.setattr(cached_step, "SETTLE_EVERY", settle_every)
     rng = np.random.default_rng(2)
     x = rng.normal(size=(2, 7, D)).astype(np.float32)
-    full, _ = layer(x, bias=causal_bias(7))
+    full = layer(x, bias=causal_bias(7))
     cache, steps = empty_slots(2, 1), []
     for i in range(7):
         ancestry = np.ones((2, i + 1, 1), np.float32)  # every position of a row's history is in slot 0
@@ -112,7 +112,7 @@ def test_beams_sharing_one_memory_row_equal_attending_to_a_repeated_memory(layer
     query = rng.normal(size=(2 * beams, D)).astype(np.float32)  # rows b*3 .. b*3+2 belong to sentence b
     memory = rng.normal(size=(2, 4, D)).astype(np.float32)
     bias = np.asarray(padding_bias(np.array([[5, 6, 1, 0], [5, 6, 7, 1]], np.int32)))  # [2, 1, 1, 4]
-    repeated, _ = layer(query[:, None], memory=np.repeat(memory, beams, axis=0), bias=np.repeat(bias, beams, axis=0))
+    repeated = layer(query[:, None], memory=np.repeat(memory, beams, axis=0), bias=np.repeat(bias, beams, axis=0))
     context = shared_attention(layer, dense(query, layer.query_proj), layer.memory_cache(memory), bias)
     np.testing.assert_allclose(dense(context.numpy()[:, 0], layer.output_proj), repeated.numpy()[:, 0], atol=1e-5)
 

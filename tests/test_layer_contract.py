@@ -45,13 +45,9 @@ class Case:
         return self.cls.__name__
 
 
-def _first(outputs):
-    return outputs[0] if isinstance(outputs, tuple) else outputs
-
-
 CASES = [
     Case(MultiHeadAttention, dict(num_heads=2, key_dim=8, value_dim=4, d_model=D, dropout=0.1),
-         lambda layer, training: _first(layer(X, memory=MEMORY, bias=padding_bias(SOURCE), training=training)), 8),
+         lambda layer, training: layer(X, memory=MEMORY, bias=padding_bias(SOURCE), training=training), 8),
     Case(FeedForward, dict(d_model=D, d_ff=32, dropout=0.1),
          lambda layer, training: layer(X, training=training), 4),
     Case(Residual, dict(norm_position="pre", dropout=0.1, epsilon=1e-6),
@@ -60,7 +56,7 @@ CASES = [
                             norm_position="pre"),
          lambda layer, training: layer(X, padding_bias(IDS), training=training), 8 + 4 + 2 * 2),
     Case(DecoderLayer, dict(d_model=D, num_heads=2, d_ff=32, key_dim=4, value_dim=6, dropout=0.1),
-         lambda layer, training: _first(layer(X, MEMORY, causal_bias(5), padding_bias(SOURCE), training=training)),
+         lambda layer, training: layer(X, MEMORY, causal_bias(5), padding_bias(SOURCE), training=training),
          2 * 8 + 4 + 3 * 2),
     Case(SharedEmbedding, dict(vocab_size=V, d_model=D),
          lambda layer, training: layer.logits(layer(IDS)), 1, mixed_dtype="float32"),

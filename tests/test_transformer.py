@@ -4,12 +4,14 @@ import pytest
 
 import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config
+from t2t_lite.decoding.cached_step import CachedStep
 from t2t_lite.models import build_model
 from t2t_lite.models.transformer import shift_right
 from t2t_lite.parsing.features import WordPointer
+from t2t_lite.ops.step_matmul import StepMatmulSettings
 from t2t_lite.registry import hparams_sets
 
-from parser_features import BOTH, set_tables
+from parser_features import set_tables
 
 
 def tiny(overrides=""):
@@ -50,8 +52,8 @@ def test_the_built_model_holds_every_variable_a_forward_pass_and_decoding_use(ov
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(model({"inputs": inputs, "targets": targets}, training=True))
     gradients = tape.gradient(loss, model.trainable_weights)
-    memory, bias = model.encode(inputs)
-    model.decode(targets[:, :1], model.memory_cache(memory), bias, cache=model.initial_cache(3, 6), cache_index=0)
+    step = CachedStep(model, inputs, 3, 2, StepMatmulSettings())  # the beam search's decoding step
+    step(np.zeros((6, 1), np.int32), 0, step.initial_state)
     assert [(v.path, tuple(v.shape)) for v in model.weights] == built
     assert all(g is not None for g in gradients)  # every variable built is one the forward pass uses
     # Per layer: 4 or 8 attention Dense, 2 feed-forward Dense and 2 or 3 LayerNorms, 2 variables each; then the
@@ -71,28 +73,6 @@ def pointer_model(overrides=""):
     """A tiny model with word_pointer, the even ids beginning words (so that each batch has several), and with
     open_phrases when overrides ask."""
     return set_tables(build_model(tiny(overrides or "decoder_features=word_pointer")))
-
-
-@pytest.mark.parametrize("overrides", ["norm_position=post", "norm_position=pre", "position_encoding=learned",
-                                       "share_embeddings=false,key_dim=3,value_dim=5",
-                                       BOTH])
-@pytest.mark.parametrize("chunks", [[1] * 6, [2, 4]])
-def test_cached_decoding_with_an_index_equals_full_forward_pass(overrides, chunks):
-    model = pointer_model(overrides) if "word_pointer" in overrides else build_model(tiny(overrides))
-    inputs, targets = _batch(np.random.default_rng(0))
-    full = model({"inputs": inputs, "targets": targets}).numpy()  # [B, T_tgt, V]
-    memory, memory_bias = model.encode(inputs)
-    contexts = model.feature_contexts(inputs, memory)
-    decoder_inputs = np.asarray(shift_right(targets))
-    # The encoder output as it is, or its keys/values projected once.
-    for memory_given in (memory, model.memory_cache(memory)):
-        cache, logits, start = model.initial_cache(inputs.shape[0], targets.shape[1] + 1), [], 0
-        for size in chunks:
-            chunk_logits, cache = model.decode(decoder_inputs[:, start:start + size], memory_given, memory_bias,
-                                               cache=cache, cache_index=start, contexts=contexts)
-            logits.append(chunk_logits.numpy())
-            start += size
-        np.testing.assert_allclose(np.concatenate(logits, axis=1), full, atol=1e-5)
 
 
 def test_each_decoder_input_points_at_the_next_source_word_it_has_not_begun():

@@ -1,9 +1,9 @@
 """A Transformer's decoding step for a beam search: caches with a slot per beam, weights prepared for the CPU.
 
-The model's own cached `decode` (a cache and an index, as keras-hub's) keeps
-one cache row per hypothesis, which a beam search would have to reorder every
-step: a copy of every cache. This step keeps a sentence's K beams together
-instead and reorders only a small record of who is where:
+The model's incremental decoding: a cache with one row per hypothesis (as
+keras-hub's) would have to be reordered by a beam search every step, a copy
+of every cache. This step keeps a sentence's K beams together instead and
+reorders only a small record of who is where:
 
 - Self-attention caches {"key", "value", "recent_key", "recent_value"}
   [B, H, t0|t1, K, Dk|Dv] hold a sentence's K slots side by side: position j
@@ -21,14 +21,14 @@ instead and reorders only a small record of who is where:
 
 The step runs the model's own layers otherwise: `Transformer.run_decoder` and
 each layer's `through_sublayers` with the sub-layer functions below, which
-use the attention's `attend` and the layers' norms; only the caches' layout
-and the products differ from the model's `decode` (and dropout, which a
-step, only ever decoding, leaves out).
+use the attention's `attend` and `scaled_softmax` and the layers' norms; only
+the caches' layout and the products differ from the model's full pass (and
+dropout, which a step, only ever decoding, leaves out).
 """
 from keras import ops
 
 from t2t_lite.decoding.search_state import SplitState
-from t2t_lite.layers.attention import attend
+from t2t_lite.layers.attention import attend, scaled_softmax
 from t2t_lite.ops.kernel_layout import OUT_IN
 from t2t_lite.ops.step_matmul import StepKernelMaker, StepMatmulSettings
 
@@ -169,8 +169,7 @@ def slot_attention(attention, qkv, cache, ancestry):
     every = ops.reshape(every, (sentences, heads, beams, length, beams))  # [B, H, K_q, t+1, K]
     # Each row keeps the logits of its own history's slots: [B, H, K_q, t+1].
     own = ops.reshape(ops.cast(ancestry, every.dtype), (sentences, 1, beams, length, beams))  # [B, 1, K_q, t+1, K]
-    logits = ops.cast(ops.sum(every * own, axis=4), "float32") * (key_dim**-0.5)
-    weights = ops.cast(ops.softmax(logits, axis=-1), settled_values.dtype)  # [B, H, K_q, t+1]
+    weights = ops.cast(scaled_softmax(ops.sum(every * own, axis=4), key_dim), settled_values.dtype)  # [B, H, K_q, t+1]
     # The weights on the row's own slots (zero on the others), against every slot's values.
     slotted = weights[..., None] * ops.cast(own, weights.dtype)  # [B, H, K_q, t+1, K]
     settled = ops.shape(settled_keys)[2]

@@ -1,4 +1,4 @@
-"""Multi-head scaled dot-product attention (paper 3.2), with a key/value cache and an index as keras-hub's."""
+"""Multi-head scaled dot-product attention (paper 3.2)."""
 import keras
 from keras import ops
 
@@ -55,8 +55,13 @@ def attention_weights(q, keys, bias):
     Returns:
       float32 [B, H, T_q, T_k].
     """
-    logits = ops.einsum("bhqd,bhkd->bhqk", q, keys)  # [B, H, T_q, T_k]
-    logits = ops.cast(logits, "float32") * (q.shape[-1]**-0.5)
+    return scaled_softmax(ops.einsum("bhqd,bhkd->bhqk", q, keys), q.shape[-1], bias)  # [B, H, T_q, T_k]
+
+
+def scaled_softmax(logits, key_dim, bias=None):
+    """softmax(logits / sqrt(key_dim) + bias) over the last axis, in float32: eq. 1's weights from q k^T, written
+    once for the layers and for the beam search's step (decoding/cached_step.py), whatever their layouts."""
+    logits = ops.cast(logits, "float32") * (key_dim**-0.5)
     if bias is not None:
         logits = logits + ops.cast(bias, "float32")  # Keras casts float inputs to the compute dtype
     return ops.softmax(logits, axis=-1)
@@ -77,16 +82,12 @@ def attend(q, keys, values, bias, weights_dropout=None, training=None):
 class MultiHeadAttention(keras.layers.Layer):
     """softmax(Q K^T / sqrt(Dk) + bias) V over H heads, then W^O.
 
-    One implementation serves training and incremental decoding:
-      - memory None, cache None: self-attention over `query`.
+      - memory None: self-attention over `query`.
       - memory a tensor: attention from `query` to `memory` (encoder-decoder).
       - memory a dict from `memory_cache`: the same with the memory's keys and
         values projected once.
-      - cache {"key" [B, H, T_max, Dk], "value" [B, H, T_max, Dv]} and
-        cache_index, as keras-hub's cached attention: the query's T_q positions
-        start at position cache_index; their keys and values are written into
-        the cache there, and each attends to the cache's positions up to its
-        own (no causal bias needed). Returns the updated cache.
+    A beam search's step (decoding/cached_step.py) runs the projections
+    itself, over caches laid out for its beams.
 
     Args:
       num_heads: H.
@@ -119,21 +120,12 @@ class MultiHeadAttention(keras.layers.Layer):
         return {"key": split_heads(self.key_proj(memory), self.num_heads),
                 "value": split_heads(self.value_proj(memory), self.num_heads)}
 
-    def call(self, query, memory=None, bias=None, cache=None, cache_index=None, training=None):
-        """Attends from `query` [B, T_q, D]; returns (output [B, T_q, D], the updated cache or None)."""
+    def call(self, query, memory=None, bias=None, training=None):
+        """Attends from `query` [B, T_q, D]; returns the output [B, T_q, D]."""
         q = split_heads(self.query_proj(query), self.num_heads)  # [B, H, T_q, Dk]
-        if cache is not None:  # the query's keys and values go into the cache at cache_index
-            kv = self.memory_cache(query)
-            start = (0, 0, cache_index, 0)
-            cache = {name: ops.slice_update(cache[name], start, kv[name]) for name in ("key", "value")}
-            positions = cache_index + ops.arange(ops.shape(query)[1])  # [T_q]
-            later = ops.arange(ops.shape(cache["key"])[2])[None, :] > positions[:, None]  # [T_q, T_max]
-            later_bias = ops.cast(later, "float32")[None, None] * NEG_INF
-            bias, kv = (later_bias if bias is None else bias + later_bias), cache
-        else:
-            kv = memory if isinstance(memory, dict) else self.memory_cache(query if memory is None else memory)
+        kv = memory if isinstance(memory, dict) else self.memory_cache(query if memory is None else memory)
         context = attend(q, kv["key"], kv["value"], bias, self.weights_dropout, training)  # [B, H, T_q, Dv]
-        return self.output_proj(merge_heads(context)), cache
+        return self.output_proj(merge_heads(context))
 
     def attention_weights(self, query, memory=None, bias=None):
         """The softmax weights a full (uncached) `call` applies before dropout, e.g. to plot them.

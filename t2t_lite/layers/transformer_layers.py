@@ -134,7 +134,7 @@ class EncoderLayer(_Sublayers):
 
     def call(self, x, bias, training=None):
         """x [B, T_src, D], bias [B, 1, 1, T_src] -> [B, T_src, D]."""
-        return self.through_sublayers(x, [lambda h: self.self_attention(h, bias=bias, training=training)[0],
+        return self.through_sublayers(x, [lambda h: self.self_attention(h, bias=bias, training=training),
                                           lambda h: self.ffn(h, training=training)], training=training)
 
 
@@ -155,27 +155,18 @@ class DecoderLayer(_Sublayers):
         return [self.self_attention, self.self_attention_residual, self.cross_attention,
                 self.cross_attention_residual, self.ffn, self.ffn_residual]
 
-    def call(self, x, memory, self_bias, memory_bias, cache=None, cache_index=None, training=None):
+    def call(self, x, memory, self_bias, memory_bias, training=None):
         """Runs one decoder layer.
 
         Args:
           x: [B, T_tgt, D].
           memory: encoder output [B, T_src, D], or this layer's cross_attention.memory_cache of it.
-          self_bias: [1|B, 1, T_tgt, T_tgt] causal mask; None with a cache (it masks the later positions).
+          self_bias: [1|B, 1, T_tgt, T_tgt] causal mask.
           memory_bias: [B, 1, 1, T_src].
-          cache: None, or this layer's self-attention cache {key, value} [B, H, T_max, Dk|Dv].
-          cache_index: with a cache, the position of x's first row.
         Returns:
-          (output [B, T_tgt, D], the updated cache, or None).
+          output [B, T_tgt, D].
         """
-        caches = []
-
-        def self_attend(h):
-            h, grown = self.self_attention(h, bias=self_bias, cache=cache, cache_index=cache_index, training=training)
-            caches.append(grown)
-            return h
-
-        x = self.through_sublayers(x, [self_attend, lambda h: self.cross_attention(h, memory=memory, bias=memory_bias,
-                                                                                     training=training)[0],
-                                       lambda h: self.ffn(h, training=training)], training=training)
-        return x, caches[0]
+        return self.through_sublayers(x, [lambda h: self.self_attention(h, bias=self_bias, training=training),
+                                          lambda h: self.cross_attention(h, memory=memory, bias=memory_bias,
+                                                                         training=training),
+                                          lambda h: self.ffn(h, training=training)], training=training)

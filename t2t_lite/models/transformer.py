@@ -11,9 +11,6 @@ from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition
 from t2t_lite.layers.transformer_layers import DecoderLayer, EncoderLayer
 
-# A cache's entry for the decoder features' states after its positions ({feature name: state}).
-FEATURE_STATES = "feature_states"
-
 
 def shift_right(targets):
     """Decoder inputs: targets delayed one step, position 0 holding the start id 0 (t2t's PAD).
@@ -35,10 +32,11 @@ def transformer(hp: ModelHParams) -> "Transformer":
 class Transformer(keras.Model):
     """Encoder-decoder Transformer; `call` gives teacher-forced logits.
 
-    `encode` and `decode` are the two halves; `initial_cache` + `decode`
-    with a cache and an index (as keras-hub's) run the same layers a few
-    positions at a time. The beam decoder's step (decoding/cached_step.py)
-    runs them through `run_decoder` with caches and products of its own.
+    `encode` and `decoder_states` are the two halves. A beam search decodes
+    a position at a time with the model's own layers and methods
+    (decoding/cached_step.py: `memory_cache`, the features' `feature_contexts`,
+    `initial_feature_states` and `feature_inputs`, then `run_decoder`) over
+    caches and products of its own.
     The settings are ModelHParams' fields, where each has its comment.
 
     Args:
@@ -140,9 +138,15 @@ class Transformer(keras.Model):
         """
         memory, memory_bias = self.encode(features["inputs"], training=training)
         contexts = self.feature_contexts(features["inputs"], memory)
-        states, _ = self._decode_states(shift_right(features["targets"]), memory, memory_bias, None, None, contexts,
-                                        training)
-        return states
+        decoder_inputs = shift_right(features["targets"])
+        states = self.initial_feature_states(ops.shape(decoder_inputs)[0])
+        added, _ = self.feature_inputs(contexts, decoder_inputs, states)
+        self_bias = causal_bias(ops.shape(decoder_inputs)[1])  # [1, 1, T_tgt, T_tgt]
+
+        def run_layer(i, layer, x):
+            return layer(x, memory, self_bias, memory_bias, training=training)
+
+        return self.run_decoder(decoder_inputs, run_layer, added=added, training=training)
 
     def output_kernel(self, dtype):
         """The softmax projection [D, V] in dtype (the shared embedding, transposed)."""
@@ -158,53 +162,12 @@ class Transformer(keras.Model):
             x = self.encoder_norm(x)
         return x, bias
 
-    def decode(self, decoder_inputs, memory, memory_bias, cache=None, cache_index=None, contexts=None,
-               training=None):
-        """Runs the decoder stack and the shared softmax projection.
-
-        Args:
-          decoder_inputs: int [B, T_tgt] (shifted targets), or the T_tgt positions from cache_index on.
-          memory: [B, T_src, D] from `encode`, or its `memory_cache`.
-          memory_bias: [B, 1, 1, T_src].
-          cache: None, or the self-attention caches (`initial_cache`) holding positions before cache_index.
-          cache_index: int scalar, the position of decoder_inputs' first column when cached.
-          contexts: with decoder features, `feature_contexts` of the inputs and memory.
-        Returns:
-          (float32 logits [B, T_tgt, V], the caches with these positions written, or None).
-        """
-        x, new_cache = self._decode_states(decoder_inputs, memory, memory_bias, cache, cache_index, contexts,
-                                           training)
-        return self.target_embedding.logits(x), new_cache
-
-    def _decode_states(self, decoder_inputs, memory, memory_bias, cache, cache_index, contexts, training):
-        """decode() up to the softmax projection: (states [B, T_tgt, D], updated caches or None)."""
-        # A cache masks its own later positions: a causal bias only without one.
-        self_bias = causal_bias(ops.shape(decoder_inputs)[1]) if cache is None else None  # [1, 1, T_tgt, T_tgt]
-        new_cache = None if cache is None else {}
-        feature_states = (self.initial_feature_states(ops.shape(decoder_inputs)[0]) if cache is None
-                          else cache[FEATURE_STATES])
-        added, feature_states = self.feature_inputs(contexts, decoder_inputs, feature_states)
-        if cache is not None:
-            new_cache[FEATURE_STATES] = feature_states
-
-        def run_layer(i, layer, x):
-            name = f"layer_{i}"
-            x, layer_cache = layer(x, memory[name] if isinstance(memory, dict) else memory, self_bias, memory_bias,
-                                   cache=None if cache is None else cache[name], cache_index=cache_index,
-                                   training=training)
-            if cache is not None:
-                new_cache[name] = layer_cache
-            return x
-
-        states = self.run_decoder(decoder_inputs, run_layer, position=cache_index, added=added, training=training)
-        return states, new_cache
-
     def run_decoder(self, decoder_inputs, run_layer, position=None, added=(), training=None):
         """The decoder stack up to the softmax projection, each layer run by `run_layer`.
 
         Args:
           decoder_inputs: int [N, T_tgt].
-          run_layer: (index, DecoderLayer, x [N, T_tgt, D]) -> x: `decode` calls the layer; a decoding step
+          run_layer: (index, DecoderLayer, x [N, T_tgt, D]) -> x: `decoder_states` calls the layer; a decoding step
             (decoding/cached_step.py) runs its sub-layers over its own caches (`DecoderLayer.through_sublayers`).
           position: None for positions 0..T_tgt-1, or the int scalar position of the first column.
           added: [N, T_tgt, D] tensors added to the embeddings, the decoder features' (`feature_inputs`).
@@ -227,23 +190,6 @@ class Transformer(keras.Model):
           {"layer_i": {"key" [B, H, T_src, Dk], "value" [B, H, T_src, Dv]}}.
         """
         return {f"layer_{i}": layer.cross_attention.memory_cache(memory) for i, layer in enumerate(self.decoder_layers)}
-
-    def initial_cache(self, batch_size, max_length, dtype="float32"):
-        """Empty self-attention caches for `decode` with a cache_index, as keras-hub's: positions written in place.
-
-        Args:
-          batch_size: B.
-          max_length: T_max, the positions the cache can hold.
-          dtype: the compute dtype (the memory's).
-        Returns:
-          {"layer_i": {"key" [B, H, T_max, Dk], "value" [B, H, T_max, Dv]}}, zeros, and FEATURE_STATES:
-          `initial_feature_states`.
-        """
-        cache = {f"layer_{i}": {name: ops.zeros((batch_size, self.num_heads, max_length, depth), dtype)
-                                for name, depth in (("key", self.head_key_dim), ("value", self.head_value_dim))}
-                 for i in range(len(self.decoder_layers))}
-        cache[FEATURE_STATES] = self.initial_feature_states(batch_size)
-        return cache
 
     def configure_features(self, problem) -> None:
         """Sets what each decoder feature reads from `problem` (DecoderFeature.configure); a trainer's first step."""
