@@ -10,8 +10,8 @@ import dataclasses
 import typing
 from typing import Any
 
-from t2t_lite import registry
 from t2t_lite.errors import UserError
+from t2t_lite.parsing.former_settings import FORMER_SETTINGS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,8 +191,8 @@ def apply_overrides(hparams: HParams, overrides: str) -> HParams:
         key, sep, text = item.partition("=")
         if not sep:
             raise UserError(f"hparams override {item!r} is not of the form key=value")
-        if key.strip().removeprefix("model.") in _legacy_feature_settings():
-            _, features = translate_legacy_features(
+        if key.strip().removeprefix("model.") in FORMER_SETTINGS:
+            _, features = translate_former_features(
                 {key.strip().removeprefix("model."): _parse_value(key, text.strip(), bool)},
                 changes["model"].get("decoder_features", hparams.model.decoder_features))
             changes["model"]["decoder_features"] = features
@@ -204,10 +204,10 @@ def apply_overrides(hparams: HParams, overrides: str) -> HParams:
     return validate(dataclasses.replace(hparams, **groups))
 
 
-def translate_legacy_features(settings: dict, features: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:
-    """Model settings with each decoder feature's old boolean (DecoderFeature.legacy_setting) taken out and
-    turned into `features`: true adds the feature (in the order the features were registered, which was the
-    old models' order), false removes it.
+def translate_former_features(settings: dict, features: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:
+    """Model settings with the booleans that decoder features replaced (parsing/former_settings.py) taken out
+    and turned into `features`: true adds the feature (in the order the old models added them), false
+    removes it.
 
     Args:
       settings: a model's settings (hparams.json's "model", a .keras config, a parsed override) holding any.
@@ -216,7 +216,7 @@ def translate_legacy_features(settings: dict, features: tuple[str, ...]) -> tupl
       (settings without the old booleans, the features after them).
     """
     settings, features = dict(settings), list(features)
-    for setting, name in _legacy_feature_settings().items():
+    for setting, name in FORMER_SETTINGS.items():
         if setting not in settings:
             continue
         if settings.pop(setting):
@@ -224,13 +224,6 @@ def translate_legacy_features(settings: dict, features: tuple[str, ...]) -> tupl
         elif name in features:
             features.remove(name)
     return settings, tuple(features)
-
-
-def _legacy_feature_settings() -> dict[str, str]:
-    """{old boolean: decoder feature} for the features that replaced a boolean, in registration order."""
-    features = registry.decoder_features
-    return {features.get(name).legacy_setting: name for name in features.names_in_order()
-            if features.get(name).legacy_setting}
 
 
 def _resolve_key(key: str) -> tuple[str, str]:
@@ -303,7 +296,7 @@ def to_dict(hparams: HParams) -> dict:
 def from_dict(data: dict) -> HParams:
     """Inverse of `to_dict`; unknown or missing keys raise UserError."""
     try:
-        model, features = translate_legacy_features(data["model"], tuple(data["model"].get("decoder_features", ())))
+        model, features = translate_former_features(data["model"], tuple(data["model"].get("decoder_features", ())))
         data = {**data, "model": {**model, "decoder_features": features}}
         groups = {g: type(getattr(HParams(), g))(**data[g]) for g in _GROUPS}
         return validate(HParams(model_name=data.get("model_name", "transformer"), **groups))

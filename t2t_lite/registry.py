@@ -50,11 +50,6 @@ class Registry(Generic[T]):
         self._load_bundled()
         return sorted(self._entries)
 
-    def names_in_order(self) -> list[str]:
-        """All registered names, in the order they were registered."""
-        self._load_bundled()
-        return list(self._entries)
-
     def __contains__(self, name: str) -> bool:
         self._load_bundled()
         return name in self._entries
@@ -69,4 +64,4 @@ models: Registry = Registry("model", bundled="t2t_lite.models")
 hparams_sets: Registry = Registry("hparams set", bundled="t2t_lite.hparams")
 problems: Registry = Registry("problem", bundled="t2t_lite.problems")
 # What a decoder input is told beside its token (t2t_lite.models.decoder_features); a parser's are bundled.
-decoder_features: Registry = Registry("decoder feature", bundled="t2t_lite.parsing")
+decoder_features: Registry = Registry("decoder feature", bundled="t2t_lite.parsing.features")

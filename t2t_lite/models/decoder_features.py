@@ -26,11 +26,6 @@ class DecoderFeature:
         decoding step).
     """
 
-    # The ModelHParams boolean that turned this feature on before features were a list, if any: an old run's
-    # hparams.json, a .keras file's config or an --hparams override that sets it still works
-    # (config.translate_legacy_features).
-    legacy_setting: str | None = None
-
     def create(self, model: keras.Model) -> None:
         """Makes the feature's layers, as attributes of the model."""
 

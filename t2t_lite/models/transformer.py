@@ -5,7 +5,7 @@ import keras
 from keras import ops
 
 from t2t_lite import registry
-from t2t_lite.config import ModelHParams, translate_legacy_features
+from t2t_lite.config import ModelHParams, translate_former_features
 from t2t_lite.layers.attention import causal_bias, padding_bias
 from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition
@@ -237,6 +237,6 @@ class Transformer(keras.Model):
     @classmethod
     def from_config(cls, config):
         # A .keras file saved before decoder features were a list holds their old booleans.
-        config, features = translate_legacy_features(config, tuple(config.get("decoder_features", ())))
+        config, features = translate_former_features(config, tuple(config.get("decoder_features", ())))
         return cls(**{**config, "decoder_features": features})
 

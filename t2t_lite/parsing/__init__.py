@@ -1,3 +1,2 @@
-"""What parsing adds to the generic Transformer and search: decoder-input features (importing this package
-registers them) and the tree constraint."""
-from t2t_lite.parsing import features  # noqa: F401  (registers word_pointer and open_phrases)
+"""What parsing adds to the generic Transformer and search: decoder-input features (features.py, which
+registry.decoder_features imports at its first lookup) and the tree constraint."""

@@ -1,7 +1,7 @@
 """A parser's decoder-input features (models/decoder_features.py): the word pointer and the open phrases.
 
 Both keep their tables as weights of the model, under the names they had when they were ModelHParams
-booleans (word_pointer, open_phrases), so checkpoints, .keras files and exports made then still load.
+booleans (former_settings.py), so checkpoints, .keras files and exports made then still load.
 """
 import numpy as np
 from keras import initializers, layers, ops
@@ -22,8 +22,6 @@ class WordPointer(DecoderFeature):
     first piece. In a target only word-start pieces count, so a target's first
     word must follow a space (a parser's tree begins with a bracket).
     """
-
-    legacy_setting = "word_pointer"
 
     def build(self, model):
         # A weight, not a setting: checkpoints and exports carry it, so decoding needs no vocabulary.
@@ -74,8 +72,6 @@ class OpenPhrases(DecoderFeature):
     """Each decoder input is told learnt embeddings of how many phrases its linearised tree has open and of
     the innermost one's label (parsing/open_phrases.py), so that a parser need not count its brackets.
     Which tokens open and close phrases is the problem's (`phrase_brackets`, parsing problems have it)."""
-
-    legacy_setting = "open_phrases"
 
     def create(self, model):
         # Unit-scale vectors, as the sinusoids they are added beside.
