@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A parser in a CPU time budget: parsing_ptb_sample (NLTK's WSJ sample, split by file number:
-# docs/problems.md#parsing_ptb_sample) prepared, trained for SECONDS of training time, its dev split
+# docs/parsing.md#parsing_ptb_sample) prepared, trained for SECONDS of training time, its dev split
 # (wsj_0160-0179) decoded with the set's beam and scored: EVALB bracket F1, the share of outputs that are
 # well-formed trees before repair, and exact-tree match. The test split is never decoded here.
 #

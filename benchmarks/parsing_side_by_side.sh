@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A parser in the same CPU budget, t2t-lite and OpenNMT-tf 2.32 one after the other on this machine (run it on an
-# idle one), on PROBLEM (parsing_ptb_sample_words by default: NLTK's WSJ sample, docs/problems.md#parsing_ptb_sample):
+# idle one), on PROBLEM (parsing_ptb_sample_words by default: NLTK's WSJ sample, docs/parsing.md#parsing_ptb_sample):
 #   1. t2t-lite: benchmarks/parsing_quality.sh (datagen, SECONDS of training, dev decoded with the set's beam),
 #      keeping a checkpoint every CHECKPOINT_STEPS steps for the curve;
 #   2. OpenNMT-tf: the same train split as text (benchmarks/peers/parsing/prepare.py), encoded with t2t-lite's own
