@@ -16,7 +16,8 @@ from t2t_lite import registry, usr_dir
 from t2t_lite.decoding.batching import Hypothesis
 from t2t_lite.bin.run_flags import PICKS_A_RUN  # the flags that pick a run, which --export_dir replaces
 from t2t_lite.errors import UserError
-from t2t_lite.export.export_dir import CTRANSLATE2, read_export
+from t2t_lite.export_format import CTRANSLATE2
+from t2t_lite.inference.export_reader import read_export
 from t2t_lite.files import atomic_write_text, decode_line, read_lines
 from t2t_lite.inference.translator import Translator, refuse_ctranslate2_settings
 

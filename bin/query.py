@@ -25,7 +25,7 @@ flags.DEFINE_bool("scores", False, "Print output<TAB>score instead of the output
 
 def main(argv) -> None:
     from t2t_lite.errors import UserError
-    from t2t_lite.export.client import make_predict, predict_in_batches
+    from t2t_lite.inference.client import make_predict, predict_in_batches
     from t2t_lite.files import read_lines
 
     if not FLAGS.model_name:

@@ -17,9 +17,9 @@ import t2t_lite.hparams  # noqa: F401
 from t2t_lite import Translator, config
 from t2t_lite.errors import UserError
 from t2t_lite.export import ctranslate2_export
-from t2t_lite.export.export_dir import require_ctranslate2
+from t2t_lite.export_format import require_ctranslate2
 from t2t_lite.inference.ctranslate2_backend import CTranslate2Export, gnmt_score
-from t2t_lite.export.export_dir import read_export
+from t2t_lite.inference.export_reader import read_export
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 from t2t_lite.decoding.request import DecodeRequest

@@ -5,7 +5,8 @@ import pytest
 
 from t2t_lite import config
 from t2t_lite.errors import UserError
-from t2t_lite.export.export_dir import CTRANSLATE2, SAVED_MODEL, find_export, read_export
+from t2t_lite.export_format import CTRANSLATE2, SAVED_MODEL
+from t2t_lite.inference.export_reader import find_export, read_export
 from t2t_lite.run_dir import HPARAMS_FILE, RunSpec, spec_json
 
 SPEC = RunSpec("translate_files", "transformer_tiny", "beam_size=3", config.HParams())

@@ -18,7 +18,7 @@ from typing import ClassVar
 import pytest
 
 from t2t_lite.errors import UserError
-from t2t_lite.export import client
+from t2t_lite.inference import client
 from cli_helpers import run_tool
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}

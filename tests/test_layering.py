@@ -1,6 +1,7 @@
 """Imports flow one way: the library below problems/, hparams/ and bin/ (where the commands' line I/O is);
-inside it, decoding/ below inference/ (the Translator and its backends), export/ (which writes what inference/
-reads) never reading through inference/, training below all three and below run.py (opening a
+inside it, decoding/ below inference/ (the Translator and its backends) and export/ (which writes what inference/
+reads, neither importing the other: what an export holds is export_format.py), training below all three and
+below run.py (opening a
 run to decode it), whose run-directory reading it shares through run_dir.py.
 
 Every import of every module is read with `ast`, those inside functions included (lazy imports hid a circle once).
@@ -13,7 +14,7 @@ import re
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "t2t_lite"
-INFERENCE, LINE_IO, OPEN_RUN = "t2t_lite.inference", "t2t_lite.bin.lines", "t2t_lite.run"
+INFERENCE, LINE_IO, OPEN_RUN, EXPORT = "t2t_lite.inference", "t2t_lite.bin.lines", "t2t_lite.run", "t2t_lite.export"
 DECODING, STEP_MATMUL, PARSING = "t2t_lite.decoding", "t2t_lite.ops.step_matmul", "t2t_lite.parsing"
 # What sits above the library (installed as t2t_lite.problems, .hparams and .bin) and absl's flags, which only
 # the commands parse.
@@ -22,8 +23,8 @@ ABOVE_THE_LIBRARY = ("t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.bin", "a
 # or anything under it).
 FORBIDDEN = {
     ".": ABOVE_THE_LIBRARY,
-    "inference": (LINE_IO,),
-    # export/ writes what inference/ reads: never the other way round.
+    # export/ writes what inference/ reads, each through export_format.py: neither imports the other.
+    "inference": (LINE_IO, EXPORT),
     "export": (INFERENCE,),
     "training": (INFERENCE, LINE_IO, OPEN_RUN, "t2t_lite.bin"),
     # Layers and models read like the paper: the decoder's caches, beams and CPU kernels live in decoding/ and ops/.

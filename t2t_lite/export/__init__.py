@@ -6,6 +6,7 @@ decodes them).
   serving.py              the SavedModel's graph: strings in, translations out (tokenizer and beam search inside)
   ctranslate2_export.py   a training run -> a CTranslate2 model directory
   layout.py               TF Serving's <export_dir>/<model_name>/<version>/ layout, published atomically
-  export_dir.py           what an export is: the one reader of a version directory (no TensorFlow)
-  client.py               REST and gRPC predict calls to a running model server (no TensorFlow import for REST)
+
+What an export holds (formats, file names, hparams.json entries) is t2t_lite/export_format.py; reading one, and
+calling a model server that serves one, is t2t_lite/inference/'s (export_reader.py, client.py).
 """

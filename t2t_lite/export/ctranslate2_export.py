@@ -32,7 +32,7 @@ from t2t_lite.data.vocabulary import UNK_ID
 from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
-from t2t_lite.export.export_dir import CTRANSLATE2, VOCAB_ASSET, problem_info, require_ctranslate2
+from t2t_lite.export_format import CTRANSLATE2, VOCAB_ASSET, problem_info, require_ctranslate2
 from t2t_lite.export.request import ExportRequest, publish, text_vocabulary
 from t2t_lite.layers.embedding import timing_signal
 from t2t_lite.run import OpenedRun, open_run

@@ -15,14 +15,13 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from t2t_lite import precision
 from t2t_lite.config import DecodeHParams, ModelHParams
 from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
 from t2t_lite.export import ctranslate2_export
-from t2t_lite.export.export_dir import CTRANSLATE2, FORMATS, VOCAB_ASSET, problem_info
+from t2t_lite.export_format import CTRANSLATE2, FORMATS, VOCAB_ASSET, problem_info
 from t2t_lite.export.request import DEFAULT_MAX_INPUT_LENGTH, ExportRequest, publish, text_vocabulary  # noqa: F401
 from t2t_lite.export.serving import ServingModule
 from t2t_lite.run import open_run

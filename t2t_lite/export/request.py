@@ -7,7 +7,7 @@ from t2t_lite.data.problem import Problem
 from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
-from t2t_lite.export.export_dir import SAVED_MODEL
+from t2t_lite.export_format import SAVED_MODEL
 from t2t_lite.files import storage_fault, storage_fault_text
 from t2t_lite.ops.step_matmul import StepMatmulSettings
 from t2t_lite.run import RunRequest
@@ -30,7 +30,7 @@ class ExportRequest:
     # saved_model only: longer sources are truncated to this many ids, EOS included; None is
     # DEFAULT_MAX_INPUT_LENGTH. A CTranslate2 export takes sources as long as its position table.
     max_input_length: int | None = None
-    # export_dir.SAVED_MODEL (for TF Serving) or export_dir.CTRANSLATE2.
+    # export_format.SAVED_MODEL (for TF Serving) or export_format.CTRANSLATE2.
     export_format: str = SAVED_MODEL
     # ctranslate2 only: the weights' type (ctranslate2_export.QUANTIZATIONS); None keeps float32.
     quantization: str | None = None

@@ -8,7 +8,9 @@
   was exported), or over any engine that decodes padded id batches.
 - ctranslate2_backend.py: `CTranslate2Export`, a CTranslate2 export (any beam size, alpha and extra_length),
   without TensorFlow.
+- export_reader.py: `read_export`, an export's version directory read once (`ExportDir`: its engine, its report).
+- client.py: REST and gRPC predict calls to a model server serving a SavedModel export.
 
-t2t_lite/export/ writes exports; this package reads them (export/export_dir.py says what is in one) and never
-the other way round.
+t2t_lite/export/ writes exports and this package reads them, each through t2t_lite/export_format.py (what an
+export holds); neither imports the other.
 """

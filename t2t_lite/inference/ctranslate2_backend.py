@@ -40,7 +40,8 @@ from t2t_lite.decoding.batching import DecodeBatch, Hypothesis, decode_lines
 from t2t_lite.decoding.length_penalty import length_penalty
 from t2t_lite.decoding.request import ResolvedDecode
 from t2t_lite.errors import UserError
-from t2t_lite.export.export_dir import CTRANSLATE2, read_export, require_ctranslate2
+from t2t_lite.export_format import CTRANSLATE2, require_ctranslate2
+from t2t_lite.inference.export_reader import ExportDir, read_export
 
 # CTranslate2's default, 1, stops before t2t-lite's search on some sentences and returns shorter outputs;
 # 2 finds the decoder's output almost always for little more time (docs/performance.md has the figures).
@@ -59,7 +60,7 @@ class CTranslate2Export:
     it neither samples nor scores.
 
     Args:
-      path: the export directory (the numbered version t2t-lite-exporter printed).
+      export: the export directory (the numbered version t2t-lite-exporter printed), or it read (read_export).
       device: "cpu" or "cuda".
       compute_type: CTranslate2's compute type; "default" runs in the type the weights were saved in.
       threads: CTranslate2's intra_threads; 0 lets it choose.
@@ -68,9 +69,11 @@ class CTranslate2Export:
         cannot load.
     """
 
-    def __init__(self, path: str, device: str = "cpu", compute_type: str = "default", threads: int = 0):
+    def __init__(self, export: ExportDir | str, device: str = "cpu", compute_type: str = "default",
+                 threads: int = 0):
         ctranslate2 = require_ctranslate2()
-        export = read_export(path)
+        export = read_export(export) if isinstance(export, str) else export
+        path = export.path
         if export.format != CTRANSLATE2:
             raise UserError(f"{path!r} is a SavedModel, not a CTranslate2 export; open it with Translator.from_export")
         # The run's decode settings as exported; any search setting can change (DecodeRequest.resolve).

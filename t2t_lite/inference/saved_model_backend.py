@@ -5,7 +5,8 @@ from collections.abc import Callable
 from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.request import Engine, ResolvedDecode
 from t2t_lite.errors import UserError
-from t2t_lite.export.export_dir import CTRANSLATE2, read_export
+from t2t_lite.export_format import CTRANSLATE2
+from t2t_lite.inference.export_reader import ExportDir
 
 
 class IdBatchBackend:
@@ -35,18 +36,18 @@ class IdBatchBackend:
         raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
 
 
-def saved_model_backend(path: str) -> IdBatchBackend:
-    """An IdBatchBackend over the decode_ids signature of the SavedModel t2t-lite-exporter wrote at path, which
-    tokenizes with the tf-text op the export's own text signature runs (data/vocabulary.py)."""
+def saved_model_backend(export: ExportDir) -> IdBatchBackend:
+    """An IdBatchBackend over the decode_ids signature of the SavedModel export (read_export) t2t-lite-exporter
+    wrote, which tokenizes with the tf-text op the export's own text signature runs (data/vocabulary.py)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the SentencepieceOp the export's text signatures hold
 
     from t2t_lite.data.vocabulary import Vocabulary
 
-    export = read_export(path)
     if export.format == CTRANSLATE2:
-        raise UserError(f"{path!r} is a CTranslate2 export, not a SavedModel; open it with Translator.from_export")
-    signature = tf.saved_model.load(path).signatures["decode_ids"]
+        raise UserError(f"{export.path!r} is a CTranslate2 export, not a SavedModel; open it with "
+                        "Translator.from_export")
+    signature = tf.saved_model.load(export.path).signatures["decode_ids"]
     vocabulary = Vocabulary.from_file(export.vocab_path)
 
     def decode_batch(inputs):

@@ -34,7 +34,8 @@ from t2t_lite.data.trees import readable
 from t2t_lite.decoding.batching import Hypothesis
 from t2t_lite.decoding.request import RUN, DecodeRequest, Engine, ResolvedDecode
 from t2t_lite.errors import UserError
-from t2t_lite.export.export_dir import CTRANSLATE2, input_tokenizer, read_export, tree_form
+from t2t_lite.export_format import CTRANSLATE2, input_tokenizer, tree_form
+from t2t_lite.inference.export_reader import read_export
 from t2t_lite.inference.backend import Backend
 from t2t_lite.inference.run_backend import RunBackend
 from t2t_lite.inference.saved_model_backend import saved_model_backend
@@ -125,10 +126,10 @@ class Translator:
         if export.format == CTRANSLATE2:
             from t2t_lite.inference.ctranslate2_backend import CTranslate2Export
 
-            backend = CTranslate2Export(path, **settings)
+            backend = CTranslate2Export(export, **settings)
         else:
             refuse_ctranslate2_settings(settings, f"{path!r} is a SavedModel, which computes as it was exported")
-            backend = saved_model_backend(path)
+            backend = saved_model_backend(export)
         return cls(backend, export.tree_form, resolved, export.input_tokenizer)
 
     @property
