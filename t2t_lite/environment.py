@@ -6,6 +6,8 @@ never depends on the environment.
 
   T2T_LITE_KERNEL_LAYOUT  auto | in_out | out_in        (StepMatmulSettings.layout)
   T2T_LITE_STEP_MATMUL    auto | matmul | batch_matmul  (StepMatmulSettings.op)
+  T2T_LITE_CACHE_DIR      where the "auto" layout measured on this machine is kept (StepMatmulSettings.layout_record):
+                          default $XDG_CACHE_HOME/t2t_lite, else ~/.cache/t2t_lite
 """
 import os
 
@@ -16,6 +18,8 @@ from t2t_lite.ops.step_matmul import AUTO, StepMatmulSettings
 
 LAYOUT_VARIABLE = "T2T_LITE_KERNEL_LAYOUT"
 OP_VARIABLE = "T2T_LITE_STEP_MATMUL"
+CACHE_VARIABLE = "T2T_LITE_CACHE_DIR"
+LAYOUT_RECORD = "kernel_layout.json"
 
 
 def step_matmul_settings() -> StepMatmulSettings:
@@ -24,7 +28,14 @@ def step_matmul_settings() -> StepMatmulSettings:
     A value neither names is a UserError naming the variable and the values it takes.
     """
     return StepMatmulSettings(layout=choice(LAYOUT_VARIABLE, (IN_OUT, OUT_IN), AUTO, "a kernel layout") or AUTO,
-                              op=choice(OP_VARIABLE, (MATMUL, BATCH_MATMUL), AUTO, "a step matmul op") or AUTO)
+                              op=choice(OP_VARIABLE, (MATMUL, BATCH_MATMUL), AUTO, "a step matmul op") or AUTO,
+                              layout_record=os.path.join(cache_dir(), LAYOUT_RECORD))
+
+
+def cache_dir() -> str:
+    """T2T_LITE_CACHE_DIR, else $XDG_CACHE_HOME/t2t_lite, else ~/.cache/t2t_lite."""
+    return (os.environ.get(CACHE_VARIABLE) or
+            os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "t2t_lite"))
 
 
 def choice(variable: str, choices: tuple[str, ...], automatic: str, kind: str) -> str | None:

@@ -17,11 +17,12 @@ import pytest
 
 from t2t_lite import Translator
 from t2t_lite.export.exporter import ExportRequest, export_run
-from t2t_lite.ops.kernel_layout import OUT_IN
+from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN, STEP_ROWS, measured_layout, record_key
 from t2t_lite.ops.matmul_threads import BATCH_MATMUL
 from t2t_lite.ops.step_matmul import StepMatmulSettings
 from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest
+from cli_helpers import run_forked, run_tools
 from saved_model_graph import matmul_dtypes
 from trained_runs import multi30k_lines
 
@@ -50,7 +51,56 @@ def test_saved_model_gives_the_decoders_lines_and_scores(multi30k_run, tmp_path,
         export_info = json.load(f)["export"]
     recorded = export_info["step_matmul"]
     if step_matmul.layout != "auto":
-        assert recorded == {"layout": step_matmul.layout, "op": step_matmul.op}
+        assert recorded["layout"] == step_matmul.layout
     assert recorded["layout"] in ("in_out", "out_in")
+    # Each product's op as traced: the one the decoder resolves here for its shape (never "auto").
+    dtype = "bfloat16" if "bfloat16" in export_info["mixed_precision"] else "float32"
+    assert len(recorded["op"]) >= 4 and all(
+        op == step_matmul.resolved_op(*map(int, shape.split("x")), dtype) for shape, op in recorded["op"].items())
     if mixed_precision == "mixed_bfloat16":  # a bfloat16 graph, recorded as such
         assert export_info["mixed_precision"] == "mixed_bfloat16" and "bfloat16" in matmul_dtypes(path)
+
+
+@pytest.mark.isa
+def test_an_export_and_the_run_decoded_by_other_processes_give_the_same_lines(multi30k_run, tmp_path):
+    """The exporter here, then the decoder command on the run and on the export, each in a process of its own:
+    with the machine's layout record (what the commands keep, StepMatmulSettings.layout_record) all three
+    multiply in the recorded layout. The record is seeded with the layout this process would not measure, so a
+    process that measured for itself would multiply otherwise (in bfloat16, other lines)."""
+    run = RunRequest(output_dir=multi30k_run["output_dir"], data_dir=multi30k_run["data_dir"],
+                     decode=DecodeRequest(extra_length=10))
+    model = Translator.from_request(run).run.model  # in the precision `auto` picks here, as the decoders will
+    shape = (STEP_ROWS, model.d_model, model.vocab_size, model.compute_dtype)
+    seeded = OUT_IN if measured_layout(*shape) == IN_OUT else IN_OUT
+    record = tmp_path / "cache" / "kernel_layout.json"
+    record.parent.mkdir()
+    record.write_text(json.dumps({record_key(*shape): seeded}))
+    path = export_run(ExportRequest(export_dir=str(tmp_path / "exports"), run=run,
+                                    step_matmul=StepMatmulSettings(layout_record=str(record))))
+    with open(os.path.join(path, "assets", "hparams.json"), encoding="utf-8") as f:
+        assert json.load(f)["export"]["step_matmul"]["layout"] == seeded
+    source = tmp_path / "source.en"
+    source.write_text(multi30k_lines("test_2016_flickr", "en", SENTENCES), encoding="utf-8")
+    env = {"T2T_LITE_CACHE_DIR": str(record.parent)}
+    # What a command's settings resolve to in a process of its own: the record's layout, not its own timing.
+    code, stdout, stderr = run_forked(print_command_layout, *shape, env=env)
+    assert code == 0 and stdout.strip() == seeded, stderr[-2000:]
+    # Each hypothesis with its score: a product in another layout may keep the words but not the score.
+    common = (f"--decode_from_file={source}", "--output_format=jsonl")
+    results = run_tools({
+        "run": ("decoder", (f"--output_dir={multi30k_run['output_dir']}", f"--data_dir={multi30k_run['data_dir']}",
+                            f"--decode_to_file={tmp_path / 'run.out'}", "--extra_length=10", *common), env),
+        "export": ("decoder", (f"--export_dir={path}", f"--decode_to_file={tmp_path / 'export.out'}", *common), env)})
+    for name, result in results.items():
+        assert result.returncode == 0, f"{name}: {result.stderr[-2000:]}"
+    lines = [json.loads(line)["hypotheses"][0] for line in (tmp_path / "run.out").read_text().splitlines()]
+    assert [json.loads(line)["hypotheses"][0] for line in (tmp_path / "export.out").read_text().splitlines()] == lines
+    assert len(lines) == SENTENCES and len({line["text"] for line in lines}) > 1
+
+
+def print_command_layout(rows, depth, width, dtype):
+    """Prints the layout the commands' settings (the environment's) resolve for a step of this shape."""
+    from t2t_lite import environment
+
+    assert rows == STEP_ROWS
+    print(environment.step_matmul_settings().resolved_layout(depth, width, dtype))

@@ -1,4 +1,6 @@
 """Step kernels in either layout and op against numpy and the Dense layers; how layout and op are chosen."""
+import json
+
 import keras
 import numpy as np
 import pytest
@@ -215,10 +217,43 @@ def test_batch_matmul_only_where_matmul_would_leave_cores_idle(monkeypatch):
 def test_the_environment_gives_the_commands_settings(layout, op, monkeypatch):
     monkeypatch.setenv(environment.LAYOUT_VARIABLE, layout.upper())
     monkeypatch.setenv(environment.OP_VARIABLE, f" {op} ")
-    assert environment.step_matmul_settings() == StepMatmulSettings(layout=layout, op=op)
+    monkeypatch.setenv(environment.CACHE_VARIABLE, "/somewhere")
+    record = "/somewhere/kernel_layout.json"
+    assert environment.step_matmul_settings() == StepMatmulSettings(layout=layout, op=op, layout_record=record)
     monkeypatch.setenv(environment.LAYOUT_VARIABLE, "auto")
     monkeypatch.delenv(environment.OP_VARIABLE)
-    assert environment.step_matmul_settings() == StepMatmulSettings()
+    assert environment.step_matmul_settings() == StepMatmulSettings(layout_record=record)
+
+
+def test_the_commands_keep_the_layout_record_in_the_users_cache(monkeypatch):
+    monkeypatch.delenv(environment.CACHE_VARIABLE, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
+    assert environment.step_matmul_settings().layout_record == "/xdg/t2t_lite/kernel_layout.json"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", "/home/someone")
+    assert environment.step_matmul_settings().layout_record == "/home/someone/.cache/t2t_lite/kernel_layout.json"
+
+
+def test_a_layout_record_measures_a_shape_once_per_machine_and_keeps_it(monkeypatch, tmp_path):
+    measured = []
+    monkeypatch.setattr(kernel_layout, "measured_layout", lambda *shape: measured.append(shape) or OUT_IN)
+    record = tmp_path / "cache" / "kernel_layout.json"  # its directory made when first written
+    assert kernel_layout.recorded_layout(str(record), 128, 16, 37, "float32") == OUT_IN
+    assert kernel_layout.recorded_layout(str(record), 128, 16, 37, "float32") == OUT_IN  # read, not measured
+    assert kernel_layout.recorded_layout(str(record), 128, 16, 37, "bfloat16") == OUT_IN  # another dtype: measured
+    assert measured == [(128, 16, 37, "float32"), (128, 16, 37, "bfloat16")]
+    assert json.loads(record.read_text()) == {kernel_layout.record_key(128, 16, 37, "float32"): OUT_IN,
+                                              kernel_layout.record_key(128, 16, 37, "bfloat16"): OUT_IN}
+    # Another machine's entry (another CPU or ISA cap) is not this one's.
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert kernel_layout.record_key(128, 16, 37, "float32") not in json.loads(record.read_text())
+    # A record that cannot be read is measured over; one that cannot be written still answers.
+    record.write_text("not json")
+    assert kernel_layout.recorded_layout(str(record), 128, 16, 37, "float32") == OUT_IN
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert kernel_layout.recorded_layout(str(blocked / "kernel_layout.json"), 128, 16, 37, "float32") == OUT_IN
+    assert len(measured) == 4
 
 
 def test_bad_values_in_the_environment_are_user_errors(monkeypatch):

@@ -83,11 +83,7 @@ class CachedStep:
             caches[f"layer_{i}"] = {"key": empty_keys, "value": empty_values, "recent_key": empty_keys,
                                     "recent_value": empty_values}
         self.initial_state = SplitState(per_beam=per_beam, per_sentence=caches)
-        # Every product in one layout, chosen at the output projection, the step's largest.
-        layout = settings.resolved_layout(model.d_model, model.vocab_size, memory.dtype)
-        maker = StepKernelMaker(memory.dtype, layout, settings)
-        self.layer_kernels = [LayerKernels(layer, maker) for layer in model.decoder_layers]
-        self.logits_kernel = maker.weight(model.target_embedding.embeddings, stored_as=OUT_IN)  # [V, D]: x E^T
+        self.layer_kernels, self.logits_kernel = step_kernels(model, memory.dtype, settings)[1:]
 
     def __call__(self, ids, step, state: SplitState):
         """ids [N, 1] -> (float32 logits [N, V], the state grown by one position).
@@ -119,6 +115,15 @@ class CachedStep:
 
         states = self.model.run_decoder(ids, run_layer, position=step, added=added, training=False)  # [N, 1, D]
         return ops.cast(self.logits_kernel(states), "float32")[:, 0], SplitState(per_beam, grown)
+
+
+def step_kernels(model, dtype, settings: StepMatmulSettings) -> tuple[StepKernelMaker, list, object]:
+    """Every product a step runs, prepared: (the maker, whose `layout` and `ops` say how they multiply, each
+    decoder layer's LayerKernels, the logits' kernel [V, D]: x E^T)."""
+    # Every product in one layout, chosen at the output projection, the step's largest.
+    maker = StepKernelMaker(dtype, settings.resolved_layout(model.d_model, model.vocab_size, dtype), settings)
+    layer_kernels = [LayerKernels(layer, maker) for layer in model.decoder_layers]
+    return maker, layer_kernels, maker.weight(model.target_embedding.embeddings, stored_as=OUT_IN)
 
 
 def _grown_ancestry(ancestry):

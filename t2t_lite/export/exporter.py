@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from t2t_lite.config import DecodeHParams, ModelHParams
 from t2t_lite.data.vocabulary import Vocabulary
+from t2t_lite.decoding.cached_step import step_kernels
 from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
@@ -55,9 +56,9 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
     check_lengths(run.spec.hparams.model, decode, max_input_length)
     vocabulary = text_vocabulary(run.problem, run.problem_name)
     mixed_precision, dtype = run.mixed_precision, run.model.compute_dtype
-    # The layout the decoder measures here, resolved once so that what is recorded is what is traced.
-    step_matmul = dataclasses.replace(request.step_matmul, layout=request.step_matmul.resolved_layout(
-        run.model.d_model, run.model.vocab_size, dtype))
+    # The layout and ops the decoder resolves here, resolved once so that what is recorded is what is traced.
+    products = step_kernels(run.model, dtype, request.step_matmul)[0]
+    step_matmul = dataclasses.replace(request.step_matmul, layout=products.layout)
     module = ServingModule(run.model, run.problem, vocabulary, run.decode, max_input_length, step_matmul)
     model_dir = layout.make_model_dir(request.export_dir, model_name)
     exported = dataclasses.replace(run.spec, problem=run.problem_name,
@@ -65,9 +66,9 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
     export_info = {"checkpoint": os.path.abspath(run.checkpoint), "model_name": model_name,
                    "max_input_length": max_input_length, "mixed_precision": mixed_precision,
                    **problem_info(run.problem),
-                   "step_matmul": {"layout": step_matmul.layout, "op": step_matmul.op}}
+                   "step_matmul": {"layout": products.layout, "op": products.ops}}
     log(f"tracing beam search of {run.checkpoint} (beam {decode.beam_size}, alpha {decode.alpha}, extra length "
-        f"{decode.extra_length}) in {dtype}, step products {step_matmul.layout} with op {step_matmul.op}, and "
+        f"{decode.extra_length}) in {dtype}, step products {products.layout} with ops {products.ops}, and "
         f"saving into {model_dir}")
     return publish(model_dir, request.export_dir,
                    lambda path: save_module(module, path, exported, vocabulary, export_info))

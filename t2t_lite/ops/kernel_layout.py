@@ -1,4 +1,5 @@
-"""Which weight layout a decoding step's small matmuls run fastest in on this CPU, measured once per process.
+"""Which weight layout a decoding step's small matmuls run fastest in on this CPU, measured once per process,
+or once per machine where a record file is given (`recorded_layout`).
 
 A decoding step multiplies few rows (batch x beams: 128 at the default decode
 batch) by each weight. Whether oneDNN runs that faster as `x W` on Keras's
@@ -10,9 +11,15 @@ shape from single-matmul timings lost to one layout for all
 projection's shape and used for every decoder weight.
 """
 import functools
+import json
+import os
+import platform
 import time
 
 import tensorflow as tf
+
+from t2t_lite.files import atomic_write_text
+from t2t_lite.precision import isa_cap
 
 IN_OUT, OUT_IN = "in_out", "out_in"
 
@@ -57,6 +64,51 @@ def measured_layout(rows: int, depth: int, width: int, dtype: str) -> str:
             in_out.append(seconds(kernel, False))
             out_in.append(seconds(copy, True))
     return choose(in_out, out_in)
+
+
+def recorded_layout(record: str, rows: int, depth: int, width: int, dtype: str) -> str:
+    """measured_layout's answer as `record` (a JSON file) holds it for this machine, measured and added there
+    the first time. A timing can tie, so two processes measuring for themselves may choose differently, and in
+    bfloat16 the layouts round differently: with one record, a decoder and an export made by another process on
+    this machine multiply alike and give the same lines. A record that cannot be read or written is ignored.
+
+    """
+    key = record_key(rows, depth, width, dtype)
+    try:
+        with open(record, encoding="utf-8") as f:
+            known = json.load(f)
+    except (OSError, ValueError):
+        known = {}
+    if not isinstance(known, dict):
+        known = {}
+    if known.get(key) in (IN_OUT, OUT_IN):
+        return known[key]
+    layout = measured_layout(rows, depth, width, dtype)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(record)), exist_ok=True)
+        atomic_write_text(record, json.dumps({**known, key: layout}, indent=1, sort_keys=True) + "\n")
+    except OSError:
+        pass  # a read-only home: this process measured, the next one will too
+    return layout
+
+
+def record_key(rows: int, depth: int, width: int, dtype: str) -> str:
+    """A shape's entry in a layout record: the machine (its CPU model, oneDNN's ISA cap ONEDNN_MAX_CPU_ISA,
+    TensorFlow's version) and the product."""
+    return f"{cpu_model()} | isa cap {isa_cap() or 'none'} | tensorflow {tf.__version__} | {rows}x{depth}x{width} {dtype}"
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else what the platform says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def choose(in_out_seconds, out_in_seconds) -> str:

@@ -22,7 +22,7 @@ import dataclasses
 import keras
 import tensorflow as tf
 
-from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN, STEP_ROWS, measured_layout
+from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN, STEP_ROWS, measured_layout, recorded_layout
 from t2t_lite.ops.matmul_threads import BATCH_MATMUL, MATMUL, step_matmul_op
 
 AUTO = "auto"
@@ -39,6 +39,10 @@ class StepMatmulSettings:
     # "auto": on a CPU, BatchMatMulV2 where TensorFlow's MatMul would run a product on one thread of several
     # (a rule, nothing measured); elsewhere MatMul. "matmul" or "batch_matmul" fixes it.
     op: str = AUTO
+    # A JSON file keeping the "auto" layout measured on this machine (kernel_layout.recorded_layout), so that
+    # every process here multiplies alike; None measures once per process. The commands keep one in
+    # ~/.cache/t2t_lite/ (environment.step_matmul_settings).
+    layout_record: str | None = None
 
     def __post_init__(self):
         if self.layout not in (AUTO, IN_OUT, OUT_IN):
@@ -52,7 +56,10 @@ class StepMatmulSettings:
             return self.layout
         if not on_cpu():
             return IN_OUT  # the measurement is about oneDNN's CPU kernels
-        return measured_layout(STEP_ROWS, depth, width, keras.backend.standardize_dtype(dtype))
+        dtype = keras.backend.standardize_dtype(dtype)
+        if self.layout_record is not None:
+            return recorded_layout(self.layout_record, STEP_ROWS, depth, width, dtype)
+        return measured_layout(STEP_ROWS, depth, width, dtype)
 
     def resolved_op(self, depth: int, width: int, dtype) -> str:
         """MATMUL or BATCH_MATMUL for a [depth, width] weight at a step's STEP_ROWS rows."""
@@ -120,12 +127,13 @@ class StepKernelMaker:
 
     def __init__(self, dtype, layout: str, settings: StepMatmulSettings = StepMatmulSettings()):
         self.dtype, self.layout, self.settings = dtype, layout, settings
+        self.ops: dict[str, str] = {}  # "<in>x<out>" -> the op of each weight shape made so far
 
     def weight(self, weight, stored_as=IN_OUT, bias=None, activation=None) -> StepKernel:
         """`weight` ([in, out], or [out, in] if stored_as is OUT_IN) with an optional bias [out] and activation."""
         matrix = tf.cast(weight, self.dtype)
         depth, width = (int(size) for size in (matrix.shape if stored_as == IN_OUT else matrix.shape[::-1]))
-        op = self.settings.resolved_op(depth, width, self.dtype)
+        op = self.ops[f"{depth}x{width}"] = self.settings.resolved_op(depth, width, self.dtype)
         bias = None if bias is None else tf.cast(bias, self.dtype)
         return StepKernel(matrix, self.layout, stored_as=stored_as, op=op, bias=bias, activation=activation)
 
