@@ -23,6 +23,7 @@ hparams is refused rather than allowed to overwrite or misread the checkpoints.
 import dataclasses
 import json
 import os
+import tempfile
 
 from t2t_lite import config
 from t2t_lite.config import HParams
@@ -85,6 +86,58 @@ class RunDir:
     def checkpoints(self) -> list[str]:
         """The listed checkpoints whose files are there (one deleted by hand cannot be read), oldest first."""
         return [path for path in self.listed_checkpoints() if checkpoint_exists(path)]
+
+    def keep_listed(self, kept: list[str]) -> None:
+        """Deletes the listed checkpoints not in `kept` (a subsequence of listed_checkpoints) and lists only `kept`.
+
+        A CheckpointManager made afterwards takes over only the paths whose timestamps it finds in the
+        `checkpoint` list, so the kept ones keep theirs; with nothing kept the list goes.
+        """
+        import tensorflow as tf
+
+        state = self.checkpoint_state()
+        paths = list(state.all_model_checkpoint_paths) if state else []
+        if kept == paths:
+            return
+        for path in paths:
+            if path not in kept:
+                for name in tf.io.gfile.glob(path + ".*"):
+                    tf.io.gfile.remove(name)
+        if kept:
+            times = dict(zip(paths, state.all_model_checkpoint_timestamps))
+            tf.compat.v1.train.update_checkpoint_state(
+                self.path, kept[-1], all_model_checkpoint_paths=kept,
+                all_model_checkpoint_timestamps=[times[p] for p in kept],
+                last_preserved_timestamp=state.last_preserved_timestamp)
+        else:
+            tf.io.gfile.remove(self.checkpoint_state_file)
+
+    def remove_unrecorded(self, step: int) -> None:
+        """Removes what a failed save of `step` left: its temporary files, and its files unless the
+        `checkpoint` list already names it as the newest (the failure came after it was recorded)."""
+        import tensorflow as tf
+
+        prefix = self.checkpoint_prefix(step)
+        listed = self.listed_checkpoints()
+        recorded = (bool(listed) and os.path.basename(listed[-1]) == os.path.basename(prefix)
+                    and checkpoint_exists(prefix))
+        # <prefix>_temp/ holds the shards being written; checkpoint.tmp<hex> a state file being written.
+        leftovers = tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(self.checkpoint_state_file + ".tmp*")
+        if not recorded:
+            leftovers += tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
+        for path in leftovers:
+            try:
+                if tf.io.gfile.isdir(path):
+                    tf.io.gfile.rmtree(path)
+                else:
+                    tf.io.gfile.remove(path)
+            except tf.errors.OpError:
+                pass  # already gone; nothing else can be done about the rest
+
+    @classmethod
+    def scratch(cls) -> "RunDir":
+        """A new temporary directory for a worker that is not the chief to save into (Checkpoints)."""
+        return cls(tempfile.mkdtemp(prefix="t2t-lite-worker-"))
 
     @property
     def best(self) -> "RunDir":
@@ -255,6 +308,13 @@ def recorded_data_dir(spec: RunSpec, checkpoint: str) -> str | None:
     return spec.data_dir
 
 
+def checkpoint_entries(prefix: str) -> frozenset[str]:
+    """The top-level names the checkpoint at `prefix` holds ("model", "optimizer", "data", ...)."""
+    import tensorflow as tf
+
+    return frozenset(name.split("/")[0] for name, _ in tf.train.list_variables(prefix))
+
+
 def checkpoint_exists(prefix: str) -> bool:
     """Whether a checkpoint is at `prefix` (<dir>/ckpt-<step>): its .index file is there."""
     import tensorflow as tf
@@ -271,7 +331,8 @@ def restore_checkpoint(checkpoint: str, **objects) -> None:
     """Restores `objects` (e.g. model=..., optimizer=...) from `checkpoint`, checking that every variable of
     theirs was in it; what the checkpoint holds beyond them (an optimizer's slots, a data position) is ignored.
 
-    The library's one restore: opening a run, warm starting, resuming, averaging, scoring and keeping the best.
+    The library's one restore of weights and training state (restore_unchecked puts back only the data
+    position): opening a run, warm starting, resuming, averaging, scoring and keeping the best.
     Raises:
       CheckpointMismatch: a variable of `objects` missing or of another shape, or an unreadable checkpoint.
     """
@@ -282,6 +343,14 @@ def restore_checkpoint(checkpoint: str, **objects) -> None:
     except (AssertionError, ValueError, tf.errors.OpError) as error:
         reason = str(error).strip()
         raise CheckpointMismatch(reason.splitlines()[0][:200] if reason else type(error).__name__) from None
+
+
+def restore_unchecked(checkpoint: str, **objects) -> None:
+    """Restores what of `objects` `checkpoint` holds, nothing checked: the training data iterator's position,
+    which training.checkpoints restores only from a checkpoint it knows to hold one."""
+    import tensorflow as tf
+
+    tf.train.Checkpoint(**objects).restore(checkpoint).expect_partial()
 
 
 def checkpoint_step(checkpoint_path: str) -> int:

@@ -19,7 +19,7 @@ import t2t_lite.hparams  # noqa: F401  (registers transformer_tiny)
 from t2t_lite import config, registry
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
-from t2t_lite.run_dir import RunSpec, load_spec, save_spec
+from t2t_lite.run_dir import RunDir, RunSpec, load_spec, save_spec
 from t2t_lite.training.averaging import average_after_training, average_checkpoints, checkpoints_to_average
 from t2t_lite.training.steps import make_optimizer
 from cli_helpers import run_tool
@@ -134,15 +134,15 @@ def test_fewer_checkpoints_than_asked_averages_all_and_says_so(run, tmp_path):
 
 
 def test_default_destination_is_replaced_whole_and_no_temp_left(run):
-    first = average_after_training(run, 3, log=lambda _: None)
-    second = average_after_training(run, 2, log=lambda _: None)
+    first = average_after_training(RunDir(run), 3, log=lambda _: None)
+    second = average_after_training(RunDir(run), 2, log=lambda _: None)
     assert first == second == os.path.join(run, "averaged", "ckpt-300")
     expected = mean_of([os.path.join(run, "ckpt-200"), os.path.join(run, "ckpt-300")])
     for key, value in model_values(second).items():
         np.testing.assert_array_equal(value, expected[key], err_msg=key)
     assert not [name for name in os.listdir(run) if name.startswith(".tmp")]
-    assert average_after_training(run, 0) is None
-    assert checkpoints_to_average(run, 20) == [os.path.join(run, f"ckpt-{s}") for s in STEPS]
+    assert average_after_training(RunDir(run), 0) is None
+    assert checkpoints_to_average(RunDir(run), 20) == [os.path.join(run, f"ckpt-{s}") for s in STEPS]
 
 
 def test_missing_or_empty_run_dir_is_a_clear_error(tmp_path):

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite.errors import UserError
+from t2t_lite.run_dir import RunDir
 from t2t_lite.training import checkpoints as ckpt
 
 
@@ -19,7 +20,7 @@ def state(value=0.0):
 def saved_run(directory, steps):
     """Checkpoints at `steps` whose weight is the step number, as the trainer's manager writes them."""
     s = state()
-    saver = ckpt.Checkpoints(str(directory), s, s["optimizer"].iterations, max_to_keep=10, chief=True)
+    saver = ckpt.Checkpoints(RunDir(str(directory)), s, s["optimizer"].iterations, max_to_keep=10, chief=True)
     for step in steps:
         s["model"].w.assign(float(step))
         s["optimizer"].iterations.assign(step)
@@ -33,7 +34,7 @@ def test_the_newest_readable_checkpoint_is_restored_and_an_unreadable_one_is_nam
         if name.startswith("ckpt-6.data"):
             (tmp_path / name).write_bytes(b"")  # truncated
     lines, s = [], state()
-    restored = ckpt.restore_latest(str(tmp_path), s, lines.append)
+    restored = ckpt.restore_latest(RunDir(str(tmp_path)), s, lines.append)
     assert (restored.step, float(s["model"].w.numpy())) == (4, 4.0)
     assert {"model", "optimizer"} <= restored.entries and "data" not in restored.entries
     assert lines and lines[0].startswith(f"checkpoint {tmp_path}/ckpt-6 is unreadable (")
@@ -43,17 +44,18 @@ def test_optional_entries_come_back_when_saved_and_the_data_position_is_left_for
     saved_run(tmp_path, (2,))  # model and optimizer only
     clock, data = tf.Module(), tf.Module()
     clock.seconds, data.position = tf.Variable(5.0), tf.Variable(9)
-    restored = ckpt.restore_latest(str(tmp_path), {**state(), "clock": clock, "data": data}, print)
+    restored = ckpt.restore_latest(RunDir(str(tmp_path)), {**state(), "clock": clock, "data": data}, print)
     assert (restored.path, restored.step) == (str(tmp_path / "ckpt-2"), 2)
     assert {"model", "optimizer"} <= restored.entries and not {"clock", "data"} & restored.entries
     assert float(clock.seconds.numpy()) == 5.0  # not in the checkpoint: left as it was, no error
     # A checkpoint with a clock and a data position: the clock comes back, the data position does not (yet).
     s = {**state(3.0), "clock": clock, "data": data}
-    ckpt.Checkpoints(str(tmp_path / "full"), s, s["optimizer"].iterations, 10, chief=True).save(3)
+    ckpt.Checkpoints(RunDir(str(tmp_path / "full")), s, s["optimizer"].iterations, 10, chief=True).save(3)
     clock.seconds.assign(0.0)
     data.position.assign(0)
     lines, fresh = [], state()
-    restored = ckpt.restore_latest(str(tmp_path / "full"), {**fresh, "clock": clock, "data": data}, lines.append)
+    restored = ckpt.restore_latest(RunDir(str(tmp_path / "full")), {**fresh, "clock": clock, "data": data},
+                                   lines.append)
     assert {"model", "optimizer", "clock", "data"} <= restored.entries and lines == []
     assert (float(fresh["model"].w.numpy()), float(clock.seconds.numpy()), int(data.position.numpy())) == (3.0, 5.0, 0)
 
@@ -63,7 +65,7 @@ def test_a_checkpoint_without_a_required_entry_is_unreadable(tmp_path):
     model.w = tf.Variable(1.0)
     tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(tmp_path), 3).save(checkpoint_number=1)
     with pytest.raises(UserError, match="can be read"):
-        ckpt.restore_latest(str(tmp_path), state(), lambda line: None)
+        ckpt.restore_latest(RunDir(str(tmp_path)), state(), lambda line: None)
 
 
 def test_an_unreadable_checkpoints_line_gives_the_first_line_of_the_error_or_its_type(tmp_path, monkeypatch):
@@ -73,10 +75,10 @@ def test_an_unreadable_checkpoints_line_gives_the_first_line_of_the_error_or_its
     def unreadable(path):
         raise next(errors)
 
-    monkeypatch.setattr(ckpt, "saved_entries", unreadable)
+    monkeypatch.setattr(ckpt, "checkpoint_entries", unreadable)
     lines = []
     with pytest.raises(UserError):
-        ckpt.restore_latest(str(tmp_path), state(), lines.append)
+        ckpt.restore_latest(RunDir(str(tmp_path)), state(), lines.append)
     assert lines == [f"checkpoint {tmp_path}/ckpt-{step} is unreadable ({reason}); trying the one before it"
                      for step, reason in ((3, "first line"), (2, "IndexError"), (1, "x" * 200))]
 
@@ -98,13 +100,13 @@ def test_the_data_position_is_restored_only_from_a_checkpoint_that_holds_it(tmp_
 
 
 def test_no_checkpoint_is_none_and_none_readable_is_one_line(tmp_path):
-    assert ckpt.restore_latest(str(tmp_path), state(), print) is None
+    assert ckpt.restore_latest(RunDir(str(tmp_path)), state(), print) is None
     saved_run(tmp_path, (1,))
     for name in os.listdir(tmp_path):
         if name.startswith("ckpt-1.data"):
             (tmp_path / name).write_bytes(b"")
     with pytest.raises(UserError, match="no checkpoint in `output_dir` .* can be read; move them away"):
-        ckpt.restore_latest(str(tmp_path), state(), lambda line: None)
+        ckpt.restore_latest(RunDir(str(tmp_path)), state(), lambda line: None)
 
 
 def test_the_data_seed_moves_on_only_when_the_restored_checkpoint_lacks_the_data_position():
@@ -122,7 +124,7 @@ def saved_weight(path):
 
 def test_a_step_is_saved_once_and_a_restored_step_counts_as_saved(tmp_path):
     calls, s = [], state()
-    saver = ckpt.Checkpoints(str(tmp_path), s, s["optimizer"].iterations, 10, chief=True,
+    saver = ckpt.Checkpoints(RunDir(str(tmp_path)), s, s["optimizer"].iterations, 10, chief=True,
                              before_save=lambda: calls.append("saved"))
     s["model"].w.assign(3.0)
     first = saver.save(3)
@@ -131,8 +133,8 @@ def test_a_step_is_saved_once_and_a_restored_step_counts_as_saved(tmp_path):
     assert saved_weight(first) == 3.0
     # A run resumed from step 3 does not write it again (nor call before_save), but writes the next step.
     resumed_state = state(77.0)
-    resumed = ckpt.Checkpoints(str(tmp_path), resumed_state, resumed_state["optimizer"].iterations, 10, chief=True,
-                               before_save=lambda: calls.append("resumed"), saved_step=3)
+    resumed = ckpt.Checkpoints(RunDir(str(tmp_path)), resumed_state, resumed_state["optimizer"].iterations, 10,
+                               chief=True, before_save=lambda: calls.append("resumed"), saved_step=3)
     assert resumed.save(3) == first and calls == ["saved"] and saved_weight(first) == 3.0
     assert saved_weight(resumed.save(4)) == 77.0 and calls == ["saved", "resumed"]
 
@@ -140,29 +142,29 @@ def test_a_step_is_saved_once_and_a_restored_step_counts_as_saved(tmp_path):
 def test_a_non_chief_saves_into_scratch_and_close_removes_it(tmp_path):
     # That the trainer closes only after its last save: test_trainer.py's non-chief test.
     s = state()
-    worker = ckpt.Checkpoints(str(tmp_path / "run"), s, s["optimizer"].iterations, 10, chief=False)
-    assert not worker.directory.startswith(str(tmp_path))
-    assert os.path.basename(worker.directory).startswith("t2t-lite-worker-")  # what a leftover is recognised by
+    worker = ckpt.Checkpoints(RunDir(str(tmp_path / "run")), s, s["optimizer"].iterations, 10, chief=False)
+    assert not worker.run_dir.path.startswith(str(tmp_path))
+    assert os.path.basename(worker.run_dir.path).startswith("t2t-lite-worker-")  # what a leftover is recognised by
     sources = worker.averaging_sources([4.0], 0.0, s["model"], count=1, step=0)
     worker.save(4)
     sources.save(4)
-    assert tf.train.latest_checkpoint(worker.directory).endswith("ckpt-4")
-    assert tf.train.latest_checkpoint(sources.directory).endswith("ckpt-4")
+    assert tf.train.latest_checkpoint(worker.run_dir.path).endswith("ckpt-4")
+    assert tf.train.latest_checkpoint(sources.run_dir.path).endswith("ckpt-4")
     worker.close()
-    assert not os.path.exists(worker.directory) and not (tmp_path / "run").exists()
+    assert not os.path.exists(worker.run_dir.path) and not (tmp_path / "run").exists()
     worker.close()  # a second close (or a directory removed by hand) is no error
 
 
 def test_max_to_keep_regular_checkpoints_and_count_averaging_sources_from_the_resumed_step(tmp_path):
     saver = saved_run(tmp_path, (2, 4, 6))
     s = state()
-    kept = ckpt.Checkpoints(str(tmp_path), s, s["optimizer"].iterations, max_to_keep=2, chief=True)
+    kept = ckpt.Checkpoints(RunDir(str(tmp_path)), s, s["optimizer"].iterations, max_to_keep=2, chief=True)
     for step in (8, 10, 12):
         kept.save(step)
     assert [os.path.basename(p) for p in tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths] \
         == ["ckpt-10", "ckpt-12"] and not (tmp_path / "ckpt-8.index").exists()
     sources = saver.averaging_sources([1.0], 0.0, s["model"], count=2, step=6)
-    assert sources.directory == str(tmp_path / "average_sources")
+    assert sources.run_dir.path == str(tmp_path / "average_sources")
     for step in (5, 6, 7):
         sources.save(step)
     assert [os.path.basename(p) for p in sources.manager.checkpoints] == ["ckpt-6", "ckpt-7"]
@@ -173,7 +175,7 @@ def test_max_to_keep_regular_checkpoints_and_count_averaging_sources_from_the_re
 
 def test_a_failed_save_removes_what_it_left_unless_the_state_file_already_lists_it(tmp_path):
     s = state(2.0)
-    saver = ckpt.Checkpoints(str(tmp_path), s, s["optimizer"].iterations, max_to_keep=10, chief=True)
+    saver = ckpt.Checkpoints(RunDir(str(tmp_path)), s, s["optimizer"].iterations, max_to_keep=10, chief=True)
     saver.save(2)
     real_save = saver.manager.save
 

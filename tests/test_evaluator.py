@@ -18,7 +18,7 @@ def scripted(tmp_path, losses, bleus=None, metric="bleu", patience=0, summaries=
     saved, lines = [], []
 
     def save_best(checkpoint, best_dir, best_json):
-        assert best_dir == str(tmp_path / "best")
+        assert best_dir == RunDir(str(tmp_path / "best"))
         saved.append((checkpoint, best_json))
 
     evaluator = Evaluator(

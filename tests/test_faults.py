@@ -26,7 +26,7 @@ from t2t_lite.export.exporter import ExportRequest, export_run
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 from t2t_lite.run import RunRequest
-from t2t_lite.run_dir import RunSpec, save_spec
+from t2t_lite.run_dir import RunDir, RunSpec, save_spec
 from t2t_lite.training import averaging
 from t2t_lite.training.loop import StopReason
 from t2t_lite.training.run_config import RunConfig, resolve_for
@@ -422,5 +422,5 @@ def test_sigterm_while_averaging_leaves_averaged_as_it_was_and_a_rerun_averages(
     for averaged, a, b in zip(model_weights(hparams, run / "averaged" / "ckpt-6"), step4, step6):
         np.testing.assert_allclose(averaged, (a + b) / 2, rtol=1e-6)
     lines.clear()
-    assert averaging.finish_averaging(str(run), hparams.train, lines.append) is None  # averaged/ is current
+    assert averaging.finish_averaging(RunDir(str(run)), hparams.train, lines.append) is None  # averaged/ is current
     assert lines == []

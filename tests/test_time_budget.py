@@ -18,7 +18,7 @@ from t2t_lite import config
 from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
-from t2t_lite.run_dir import RunSpec, save_spec
+from t2t_lite.run_dir import RunDir, RunSpec, save_spec
 from t2t_lite import run_dir
 from t2t_lite.training.averaging_schedule import (AveragingSchedule, AveragingSources, averaging_points,
                                                   averaging_steps, sources_manager)
@@ -78,7 +78,7 @@ def test_schedule_is_due_once_per_crossing_and_skips_points_already_passed():
 def test_averaging_sources_are_saved_at_each_crossing_and_once_per_step(tmp_path):
     variable = tf.Variable(0.0)
     sources = AveragingSources([2.0, 4.0], position=0.0, checkpoint=tf.train.Checkpoint(v=variable),
-                               directory=str(tmp_path), count=5, current_step=0)
+                               sources=RunDir(str(tmp_path)), count=5, current_step=0)
     for step in (1, 2, 3, 4):
         variable.assign(float(step))
         sources.save_if_due(float(step), step)
@@ -86,7 +86,7 @@ def test_averaging_sources_are_saved_at_each_crossing_and_once_per_step(tmp_path
     sources.save(4)  # the end of training fell on the last point: step 4 is not saved again
     variable.assign(5.0)
     sources.save(5)
-    assert sources.directory == str(tmp_path)
+    assert sources.run_dir == RunDir(str(tmp_path))
     assert [os.path.basename(p) for p in sources.manager.checkpoints] == ["ckpt-2", "ckpt-4", "ckpt-5"]
     restored = tf.Variable(-1.0)
     for step, value in ((2, 2.0), (4, 4.0), (5, 5.0)):
@@ -180,11 +180,11 @@ def test_sources_newer_than_the_resumed_step_are_dropped(tmp_path):
     for step in (2, 4, 6):
         manager.save(checkpoint_number=step)
     # A process died after saving the step-6 source but before its next regular checkpoint (step 4).
-    resumed = sources_manager(checkpoint, str(tmp_path), 5, current_step=4)
+    resumed = sources_manager(checkpoint, RunDir(str(tmp_path)), 5, current_step=4)
     assert [os.path.basename(p) for p in resumed.checkpoints] == ["ckpt-2", "ckpt-4"]
     assert not tf.io.gfile.glob(str(tmp_path / "ckpt-6.*"))
     # Resumed before every source: none is left, nor the state file naming them.
-    assert sources_manager(checkpoint, str(tmp_path), 5, current_step=0).checkpoints == []
+    assert sources_manager(checkpoint, RunDir(str(tmp_path)), 5, current_step=0).checkpoints == []
     assert not tf.io.gfile.exists(str(tmp_path / "checkpoint"))
 
 

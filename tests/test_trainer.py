@@ -163,7 +163,8 @@ def test_a_non_chief_removes_its_scratch_directory_only_after_its_last_save(tmp_
         real = getattr(cls, name)
 
         def recorded(self, *args):
-            directory = self.directory if isinstance(self, ckpt.Checkpoints) else os.path.dirname(self.directory)
+            path = self.run_dir.path
+            directory = path if isinstance(self, ckpt.Checkpoints) else os.path.dirname(path)
             events.append((name, directory, os.path.isdir(directory)))
             return real(self, *args)
 

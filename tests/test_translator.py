@@ -12,7 +12,8 @@ from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.decoding.sampling import SamplingSettings
 from t2t_lite.errors import UserError
 from t2t_lite.run import RunRequest, open_run, restore_model
-from t2t_lite.run_dir import AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, checkpoint_step, load_spec, spec_json
+from t2t_lite.run_dir import (AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, RunDir, checkpoint_step, load_spec,
+                              spec_json)
 from t2t_lite.training.checkpoint_dir import write_model_dir
 
 from cli_helpers import run_forked
@@ -71,7 +72,7 @@ def test_checkpoint_choices_and_paths_open_those_checkpoints(reverse_run, transl
         for weight in model.weights:
             weight.assign(weight.numpy() + rng.normal(0, 0.3, weight.shape).astype(np.float32))
         weights[subdir] = [weight.numpy() for weight in model.weights]
-        paths[subdir] = write_model_dir(model, str(copy / subdir), checkpoint_step(latest), {
+        paths[subdir] = write_model_dir(model, RunDir(str(copy / subdir)), checkpoint_step(latest), {
             HPARAMS_FILE: spec_json(spec)})
     weights["latest"] = _weights(translator)  # reverse_run's newest checkpoint, which the copy holds too
     for choice, name in ((None, "averaged"), ("averaged", "averaged"), ("best", "best"), ("latest", "latest")):

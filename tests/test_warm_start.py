@@ -11,6 +11,7 @@ import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
 from t2t_lite.errors import UserError
 from t2t_lite.registry import hparams_sets
+from t2t_lite.run_dir import RunDir
 from t2t_lite.training.run_config import RunConfig, resolve_for
 from t2t_lite.training.checkpoints import Checkpoints
 from t2t_lite.training.trainer import Trainer
@@ -69,8 +70,8 @@ def test_a_resumed_run_resumes_itself_rather_than_warm_starting_again(reverse_ru
     run.optimizer.iterations.assign(2)
     for variable in run.model.trainable_variables:
         variable.assign_add(tf.ones_like(variable))
-    Checkpoints(str(tmp_path / "run"), {"model": run.model, "optimizer": run.optimizer}, run.optimizer.iterations,
-                max_to_keep=5, chief=True).save(2)
+    Checkpoints(RunDir(str(tmp_path / "run")), {"model": run.model, "optimizer": run.optimizer},
+                run.optimizer.iterations, max_to_keep=5, chief=True).save(2)
     again = trainer("algorithmic_reverse", tmp_path / "run", warm_start_from=reverse_run)
     again.restore()
     assert again.step == 2

@@ -44,31 +44,30 @@ class _Interrupted(Exception):
     """A signal asked the trainer's averaging to stop (average_after_training catches it)."""
 
 
-def checkpoints_to_average(output_dir: str, last_n: int) -> list[str]:
-    """The newest last_n checkpoints that the CheckpointManager state of output_dir lists.
+def checkpoints_to_average(run_dir: RunDir, last_n: int) -> list[str]:
+    """The newest last_n checkpoints that the CheckpointManager state of run_dir lists.
 
     Args:
-      output_dir: a trainer's run directory.
+      run_dir: a trainer's run directory (or its average_sources/).
       last_n: how many to take, at least 1.
     Returns:
       Checkpoint prefixes (".../ckpt-<step>"), oldest first; fewer than last_n
       if the directory holds fewer.
     Raises:
-      UserError: last_n < 1, output_dir missing, or no checkpoint in it.
+      UserError: last_n < 1, run_dir missing, or no checkpoint in it.
     """
     if last_n < 1:
         raise UserError(f"the number of checkpoints to average must be at least 1, got {last_n}")
-    if not os.path.isdir(output_dir):
-        raise UserError(f"`output_dir` {output_dir!r} does not exist")
-    paths = RunDir(output_dir).checkpoints()
+    if not os.path.isdir(run_dir.path):
+        raise UserError(f"`output_dir` {run_dir.path!r} does not exist")
+    paths = run_dir.checkpoints()
     if not paths:
-        raise UserError(f"no checkpoints in {output_dir!r}: expected a 'checkpoint' file listing ckpt-<step> files")
+        raise UserError(f"no checkpoints in {run_dir.path!r}: expected a 'checkpoint' file listing ckpt-<step> files")
     return paths[-last_n:]
 
 
 def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | None = None,
-                        log: Callable[[str], None] = print, checkpoint_dir: str | None = None,
-                        stop: StopRequest | None = None) -> str:
+                        log: Callable[[str], None] = print) -> str:
     """Averages the model weights of the newest last_n checkpoints of output_dir into a new checkpoint.
 
     Args:
@@ -78,10 +77,6 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
       destination_dir: where the result goes; default <output_dir>/averaged.
         A previous result there is replaced; any other non-empty directory is refused.
       log: receives one line naming the averaged checkpoints and one naming the result.
-      checkpoint_dir: where the checkpoints to average are listed, if not output_dir itself
-        (the trainer's <output_dir>/average_sources, averaging_schedule.py).
-      stop: looked at after each checkpoint read and before writing; once requested, nothing is written
-        (average_after_training).
     Returns:
       The new checkpoint's prefix, <destination_dir>/ckpt-<step of the newest averaged>,
       loadable with tf.train.Checkpoint(model=model).restore(prefix).
@@ -92,14 +87,29 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
       RuntimeError: the model holds weights that tf.train.Checkpoint cannot
         reach, so no checkpoint has them (a bug in the model, not the run).
     """
-    paths = checkpoints_to_average(checkpoint_dir or output_dir, last_n)
-    spec = load_spec(output_dir)
+    # The command's (and a Python user's) entry: the paths become RunDirs here, once.
+    run_dir = RunDir(output_dir)
+    return average_into(run_dir, last_n, RunDir(destination_dir) if destination_dir else run_dir.averaged, log)
+
+
+def average_into(run_dir: RunDir, last_n: int, destination: RunDir, log: Callable[[str], None] = print,
+                 sources: RunDir | None = None, stop: StopRequest | None = None) -> str:
+    """average_checkpoints of run_dir into destination.
+
+    Args:
+      sources: where the checkpoints to average are listed, if not run_dir itself
+        (the trainer's <output_dir>/average_sources, averaging_schedule.py).
+      stop: looked at after each checkpoint read and before writing; once requested, nothing is written
+        (average_after_training).
+      The rest: as for average_checkpoints.
+    """
+    paths = checkpoints_to_average(sources or run_dir, last_n)
+    spec = load_spec(run_dir.path)
     if spec is None:
-        raise UserError(f"no {HPARAMS_FILE} in {output_dir!r}: it is not a t2t-lite run directory")
-    destination = destination_dir or RunDir(output_dir).averaged.path
-    _check_replaceable(destination, output_dir)
+        raise UserError(f"no {HPARAMS_FILE} in {run_dir.path!r}: it is not a t2t-lite run directory")
+    _check_replaceable(destination, run_dir)
     shortfall = f" (asked for {last_n}, only {len(paths)} present)" if len(paths) < last_n else ""
-    where = f" of {checkpoint_dir}" if checkpoint_dir else ""
+    where = f" of {sources.path}" if sources else ""
     log(f"averaging {len(paths)} checkpoints{where}{shortfall}: {', '.join(os.path.basename(p) for p in paths)}")
     model = build_model(spec.hparams)
     _check_all_weights_checkpointed(model)
@@ -109,28 +119,29 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
         raise _Interrupted
     _remove_leftovers(destination)
     # The model, hparams.json and where it came from, written into a temporary directory renamed to destination.
-    provenance = {"output_dir": os.path.abspath(output_dir), "checkpoints": _relative(paths, output_dir)}
+    provenance = {"output_dir": os.path.abspath(run_dir.path), "checkpoints": _relative(paths, run_dir)}
     try:
         result = write_model_dir(model, destination, checkpoint_step(paths[-1]), {
             HPARAMS_FILE: spec_json(spec), AVERAGED_FILE: json.dumps(provenance, indent=2) + "\n"})
     except Exception as error:  # noqa: BLE001 (anything but a storage fault is re-raised as it is)
         if (code := storage_fault(error)) is None:
             raise
-        raise UserError(f"cannot write the averaged checkpoint into {destination!r}: {storage_fault_text(code)}, "
-                        f"then run the same command again (nothing in {destination!r} was changed)") from None
+        raise UserError(f"cannot write the averaged checkpoint into {destination.path!r}: "
+                        f"{storage_fault_text(code)}, then run the same command again (nothing in "
+                        f"{destination.path!r} was changed)") from None
     log(f"wrote {result}")
     return result
 
 
-def average_after_training(output_dir: str, last_n: int, log: Callable[[str], None] = print,
-                           checkpoint_dir: str | None = None) -> str | None:
+def average_after_training(run_dir: RunDir, last_n: int, log: Callable[[str], None] = print,
+                           sources: RunDir | None = None) -> str | None:
     """What the trainer runs once training ends: average into <output_dir>/averaged, unless last_n is 0.
 
     Args:
-      output_dir: the run directory.
+      run_dir: the run directory.
       last_n: hparams.train.average_last_checkpoints; 0 turns averaging off.
       log: as for average_checkpoints.
-      checkpoint_dir: as for average_checkpoints.
+      sources: as for average_into.
     Returns:
       The averaged checkpoint's prefix; None when last_n is 0, or when a SIGINT or SIGTERM came while
       averaging: then <output_dir>/averaged is left as it was (finish_averaging, in a later run of the same
@@ -138,26 +149,26 @@ def average_after_training(output_dir: str, last_n: int, log: Callable[[str], No
     """
     if last_n <= 0:
         return None
-    destination = RunDir(output_dir).averaged.path
+    destination = run_dir.averaged
     with stop_on_signals() as stop:
         try:
-            result = average_checkpoints(output_dir, last_n, log=log, checkpoint_dir=checkpoint_dir, stop=stop)
+            result = average_into(run_dir, last_n, destination, log, sources, stop)
         except _Interrupted:
-            log(f"{stop.signal_name} received while averaging: {destination} was left as it was; run the same "
-                f"command again to average")
+            log(f"{stop.signal_name} received while averaging: {destination.path} was left as it was; run the "
+                f"same command again to average")
             return None
     if stop.requested:
-        log(f"{stop.signal_name} received while writing {destination}: it was written whole, stopping")
+        log(f"{stop.signal_name} received while writing {destination.path}: it was written whole, stopping")
         return None
     return result
 
 
-def finish_averaging(output_dir: str, train: TrainHParams, log: Callable[[str], None] = print) -> str | None:
-    """The end-of-run average an earlier run of output_dir did not write (a signal, a full disk or a kill
+def finish_averaging(run_dir: RunDir, train: TrainHParams, log: Callable[[str], None] = print) -> str | None:
+    """The end-of-run average an earlier run of run_dir did not write (a signal, a full disk or a kill
     stopped it while it averaged): what the trainer runs when training had already ended.
 
     Args:
-      output_dir: the run directory.
+      run_dir: the run directory.
       train: the run's hparams.train (average_last_checkpoints, average_span).
       log: as for average_checkpoints; says why it averages.
     Returns:
@@ -166,37 +177,36 @@ def finish_averaging(output_dir: str, train: TrainHParams, log: Callable[[str], 
     """
     if train.average_last_checkpoints <= 0:
         return None
-    run = RunDir(output_dir)
-    sources = run.average_sources.path if train.average_span > 0 else None
+    sources = run_dir.average_sources if train.average_span > 0 else None
     try:
-        paths = checkpoints_to_average(sources or output_dir, train.average_last_checkpoints)
+        paths = checkpoints_to_average(sources or run_dir, train.average_last_checkpoints)
     except UserError:
         return None  # no checkpoint: nothing was trained
-    if _averaged_sources(run.averaged.path) == _relative(paths, output_dir):
+    if _averaged_sources(run_dir.averaged) == _relative(paths, run_dir):
         return None
-    log(f"training ended in an earlier run, which did not write {run.averaged.path}: averaging now")
-    return average_after_training(output_dir, train.average_last_checkpoints, log, sources)
+    log(f"training ended in an earlier run, which did not write {run_dir.averaged.path}: averaging now")
+    return average_after_training(run_dir, train.average_last_checkpoints, log, sources)
 
 
-def _averaged_sources(destination: str) -> list[str] | None:
+def _averaged_sources(destination: RunDir) -> list[str] | None:
     """The checkpoints (relative to the run directory) an averaged directory was made from; None without one."""
     try:
-        with open(RunDir(destination).averaged_file, encoding="utf-8") as f:
+        with open(destination.averaged_file, encoding="utf-8") as f:
             return json.load(f)["checkpoints"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def _relative(paths: list[str], output_dir: str) -> list[str]:
-    """Checkpoint prefixes relative to output_dir, as averaged.json names them: "ckpt-900",
+def _relative(paths: list[str], run_dir: RunDir) -> list[str]:
+    """Checkpoint prefixes relative to run_dir, as averaged.json names them: "ckpt-900",
     "average_sources/ckpt-980"."""
-    return [os.path.relpath(os.path.abspath(p), os.path.abspath(output_dir)) for p in paths]
+    return [os.path.relpath(os.path.abspath(p), os.path.abspath(run_dir.path)) for p in paths]
 
 
-def _remove_leftovers(destination: str) -> None:
+def _remove_leftovers(destination: RunDir) -> None:
     """Removes the staging directories of an averaging into destination that was killed before its rename
     (write_model_dir names them .tmp-<name>-*)."""
-    parent, name = os.path.split(os.path.abspath(destination))
+    parent, name = os.path.split(os.path.abspath(destination.path))
     for leftover in glob.glob(os.path.join(glob.escape(parent), f".tmp-{glob.escape(name)}-*")):
         shutil.rmtree(leftover, ignore_errors=True)
 
@@ -238,14 +248,14 @@ def _mean_weights(model: keras.Model, paths: list[str], stop: StopRequest | None
     return [(total / len(paths)).astype(weight.dtype) for total, weight in zip(sums, weights)]
 
 
-def _check_replaceable(destination: str, output_dir: str) -> None:
-    """Raises UserError unless destination is absent, empty, or a previous averaging result outside output_dir."""
-    dest, source = os.path.realpath(destination), os.path.realpath(output_dir)
+def _check_replaceable(destination: RunDir, run_dir: RunDir) -> None:
+    """Raises UserError unless destination is absent, empty, or a previous averaging result outside run_dir."""
+    dest, source = os.path.realpath(destination.path), os.path.realpath(run_dir.path)
     if dest == source or source.startswith(dest + os.sep):
-        raise UserError(f"`destination_dir` {destination!r} would replace the run directory {output_dir!r}")
+        raise UserError(f"`destination_dir` {destination.path!r} would replace the run directory {run_dir.path!r}")
     if os.path.exists(dest) and not os.path.isdir(dest):
-        raise UserError(f"`destination_dir` {destination!r} exists and is not a directory")
+        raise UserError(f"`destination_dir` {destination.path!r} exists and is not a directory")
     # Only a directory holding averaged.json is ever replaced.
-    if os.path.isdir(dest) and os.listdir(dest) and not os.path.exists(RunDir(dest).averaged_file):
-        raise UserError(f"`destination_dir` {destination!r} holds files that are not an averaged checkpoint; "
+    if os.path.isdir(dest) and os.listdir(dest) and not os.path.exists(destination.averaged_file):
+        raise UserError(f"`destination_dir` {destination.path!r} holds files that are not an averaged checkpoint; "
                         "choose an empty or new directory")

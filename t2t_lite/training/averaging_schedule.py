@@ -62,19 +62,16 @@ class AveragingSources:
 
     Args:
       points: as for AveragingSchedule. position: where training is now.
-      checkpoint: what a source holds (the model's weights). directory, count, current_step: as for
+      checkpoint: what a source holds (the model's weights). sources, count, current_step: as for
         sources_manager.
     """
 
-    def __init__(self, points: list[float], position: float, checkpoint: tf.train.Checkpoint, directory: str,
+    def __init__(self, points: list[float], position: float, checkpoint: tf.train.Checkpoint, sources: RunDir,
                  count: int, current_step: int):
         self.schedule = AveragingSchedule(points, position)
-        self.manager = sources_manager(checkpoint, directory, count, current_step)
+        self.run_dir = sources
+        self.manager = sources_manager(checkpoint, sources, count, current_step)
         self._saved_step = None
-
-    @property
-    def directory(self) -> str:
-        return self.manager.directory
 
     def save_if_due(self, position: float, step: int) -> None:
         """Saves at `step` when `position` has crossed the schedule's next point."""
@@ -88,31 +85,13 @@ class AveragingSources:
             self.manager.save(checkpoint_number=step)
 
 
-def sources_manager(checkpoint: tf.train.Checkpoint, directory: str, count: int,
+def sources_manager(checkpoint: tf.train.Checkpoint, sources: RunDir, count: int,
                     current_step: int) -> tf.train.CheckpointManager:
-    """The manager of the averaging sources in `directory`, keeping the newest `count`.
+    """The manager of the averaging sources in `sources`, keeping the newest `count`.
 
     Sources newer than current_step were saved by a process that died before its next regular
     checkpoint; the resumed run retrains those steps (and, under a time budget, may cross the points at
     other steps), so they are dropped rather than averaged with the new ones.
     """
-    state = RunDir(directory).checkpoint_state()
-    if state is not None:
-        paths = list(state.all_model_checkpoint_paths)
-        kept = [p for p in paths if checkpoint_step(p) <= current_step]
-        if kept != paths:
-            for path in paths:
-                if path not in kept:
-                    for name in tf.io.gfile.glob(path + ".*"):
-                        tf.io.gfile.remove(name)
-            if kept:
-                # The manager takes over only the paths whose timestamps it finds.
-                times = dict(zip(paths, state.all_model_checkpoint_timestamps))
-                tf.compat.v1.train.update_checkpoint_state(
-                    directory, kept[-1], all_model_checkpoint_paths=kept,
-                    all_model_checkpoint_timestamps=[times[p] for p in kept],
-                    last_preserved_timestamp=state.last_preserved_timestamp)
-            else:
-                tf.io.gfile.remove(RunDir(directory).checkpoint_state_file)
-    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=count, checkpoint_name=CHECKPOINT_NAME)
-
+    sources.keep_listed([p for p in sources.listed_checkpoints() if checkpoint_step(p) <= current_step])
+    return tf.train.CheckpointManager(checkpoint, sources.path, max_to_keep=count, checkpoint_name=CHECKPOINT_NAME)

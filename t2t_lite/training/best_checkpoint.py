@@ -51,7 +51,7 @@ class BestCheckpoint:
 
     def __init__(self, run_dir: RunDir, higher_is_better: bool, patience: int = 0, log: Callable[[str], None] = print):
         self.run_dir, self.higher_is_better, self.patience, self.log = run_dir, higher_is_better, patience, log
-        self.best_dir = run_dir.best.path
+        self.best_dir = run_dir.best
         self.state = load_state(run_dir)
 
     @property
@@ -128,7 +128,7 @@ def read_best_json(run_dir: RunDir) -> dict | None:
         return json.load(f)
 
 
-def save_model_weights_as_best(model: keras.Model, checkpoint: str, run_dir: RunDir, best_dir: str,
+def save_model_weights_as_best(model: keras.Model, checkpoint: str, run_dir: RunDir, best_dir: RunDir,
                                best_json: dict) -> str:
     """Copies the model weights of a training checkpoint into best_dir, with best.json and the run's hparams.json.
 

@@ -17,7 +17,7 @@ from t2t_lite.files import atomic_write_text
 from t2t_lite.run_dir import CHECKPOINT_NAME, RunDir
 
 
-def write_model_dir(model: keras.Model, destination: str, step: int, files: dict[str, str]) -> str:
+def write_model_dir(model: keras.Model, destination: RunDir, step: int, files: dict[str, str]) -> str:
     """Saves model's weights as destination/ckpt-<step>, with `files` beside it, replacing any old destination.
 
     Args:
@@ -28,9 +28,9 @@ def write_model_dir(model: keras.Model, destination: str, step: int, files: dict
     Returns:
       The checkpoint's prefix, <destination>/ckpt-<step>.
     """
-    parent = os.path.dirname(os.path.abspath(destination))
+    parent, name = os.path.split(os.path.abspath(destination.path))
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=parent, prefix=f".tmp-{os.path.basename(os.path.abspath(destination))}-")
+    staging = tempfile.mkdtemp(dir=parent, prefix=f".tmp-{name}-")
     try:
         # The state file records relative paths, so the rename keeps it valid.
         tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging, max_to_keep=1,
@@ -41,15 +41,15 @@ def write_model_dir(model: keras.Model, destination: str, step: int, files: dict
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return RunDir(destination).checkpoint_prefix(step)
+    return destination.checkpoint_prefix(step)
 
 
-def replace_dir(new: str, destination: str) -> None:
+def replace_dir(new: str, destination: RunDir) -> None:
     """Renames directory new to destination, first moving aside and deleting any old destination."""
-    if os.path.isdir(destination):
+    if os.path.isdir(destination.path):
         retired = new + "-retired"
-        os.rename(destination, retired)
-        os.rename(new, destination)
+        os.rename(destination.path, retired)
+        os.rename(new, destination.path)
         shutil.rmtree(retired)
     else:
-        os.rename(new, destination)
+        os.rename(new, destination.path)

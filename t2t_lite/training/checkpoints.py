@@ -13,16 +13,15 @@ turns the failure into one line naming the newest checkpoint, from which a rerun
 """
 import contextlib
 import dataclasses
-import os
 import shutil
-import tempfile
 from collections.abc import Callable
 
 import tensorflow as tf
 
 from t2t_lite.errors import UserError
 from t2t_lite.files import storage_fault, storage_fault_text
-from t2t_lite.run_dir import CHECKPOINT_NAME, RunDir, checkpoint_exists, checkpoint_step, restore_checkpoint
+from t2t_lite.run_dir import (CHECKPOINT_NAME, RunDir, checkpoint_entries, checkpoint_step, restore_checkpoint,
+                               restore_unchecked)
 from t2t_lite.training.averaging_schedule import AveragingSources
 
 REQUIRED_STATE = ("model", "optimizer")
@@ -38,27 +37,22 @@ class Restored:
     entries: frozenset[str]  # the top-level names it holds ("model", "optimizer", "data", ...)
 
 
-def saved_entries(checkpoint_path: str) -> frozenset[str]:
-    """The top-level names a checkpoint holds."""
-    return frozenset(name.split("/")[0] for name, _ in tf.train.list_variables(checkpoint_path))
-
-
-def restore_latest(directory: str, state: dict, log: Callable[[str], None]) -> Restored | None:
-    """Restores `state` (every entry but "data") from the newest readable checkpoint in directory.
+def restore_latest(run_dir: RunDir, state: dict, log: Callable[[str], None]) -> Restored | None:
+    """Restores `state` (every entry but "data") from the newest readable checkpoint in run_dir.
 
     A checkpoint that cannot be read (a truncated or missing file) is reported and the one before it
     tried; the next save of that step number overwrites it. The required entries must match; the
     others come back when the checkpoint has them, so a run may resume under another distribution or
     precision.
     Returns:
-      What was restored, or None when directory has no checkpoint.
+      What was restored, or None when run_dir has no checkpoint.
     Raises:
       UserError: there are checkpoints but none can be read.
     """
-    candidates = list(reversed(RunDir(directory).listed_checkpoints()))
+    candidates = list(reversed(run_dir.listed_checkpoints()))
     for path in candidates:
         try:
-            entries = saved_entries(path)
+            entries = checkpoint_entries(path)
             present = {k: v for k, v in state.items() if k != DATA and (k in REQUIRED_STATE or k in entries)}
             restore_checkpoint(path, **present)
         except (tf.errors.OpError, ValueError, IndexError) as error:  # IndexError: truncated file
@@ -67,7 +61,7 @@ def restore_latest(directory: str, state: dict, log: Callable[[str], None]) -> R
             continue
         return Restored(path, checkpoint_step(path), entries)
     if candidates:
-        raise UserError(f"no checkpoint in `output_dir` {directory!r} can be read; move them away to start afresh")
+        raise UserError(f"no checkpoint in `output_dir` {run_dir.path!r} can be read; move them away to start afresh")
     return None
 
 
@@ -82,7 +76,7 @@ def data_seed(random_seed: int, restored: Restored | None, data_checkpointed: bo
 def restore_data(iterator, restored: Restored | None) -> None:
     """Puts the data iterator back where the checkpoint `restored` left it, when it holds the position."""
     if restored is not None and DATA in restored.entries:
-        tf.train.Checkpoint(data=iterator).restore(restored.path).expect_partial()
+        restore_unchecked(restored.path, data=iterator)
 
 
 class Checkpoints:
@@ -90,23 +84,23 @@ class Checkpoints:
     the chief, into a scratch directory: tf.distribute may need every worker to take part in a save).
 
     Args:
-      output_dir: the run directory.
+      run_dir: the run directory.
       state: what a checkpoint holds, by entry name.
       step_counter: the optimizer's iterations.
       max_to_keep: regular checkpoints kept.
-      chief: whether this process writes into output_dir.
+      chief: whether this process writes into run_dir.
       before_save: called just before each save (the training clock records its seconds).
       saved_step: the step of the checkpoint restored, which counts as saved.
     """
 
-    def __init__(self, output_dir: str, state: dict, step_counter: tf.Variable, max_to_keep: int, chief: bool,
+    def __init__(self, run_dir: RunDir, state: dict, step_counter: tf.Variable, max_to_keep: int, chief: bool,
                  before_save: Callable[[], None] = lambda: None, saved_step: int | None = None):
-        self.directory = output_dir if chief else tempfile.mkdtemp(prefix="t2t-lite-worker-")
-        self.run_dir = RunDir(self.directory)
+        self.run_dir = run_dir if chief else RunDir.scratch()
         self._scratch = not chief
         self._before_save, self._saved_step = before_save, saved_step
-        self.manager = tf.train.CheckpointManager(tf.train.Checkpoint(**state), self.directory, max_to_keep=max_to_keep,
-                                                  step_counter=step_counter, checkpoint_name=CHECKPOINT_NAME)
+        self.manager = tf.train.CheckpointManager(tf.train.Checkpoint(**state), self.run_dir.path,
+                                                  max_to_keep=max_to_keep, step_counter=step_counter,
+                                                  checkpoint_name=CHECKPOINT_NAME)
 
     @property
     def latest(self) -> str | None:
@@ -120,30 +114,10 @@ class Checkpoints:
         try:
             path = self.manager.save(checkpoint_number=step)
         except BaseException:
-            self._remove_unlisted(step)
+            self.run_dir.remove_unrecorded(step)
             raise
         self._saved_step = step
         return path
-
-    def _remove_unlisted(self, step: int) -> None:
-        """Removes what a failed save of `step` left: its temporary files, and its files unless the state
-        file already lists it as the newest (the failure came after it was recorded)."""
-        prefix = self.run_dir.checkpoint_prefix(step)
-        listed = self.run_dir.listed_checkpoints()
-        recorded = (bool(listed) and os.path.basename(listed[-1]) == os.path.basename(prefix)
-                    and checkpoint_exists(prefix))
-        # <prefix>_temp/ holds the shards being written; checkpoint.tmp<hex> a state file being written.
-        leftovers = tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(self.run_dir.checkpoint_state_file + ".tmp*")
-        if not recorded:
-            leftovers += tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
-        for path in leftovers:
-            try:
-                if tf.io.gfile.isdir(path):
-                    tf.io.gfile.rmtree(path)
-                else:
-                    tf.io.gfile.remove(path)
-            except tf.errors.OpError:
-                pass  # already gone; nothing else can be done about the rest
 
     @contextlib.contextmanager
     def stop_on_storage_faults(self):
@@ -154,8 +128,8 @@ class Checkpoints:
         except Exception as error:  # noqa: BLE001 (anything else is re-raised as it is)
             if (code := storage_fault(error)) is None:
                 raise
-            where = f"{'the scratch directory' if self._scratch else '`output_dir`'} {self.directory!r}"
-            newest = tf.train.latest_checkpoint(self.directory)
+            where = f"{'the scratch directory' if self._scratch else '`output_dir`'} {self.run_dir.path!r}"
+            newest = self.run_dir.latest_checkpoint()
             then = (f"it resumes from {newest}, the newest checkpoint, which is intact" if newest
                     else "no checkpoint was saved yet")
             raise UserError(f"cannot write into {where}: {storage_fault_text(code)}, then rerun the same command: "
@@ -164,9 +138,9 @@ class Checkpoints:
     def averaging_sources(self, points: list[float], position: float, model, count: int, step: int) -> AveragingSources:
         """The end-of-run checkpoints to average (averaging_schedule.py), kept beside the regular ones."""
         return AveragingSources(points, position, tf.train.Checkpoint(model=model),
-                                self.run_dir.average_sources.path, count, step)
+                                self.run_dir.average_sources, count, step)
 
     def close(self) -> None:
         """Removes a non-chief's scratch directory: call once nothing more is saved."""
         if self._scratch:
-            shutil.rmtree(self.directory, ignore_errors=True)
+            shutil.rmtree(self.run_dir.path, ignore_errors=True)

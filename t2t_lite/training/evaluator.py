@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from t2t_lite.run_dir import RunDir
 from t2t_lite.training.best_checkpoint import BestCheckpoint
 from t2t_lite.training.dev_score import DevScore
 
@@ -43,7 +44,7 @@ class Evaluator:
     """
 
     def __init__(self, dev_loss: Callable[[], EvalResult], dev_metric: Callable[[], DevScore] | None,
-                 best: BestCheckpoint, tracked_metric: str, save_best: Callable[[str, str, dict], None],
+                 best: BestCheckpoint, tracked_metric: str, save_best: Callable[[str, RunDir, dict], None],
                  summaries: tf.summary.SummaryWriter, log: Callable[[str], None] = print):
         self.dev_loss, self.dev_metric, self.best = dev_loss, dev_metric, best
         self.tracked_metric, self.save_best, self.summaries, self.log = tracked_metric, save_best, summaries, log
@@ -76,7 +77,7 @@ class Evaluator:
         metric = "loss" if self.tracked_metric == "loss" else result.dev.name
         if self.best.record(step, metric, scores, lambda best_dir, best_json: self.save_best(checkpoint, best_dir,
                                                                                              best_json)):
-            self.log(f"best checkpoint so far ({self.best.describe_best()}) copied to {self.best.best_dir}")
+            self.log(f"best checkpoint so far ({self.best.describe_best()}) copied to {self.best.best_dir.path}")
         elif self.best.patience:
             self.log(f"no improvement on the best {self.best.describe_best()} for "
                      f"{self.best.state.evaluations_without_improvement} of {self.best.patience} "
@@ -85,7 +86,8 @@ class Evaluator:
 
     def early_stopping_line(self) -> str:
         return (f"early stopping: {self.best.state.evaluations_without_improvement} evaluations in a row without "
-                f"improving on the best {self.best.describe_best()}; the best checkpoint is in {self.best.best_dir}")
+                f"improving on the best {self.best.describe_best()}; the best checkpoint is in "
+                f"{self.best.best_dir.path}")
 
     def compare_with_best(self, name: str, score: float | None) -> None:
         """Says whether a checkpoint (the averaged one) scoring `score` on the best's metric beat the best.

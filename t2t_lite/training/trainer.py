@@ -123,7 +123,7 @@ class Trainer:
             # With the model, so a resumed run sees exactly the batches an uninterrupted one would have.
             ckpt.restore_data(iterator, restored)
             state[ckpt.DATA] = iterator
-        checkpoints = ckpt.Checkpoints(self.run.output_dir, state, self.optimizer.iterations,
+        checkpoints = ckpt.Checkpoints(self.run_dir, state, self.optimizer.iterations,
                                        self.run.keep_checkpoint_max, self.is_chief, self.clock.record,
                                        restored and restored.step)
         try:
@@ -141,7 +141,7 @@ class Trainer:
 
     def restore(self) -> ckpt.Restored | None:
         """Resumes the newest readable checkpoint (all but the data position), or warm-starts a fresh run."""
-        restored = ckpt.restore_latest(self.run.output_dir, self._checkpointed_state(), self.log)
+        restored = ckpt.restore_latest(self.run_dir, self._checkpointed_state(), self.log)
         if restored is not None:
             self.log(f"resumed from {restored.path} at step {restored.step}")
         elif self.run.warm_start_from:
@@ -232,8 +232,8 @@ class Trainer:
             averaging.save(self.step)  # the end of training is always the last one averaged
         if self.is_chief:
             # The paper decodes from the average of the last checkpoints (6.1); do it once, when training ends.
-            averaged = average_after_training(self.run.output_dir, self.hparams.train.average_last_checkpoints,
-                                              self.log, checkpoint_dir=averaging and averaging.directory)
+            averaged = average_after_training(self.run_dir, self.hparams.train.average_last_checkpoints,
+                                              self.log, sources=averaging and averaging.run_dir)
             if averaged:
                 self.evaluator.compare_with_best(averaged, self._score_as_best_was(averaged))
 
@@ -241,7 +241,7 @@ class Trainer:
         """Training ended in an earlier run: the averaged checkpoint, if a signal, a full disk or a kill kept
         that run from writing it (averaging.finish_averaging)."""
         if self.is_chief:
-            finish_averaging(self.run.output_dir, self.hparams.train, self.log)
+            finish_averaging(self.run_dir, self.hparams.train, self.log)
 
     def evaluate(self) -> EvalResult:
         """Dev loss, accuracy and (when the run decodes) the dev metric of the model now; logged and summarised."""
@@ -256,7 +256,7 @@ class Trainer:
             self._plain_model = build_model(self.hparams)
         return self._plain_model
 
-    def _save_best(self, checkpoint: str, best_dir: str, best_json: dict) -> None:
+    def _save_best(self, checkpoint: str, best_dir: RunDir, best_json: dict) -> None:
         save_model_weights_as_best(self._plain(), checkpoint, self.run_dir, best_dir, best_json)
 
     def _score_as_best_was(self, checkpoint: str) -> float | None:
@@ -281,7 +281,7 @@ class Trainer:
         sources = checkpoints.averaging_sources(points, self._averaging_position(), self.model,
                                                 t.average_last_checkpoints, self.step)
         self.log(f"checkpoints for averaging at {where} (the last {t.average_span:g} of the run), "
-                 f"kept in {sources.directory}")
+                 f"kept in {sources.run_dir.path}")
         return sources
 
     def _log_progress(self, step: int, progress: Progress, last_step: int) -> None:
