@@ -48,7 +48,7 @@ def test_parsing_small_data_set_has_tiny_sizes_small_datas_schedule_and_its_docu
     assert (t.schedule, t.warmup_fraction, t.batch_size, t.max_length, t.label_smoothing) == (
         "linear_decay", 0.1, 1024, 512, 0.1)
     assert m.decoder_features == ("word_pointer", "open_phrases")
-    assert (d.beam_size, d.alpha, d.extra_length, d.constrained_decoding) == (21, 1.0, 150, True)
+    assert (d.beam_size, d.batch_size, d.alpha, d.extra_length, d.constrained_decoding) == (6, 128, 1.0, 150, True)
     # The peak its docstring gives (3.1e-3), read off the schedule a run builds.
     rates = keras.ops.convert_to_numpy(learning_rate_schedule(hparams)(np.arange(t.train_steps)))
     assert abs(rates.max() - 3.125e-3) < 1e-5 and "peak 3.1e-3" in hparams_sets.get("transformer_parsing_small_data").__doc__
