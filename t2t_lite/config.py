@@ -191,9 +191,10 @@ def apply_overrides(hparams: HParams, overrides: str) -> HParams:
         key, sep, text = item.partition("=")
         if not sep:
             raise UserError(f"hparams override {item!r} is not of the form key=value")
-        if key.strip().removeprefix("model.") in FORMER_SETTINGS:
+        former = key.strip().removeprefix("model.")
+        if former in FORMER_SETTINGS:
             _, features = translate_former_features(
-                {key.strip().removeprefix("model."): _parse_value(key, text.strip(), bool)},
+                {former: _parse_value(key, text.strip(), bool)},
                 changes["model"].get("decoder_features", hparams.model.decoder_features))
             changes["model"]["decoder_features"] = features
             continue

@@ -3,8 +3,7 @@
 A feature adds a [N, T, D] tensor to the decoder's input embeddings (after their dropout), computed from
 the target written so far and, if it wants, from the encoded sentence. ModelHParams.decoder_features names
 the features of a model, looked up in `registry.decoder_features`; the model makes each one once and
-runs them in that order in its training pass, its cached `decode` and the beam search's step
-(decoding/cached_step.py), so a feature's arithmetic and its state are written once, here.
+runs them in that order in its training pass and the beam search's step (decoding/cached_step.py), so a feature's arithmetic and its state are written once, here.
 
 A feature keeps what it learns or reads on the model (`create` and `build` set model attributes), so a
 checkpoint names its variables as the model's own; the feature object itself holds only settings.
