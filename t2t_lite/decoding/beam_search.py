@@ -26,6 +26,7 @@ from t2t_lite.decoding.search_state import (
     SplitState,
     SymbolsToLogitsFn,
     allowed_logits,
+    columns_of,
     read_position,
     rows_free,
     state_shape_invariants,
@@ -178,12 +179,16 @@ class _BeamSearch:
         """
         batch, beam = tf.shape(beams.alive_log_probs)[0], self.beam_size
         prev_ids = tf.reshape(read_position(beams.alive_seq, step - 1), [batch * beam, 1])  # [N, 1]
-        logits, state = self.fn(prev_ids, step, beams.state)  # [N, V]
+        output, state = self.fn(prev_ids, step, beams.state)
+        logits, column_ids = columns_of(output)  # [N, V], or [N, W] for a Shortlist's ids [N, W]
         min_lengths = beams.min_lengths if self.has_min_lengths else None
-        logits = allowed_logits(logits, step, min_lengths, self.eos_id)  # [N, V]
-        per_row = min(2 * beam, self.vocab_size)  # R: a whole row when V < 2K
+        logits = allowed_logits(logits, step, min_lengths, self.eos_id, column_ids)  # [N, V]
+        # R: a whole row when V < 2K. A shortlist has at least 2K columns (its padding impossible).
+        per_row = 2 * beam if column_ids is not None else min(2 * beam, self.vocab_size)
         row_top_logits, row_top_ids = top_k(logits, k=per_row)  # [N, R] exact, via block maxima
         row_log_probs = row_top_logits - log_normaliser(logits, tf.nn.softmax(logits), row_top_ids[:, :1])  # [N, R]
+        if column_ids is not None:
+            row_top_ids = tf.gather(column_ids, row_top_ids, batch_dims=1)  # [N, R] the columns' ids
         log_probs = tf.reshape(row_log_probs, [batch, beam, per_row]) + beams.alive_log_probs[:, :, None]
         top_log_probs, top_index = tf.nn.top_k(tf.reshape(log_probs, [batch, beam * per_row]), k=2 * beam)  # [B, 2K]
         # t2t ranks log_probs / penalty(step + 1); one positive penalty for the whole

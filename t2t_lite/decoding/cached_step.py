@@ -27,7 +27,7 @@ dropout, which a step, only ever decoding, leaves out).
 """
 from keras import ops
 
-from t2t_lite.decoding.search_state import SplitState
+from t2t_lite.decoding.search_state import Shortlist, SplitState
 from t2t_lite.layers.attention import attend, scaled_softmax
 from t2t_lite.ops.kernel_layout import OUT_IN
 from t2t_lite.ops.step_matmul import StepKernelMaker, StepMatmulSettings
@@ -36,6 +36,7 @@ MEMORY = "memory"  # a step's cache entry for the encoder's keys, values and pad
 CONTEXTS = "contexts"  # and in it, the decoder features' contexts (Transformer.feature_contexts)
 ANCESTRY = "ancestry"  # the per-beam record of which slot holds each position of a beam's history
 FEATURE_STATES = "feature_states"  # the decoder features' per-beam states (Transformer.feature_inputs)
+COLUMNS = "columns"  # a shortlist's ids [B, C] and their output embeddings [B, C, D], per sentence
 
 # A self-attention cache appends each position to a small recent part and folds that into the settled part
 # every SETTLE_EVERY positions. Appending copies the part it grows (TensorFlow has no in-place append): the
@@ -65,10 +66,13 @@ class CachedStep:
       batch: B.
       beams: K.
       settings: the step's layout and op choices.
+      columns: None, or int32 [B, C]: the only ids each sentence's outputs can hold (an output constraint's
+        shortlist, decoding/constraints.py). Then a step scores only those (a Shortlist), unless asked for
+        the whole vocabulary.
     """
 
-    def __init__(self, model, inputs, batch, beams, settings: StepMatmulSettings):
-        self.model = model
+    def __init__(self, model, inputs, batch, beams, settings: StepMatmulSettings, columns=None):
+        self.model, self.beams = model, beams
         memory, memory_bias = model.encode(inputs, training=False)  # [B, T_src, D], [B, 1, 1, T_src]
         # The ancestry follows the beams; the caches, and the memory with them (so that a search can drop
         # finished sentences), stay one row per sentence.
@@ -82,14 +86,20 @@ class CachedStep:
                                         for depth in (attention.key_dim, attention.value_dim))
             caches[f"layer_{i}"] = {"key": empty_keys, "value": empty_values, "recent_key": empty_keys,
                                     "recent_value": empty_values}
+        if columns is not None:  # the output embeddings of each sentence's shortlist, gathered once
+            embeddings = ops.cast(model.target_embedding.embeddings, memory.dtype)  # [V, D]
+            caches[COLUMNS] = {"ids": columns, "embeddings": ops.take(embeddings, columns, axis=0)}  # [B, C(, D)]
         self.initial_state = SplitState(per_beam=per_beam, per_sentence=caches)
         self.layer_kernels, self.logits_kernel = step_kernels(model, memory.dtype, settings)[1:]
 
-    def __call__(self, ids, step, state: SplitState):
+    def __call__(self, ids, step, state: SplitState, whole_vocabulary=None):
         """ids [N, 1] -> (float32 logits [N, V], the state grown by one position).
 
+        With columns, a Shortlist of float32 logits [N, C] for them instead, unless whole_vocabulary (a bool
+        scalar) holds: then one of every id, logits [N, V].
+
         state: SplitState(per_beam={ANCESTRY: [N, t, K], FEATURE_STATES: each decoder feature's state},
-          per_sentence={"layer_i": caches, MEMORY: ...}).
+          per_sentence={"layer_i": caches, MEMORY: ..., COLUMNS: ...}).
         """
         cache, memory = state.per_sentence, state.per_sentence[MEMORY]
         per_beam = {ANCESTRY: _grown_ancestry(state.per_beam[ANCESTRY])}  # [N, t+1, K]
@@ -114,7 +124,24 @@ class CachedStep:
                                            training=False)
 
         states = self.model.run_decoder(ids, run_layer, position=step, added=added, training=False)  # [N, 1, D]
-        return ops.cast(self.logits_kernel(states), "float32")[:, 0], SplitState(per_beam, grown)
+        grown_state = SplitState(per_beam, grown)
+        if COLUMNS not in cache:
+            return ops.cast(self.logits_kernel(states), "float32")[:, 0], grown_state
+        grown[COLUMNS] = columns = cache[COLUMNS]
+        rows = ops.shape(states)[0]
+
+        def every_id():
+            logits = ops.cast(self.logits_kernel(states), "float32")[:, 0]  # [N, V]
+            return logits, ops.broadcast_to(ops.arange(ops.shape(logits)[1], dtype="int32")[None, :],
+                                            ops.shape(logits))
+
+        def shortlisted():  # each sentence's K rows against its C columns' embeddings: [B, K, C]
+            by_sentence = ops.reshape(states, (-1, self.beams, states.shape[-1]))  # [B, K, D]
+            logits = ops.matmul(by_sentence, ops.transpose(columns["embeddings"], (0, 2, 1)))  # [B, K, C]
+            return (ops.reshape(ops.cast(logits, "float32"), (rows, -1)),
+                    ops.reshape(ops.repeat(columns["ids"], self.beams, axis=0), (rows, -1)))  # [N, C]
+
+        return Shortlist(*ops.cond(whole_vocabulary, every_id, shortlisted)), grown_state
 
 
 def step_kernels(model, dtype, settings: StepMatmulSettings) -> tuple[StepKernelMaker, list, object]:

@@ -7,13 +7,17 @@ automaton forbids to -inf. The automaton's state rides in the search state (in a
 part), so beam search reorders it with the beams and greedy search keeps it per row; neither search
 knows it is there, and a row that dies in beam search can hold any state without harm.
 
+A constraint that also says which ids each sentence can emit at all (`columns`) lets the model score only
+those: `constrain` with `shortlist=True` (then the model function returns a search_state.Shortlist over
+them), unless a step's `needs_whole_vocabulary`. A step then costs what the shortlist costs, not V.
+
 A problem gives its own (Problem.output_constraint).
 """
 from typing import Protocol
 
 import tensorflow as tf
 
-from t2t_lite.decoding.search_state import NEG_INF, SplitState, SymbolsToLogitsFn
+from t2t_lite.decoding.search_state import NEG_INF, Shortlist, SplitState, SymbolsToLogitsFn, columns_of
 from t2t_lite.errors import UserError
 
 
@@ -26,12 +30,31 @@ class OutputConstraint(Protocol):
     def advance(self, state, ids: tf.Tensor):
         """The state after each row emitted ids int32 [N] (the start id 0 leaves it unchanged)."""
 
-    def allowed(self, state, step: tf.Tensor) -> tf.Tensor:
-        """bool [N, V]: the tokens each row may emit at position `step` (never none)."""
+    def allowed(self, state, step: tf.Tensor, tokens: tf.Tensor | None = None) -> tf.Tensor:
+        """bool [N, V]: the tokens each row may emit at position `step` (never none); for a shortlist's
+        columns (tokens int32 [N, W], the id each stands for), bool [N, W]."""
+
+    def columns(self, inputs: tf.Tensor) -> tf.Tensor | None:
+        """int32 [B, C]: each sentence's every possible output id, once each, PAD (0, never allowed) first and
+        as padding; None: any id (no shortlist)."""
+
+    def needs_whole_vocabulary(self, state) -> tf.Tensor:
+        """bool scalar: whether some row may now emit an id outside its sentence's columns."""
+
+
+def shortlist_columns(constraint: OutputConstraint, inputs, rows_per_sentence: int) -> tf.Tensor | None:
+    """int32 [B, C]: the constraint's columns for `inputs`, padded with PAD to at least the 2K columns a beam
+    search ranks per row; None when the constraint gives none."""
+    # A constraint written before shortlists has no `columns`: it gets none.
+    columns = getattr(constraint, "columns", lambda inputs: None)(inputs)
+    if columns is None:
+        return None
+    return tf.pad(columns, [[0, 0], [0, tf.maximum(2 * rows_per_sentence - tf.shape(columns)[1], 0)]])
 
 
 def constrain(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, constraint: OutputConstraint,
-              inputs, max_lengths, rows_per_sentence: int) -> tuple[SymbolsToLogitsFn, object]:
+              inputs, max_lengths, rows_per_sentence: int,
+              shortlist: bool = False) -> tuple[SymbolsToLogitsFn, object]:
     """A search's model function and initial state with `constraint` applied to every step's logits.
 
     Args:
@@ -41,6 +64,8 @@ def constrain(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, constraint
       inputs: int32 [B, T_src], the sentences being decoded.
       max_lengths: int32 [B], their max output lengths (counting the EOS).
       rows_per_sentence: the beam size K for beam search, 1 for greedy search and sampling.
+      shortlist: symbols_to_logits_fn takes `whole_vocabulary` (bool scalar) and returns a Shortlist over
+        each sentence's `shortlist_columns` unless it is true (then the logits of every id).
     Returns:
       (fn, state) to give the search in place of the two.
     """
@@ -58,8 +83,15 @@ def constrain(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, constraint
         else:
             inner, automaton = state
         automaton = constraint.advance(automaton, ids[:, 0])
-        logits, inner = symbols_to_logits_fn(ids, step, inner)  # [N, V]
-        logits = tf.where(constraint.allowed(automaton, step), logits, tf.constant(NEG_INF, logits.dtype))
+        if shortlist:
+            output, inner = symbols_to_logits_fn(ids, step, inner,
+                                                 whole_vocabulary=constraint.needs_whole_vocabulary(automaton))
+            logits, column_ids = columns_of(output)  # [N, W] and the ids they stand for
+            allowed = constraint.allowed(automaton, step, column_ids)  # [N, W]
+            logits = Shortlist(tf.where(allowed, logits, tf.constant(NEG_INF, logits.dtype)), column_ids)
+        else:
+            logits, inner = symbols_to_logits_fn(ids, step, inner)  # [N, V]
+            logits = tf.where(constraint.allowed(automaton, step), logits, tf.constant(NEG_INF, logits.dtype))
         if isinstance(inner, SplitState):
             return logits, inner._replace(per_beam=(inner.per_beam, automaton))
         return logits, (inner, automaton)

@@ -16,11 +16,11 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from t2t_lite.decoding.request import SamplingSettings
-from t2t_lite.decoding.search_state import (SymbolsToLogitsFn, next_token_log_probs, read_position,
+from t2t_lite.decoding.search_state import (SymbolsToLogitsFn, columns_of, next_token_log_probs, read_position,
                                             state_shape_invariants, write_position)
 from t2t_lite.decoding.top_k import top_k
 
-# (log_probs float32 [B, V], step) -> the emitted ids int32 [B].
+# (log_probs float32 [B, V], step) -> the emitted ids int32 [B] (columns, for a Shortlist's [B, W]).
 ChooseFn = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
 HASH_BUCKETS = 2 ** 53  # a sampling draw's resolution: every bucket / 2^53 is exact in float64
 
@@ -106,12 +106,15 @@ def greedy_decode(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_
 
     def body(step, rows):
         prev_ids = read_position(rows.ids, step - 1)[:, None]  # [B, 1] start id 0 at step 0
-        logits, state = symbols_to_logits_fn(prev_ids, step, rows.state)  # [B, V]
-        log_probs = next_token_log_probs(logits, step, min_lengths, eos_id)  # [B, V]
+        output, state = symbols_to_logits_fn(prev_ids, step, rows.state)
+        logits, column_ids = columns_of(output)  # [B, V], or [B, W] for a Shortlist's ids [B, W]
+        log_probs = next_token_log_probs(logits, step, min_lengths, eos_id, column_ids)  # [B, V]
         active = is_active(step, rows)  # [B]
-        chosen = choose_fn(log_probs, step)  # [B]
+        chosen = choose_fn(log_probs, step)  # [B] a column
+        log_prob = tf.gather(log_probs, chosen, axis=1, batch_dims=1)  # [B]
+        if column_ids is not None:
+            chosen = tf.gather(column_ids, chosen, batch_dims=1)  # [B] its id
         ids = tf.where(active, chosen, 0)  # [B] PAD once a row is done
-        log_prob = tf.gather(log_probs, ids, axis=1, batch_dims=1)  # [B]
         return step + 1, _Rows(
             ids=write_position(rows.ids, step, ids),  # [B, T]
             scores=rows.scores + tf.where(active, log_prob, 0.0),  # [B]

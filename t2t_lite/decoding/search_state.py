@@ -11,7 +11,8 @@
          never repeated or reordered. Per-sentence tensors the function
          captures instead of carrying stop beam search from dropping finished
          sentences (beam_search's compact_finished).
-  logits [N, V], any float dtype; log-softmax runs in float32.
+  logits [N, V], any float dtype; log-softmax runs in float32. Or a `Shortlist`: logits [N, W] for
+         only the ids each row's columns stand for (every id outside them impossible).
 
 Beam search (beam_search.py) and greedy search and sampling (sampling.py) use it.
 """
@@ -48,32 +49,52 @@ class SplitState(NamedTuple):
     per_sentence: Any
 
 
-def allowed_logits(logits, step, min_decode_lengths, eos_id):
+class Shortlist(NamedTuple):
+    """A model function's logits for some ids only: what a row's columns stand for, every other id impossible.
+
+    An output constraint that allows each sentence only a few of the vocabulary's ids lets the model score
+    just those (decoding/constraints.py), and the search rank just those: a step's work then grows with
+    the shortlist, not with V. An id appears once in a row's columns; padding columns hold ids the row
+    can never emit (-inf logits).
+    """
+
+    logits: tf.Tensor  # [N, W] any float dtype
+    ids: tf.Tensor  # int32 [N, W]: the id each column stands for
+
+
+def columns_of(output):
+    """A model function's output as (logits [N, W], the ids of their columns int32 [N, W], or None when the
+    columns are the vocabulary's ids 0..V-1)."""
+    return (output.logits, output.ids) if isinstance(output, Shortlist) else (output, None)
+
+
+def allowed_logits(logits, step, min_decode_lengths, eos_id, column_ids=None):
     """Float32 logits with EOS impossible (-inf) while the output would be too short.
 
     Args:
-      logits: [N, V] any float dtype (bfloat16 under mixed precision).
+      logits: [N, V] any float dtype (bfloat16 under mixed precision), or [N, W] of a Shortlist.
       step: int32 scalar, the position being decoded; EOS here gives length step + 1.
       min_decode_lengths: int32 [N] or None; EOS needs step + 1 >= min length.
       eos_id: int.
+      column_ids: the Shortlist's ids [N, W], or None.
     Returns:
-      float32 [N, V].
+      float32 [N, V] (or [N, W]).
     """
     logits = tf.cast(logits, tf.float32)  # [N, V] softmax in float32 under mixed precision
     if min_decode_lengths is None:
         return logits
     too_short = step + 1 < min_decode_lengths  # [N]
-    is_eos = tf.equal(tf.range(tf.shape(logits)[1]), eos_id)  # [V]
-    return tf.where(too_short[:, None] & is_eos[None, :], NEG_INF, logits)  # [N, V]
+    ids = tf.range(tf.shape(logits)[1])[None, :] if column_ids is None else column_ids  # [1, V] or [N, W]
+    return tf.where(too_short[:, None] & tf.equal(ids, eos_id), NEG_INF, logits)  # [N, V]
 
 
-def next_token_log_probs(logits, step, min_decode_lengths, eos_id):
-    """Float32 log-softmax of `allowed_logits`: renormalised over the allowed tokens; [N, V].
+def next_token_log_probs(logits, step, min_decode_lengths, eos_id, column_ids=None):
+    """Float32 log-softmax of `allowed_logits`: renormalised over the allowed tokens; [N, V] (or [N, W]).
 
     Computed as logits - log_normaliser(...), the arithmetic beam search
     applies to its top tokens, so greedy and beam 1 give bit-identical scores.
     """
-    logits = allowed_logits(logits, step, min_decode_lengths, eos_id)
+    logits = allowed_logits(logits, step, min_decode_lengths, eos_id, column_ids)
     best_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)[:, None]  # [N, 1]
     return logits - log_normaliser(logits, tf.nn.softmax(logits), best_ids)
 

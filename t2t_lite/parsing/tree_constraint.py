@@ -75,6 +75,15 @@ class TreeConstraint:
         self.kind, self.close_of = tf.constant(kind), tf.constant(close_of)  # [V]
         self.inside_open, self.root_open = tf.constant(inside_open), tf.constant(root_open)  # [V]
         self.is_word_start = tf.constant(is_word_start)  # [V]
+        # The ids any sentence may emit, whatever its words: PAD (the start id, column 0) and EOS first, then
+        # the brackets; without copy_words every leaf and continuation too (with it, a sentence's own pieces).
+        fixed = [PAD_ID, eos_id, *sorted({i for pair in [*phrases, *roots] for i in pair})]
+        if not copy_words:
+            fixed += sorted(set(leaves) | set(continuations))
+        self.fixed_ids = tf.constant(list(dict.fromkeys(fixed)), tf.int32)  # [F], each id once
+        in_fixed = np.zeros([vocab_size], bool)
+        in_fixed[fixed] = True
+        self.in_fixed = tf.constant(in_fixed)  # [V]
 
     def word_counts(self, inputs) -> tf.Tensor:
         """int32 [B]: the words of each input: its word-start pieces, and its first if that is another piece."""
@@ -152,7 +161,35 @@ class TreeConstraint:
             **copy,
         }
 
-    def allowed(self, state, step):
+    def columns(self, inputs) -> tf.Tensor:
+        """int32 [B, C]: every id each sentence's outputs can hold, each once, PAD (0) first; more PAD pads.
+
+        The brackets, PAD and EOS, and either every leaf and continuation or (copy_words) the sentence's own
+        pieces. With copy_words a free first word may be any word (needs_whole_vocabulary says when).
+        """
+        inputs = tf.convert_to_tensor(inputs, tf.int32)
+        batch = tf.shape(inputs)[0]
+        fixed = tf.tile(self.fixed_ids[None, :], [batch, 1])  # [B, F]
+        if not self.copy_words:
+            return fixed
+        width = tf.shape(inputs)[1]
+        # A piece counts once: not where it is a fixed id, nor where an earlier position holds it.
+        earlier = tf.range(width)[None, :] < tf.range(width)[:, None]  # [T_src, T_src]: j < i
+        repeated = tf.reduce_any((inputs[:, :, None] == inputs[:, None, :]) & earlier[None], axis=2)  # [B, T_src]
+        pieces = tf.where(repeated | tf.gather(self.in_fixed, inputs), PAD_ID, inputs)  # [B, T_src]
+        return tf.concat([fixed, pieces], axis=1)
+
+    def needs_whole_vocabulary(self, state) -> tf.Tensor:
+        """bool scalar: whether some row may emit an id outside its sentence's `columns`: it is in a free
+        first word (copy_words), which may be any word."""
+        if not self.copy_words:
+            return tf.constant(False)
+        before_its_leaf = state["free_first"] & (state["leaves_left"] == state["words"])  # [N]
+        return tf.reduce_any(before_its_leaf | state["in_free_word"])
+
+    def allowed(self, state, step, tokens=None):
+        """bool [N, V]: the tokens each row may emit at `step`; for a shortlist's columns (tokens, int32
+        [N, W], the id each stands for), bool [N, W]."""
         depth, leaves_left, done = state["depth"], state["leaves_left"], state["done"]
         inside = depth > 0
         # Positions left after this token, and the fewest tokens that finish a tree after it (EOS included).
@@ -165,31 +202,34 @@ class TreeConstraint:
         leaf_ok = inside & (leaves_left > 0) & (shortest_finish <= room)
         close_ok = inside & state["has_child"] & ((depth > 1) | (leaves_left == 0)) & (shortest_finish <= room)
         innermost_close = tf.gather(state["closes"], tf.maximum(depth - 1, 0), batch_dims=1)  # [N]
-        token = tf.range(self.vocab_size)  # [V]
-        leaves = tf.broadcast_to((self.kind == LEAF)[None, :], [tf.shape(depth)[0], self.vocab_size])  # [N, V]
+        token = tf.range(self.vocab_size)[None, :] if tokens is None else tokens  # [1, V] or [N, W]
+        kind = tf.gather(self.kind, token)  # [1|N, V|W]
+        leaves = kind == LEAF
         continuation_ok = state["in_word"] & (shortest_finish + 1 <= room)  # a piece more than a word's first
-        continuations = (self.kind == CONTINUATION)[None, :] & continuation_ok[:, None]  # [N, V]
+        continuations = (kind == CONTINUATION) & continuation_ok[:, None]  # [N, V]
         if self.copy_words:
-            leaves, continuations, open_ok, close_ok = self._copy(state, leaves, continuations, open_ok, close_ok,
-                                                                  shortest_finish <= room)
-        allowed = ((self.inside_open[None, :] & (inside & open_ok)[:, None])
-                   | (self.root_open[None, :] & (at_start & open_ok)[:, None])
+            leaves, continuations, open_ok, close_ok = self._copy(state, token, leaves, continuations, open_ok,
+                                                                  close_ok, shortest_finish <= room)
+        is_eos = token == self.eos_id
+        allowed = ((tf.gather(self.inside_open, token) & (inside & open_ok)[:, None])
+                   | (tf.gather(self.root_open, token) & (at_start & open_ok)[:, None])
                    | (leaves & leaf_ok[:, None])
                    | continuations
-                   | ((token[None, :] == innermost_close[:, None]) & close_ok[:, None])
-                   | ((token == self.eos_id)[None, :] & (done | (at_start & (leaves_left == 0)))[:, None]))  # [N, V]
+                   | ((token == innermost_close[:, None]) & close_ok[:, None])
+                   | (is_eos & (done | (at_start & (leaves_left == 0)))[:, None]))  # [N, V]
         # A row with nothing left (a dead beam, or a max length too short for any tree) may end: a row of
         # -inf logits would make NaN log-probs.
         stuck = ~tf.reduce_any(allowed, axis=1)  # [N]
-        return allowed | ((token == self.eos_id)[None, :] & stuck[:, None])
+        return allowed | (is_eos & stuck[:, None])
 
-    def _copy(self, state, leaves, continuations, open_ok, close_ok, copy_fits):
+    def _copy(self, state, token, leaves, continuations, open_ok, close_ok, copy_fits):
         """`allowed`'s leaves and continuations [N, V], and open_ok and close_ok [N], when words are copied;
-        copy_fits [N]: whether the tree can still be finished after copying one more piece (pieces_left
-        counts it already, so it needs no more room than a leaf)."""
+        token [1, V] or [N, W], the ids the columns stand for; copy_fits [N]: whether the tree can still be
+        finished after copying one more piece (pieces_left counts it already, so it needs no more room than
+        a leaf)."""
         width = tf.shape(state["source"])[1]
         next_piece = tf.gather(state["source"], tf.minimum(state["pointer"], width - 1), batch_dims=1)  # [N]
-        is_next = tf.range(self.vocab_size)[None, :] == next_piece[:, None]  # [N, V]
+        is_next = token == next_piece[:, None]  # [N, V]
         next_kind = tf.gather(self.kind, next_piece)  # [N]
         first_free = state["free_first"] & (state["leaves_left"] == state["words"])  # [N]
         in_free_word = state["in_free_word"]
