@@ -48,7 +48,6 @@ def walk_checking_columns(constraint, inputs, rows_per_sentence, steps, rng):
     for row in columns:
         ids = row[row != 0]
         assert len(set(ids)) == len(ids), "an id twice in a sentence's columns"
-    columns = np.repeat(columns, rows_per_sentence, axis=0)  # [N, C]
     inputs = np.repeat(inputs, rows_per_sentence, axis=0)
     max_length = inputs.shape[1] * 3 + 10
     state = constraint.initial_state(tf.constant(inputs), tf.fill([len(inputs)], max_length))
@@ -58,12 +57,13 @@ def walk_checking_columns(constraint, inputs, rows_per_sentence, steps, rng):
         state = constraint.advance(state, tf.constant(ids))
         every = constraint.allowed(state, tf.constant(step)).numpy()  # [N, V]
         shortlisted = constraint.allowed(state, tf.constant(step), tf.constant(columns)).numpy()  # [N, C]
-        np.testing.assert_array_equal(shortlisted, np.take_along_axis(every, columns, axis=1))
+        row_columns = np.repeat(columns, rows_per_sentence, axis=0)  # [N, C]: a sentence's rows share its columns
+        np.testing.assert_array_equal(shortlisted, np.take_along_axis(every, row_columns, axis=1))
         if constraint.needs_whole_vocabulary(state).numpy():
             whole.append(step)
         else:
             for row in range(len(inputs)):
-                assert set(np.flatnonzero(every[row])) <= set(columns[row]), (step, row)
+                assert set(np.flatnonzero(every[row])) <= set(row_columns[row]), (step, row)
         ids = np.array([rng.choice(np.flatnonzero(allowed)) for allowed in every], np.int32)
     return whole
 

@@ -32,7 +32,7 @@ class OutputConstraint(Protocol):
 
     def allowed(self, state, step: tf.Tensor, tokens: tf.Tensor | None = None) -> tf.Tensor:
         """bool [N, V]: the tokens each row may emit at position `step` (never none); for a shortlist's
-        columns (tokens int32 [N, W], the id each stands for), bool [N, W]."""
+        columns (tokens int32 [B, W], the id each of a sentence's columns stands for), bool [N, W]."""
 
     def columns(self, inputs: tf.Tensor) -> tf.Tensor | None:
         """int32 [B, C]: each sentence's every possible output id, once each, PAD (0, never allowed) first and
@@ -84,10 +84,11 @@ def constrain(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, constraint
             inner, automaton = state
         automaton = constraint.advance(automaton, ids[:, 0])
         if shortlist:
-            output, inner = symbols_to_logits_fn(ids, step, inner,
-                                                 whole_vocabulary=constraint.needs_whole_vocabulary(automaton))
+            whole = constraint.needs_whole_vocabulary(automaton)
+            output, inner = symbols_to_logits_fn(ids, step, inner, whole_vocabulary=whole)
             logits, column_ids = columns_of(output)  # [N, W] and the ids they stand for
-            allowed = constraint.allowed(automaton, step, column_ids)  # [N, W]
+            allowed = tf.cond(whole, lambda: constraint.allowed(automaton, step),  # [N, V]
+                              lambda: constraint.allowed(automaton, step, column_ids[::rows_per_sentence]))  # [N, W]
             logits = Shortlist(tf.where(allowed, logits, tf.constant(NEG_INF, logits.dtype)), column_ids)
         else:
             logits, inner = symbols_to_logits_fn(ids, step, inner)  # [N, V]
