@@ -30,7 +30,7 @@ import tempfile
 from t2t_lite import config
 from t2t_lite.config import HParams
 from t2t_lite.errors import UserError
-from t2t_lite.files import atomic_write_text, ensure_writable_dir
+from t2t_lite.files import atomic_write_text, ensure_writable_dir, read_json
 
 HPARAMS_FILE = "hparams.json"
 CHECKPOINT_NAME = "ckpt"  # checkpoints are <dir>/ckpt-<step>
@@ -222,8 +222,7 @@ def read_spec(path: str) -> RunSpec | None:
     if not os.path.exists(path):
         return None
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(path)
         return RunSpec(data["problem"], data["hparams_set"], data["hparams_overrides"],
                        config.from_dict(data["hparams"]), data.get("data_dir"), data.get("usr_dir"))
     except UserError as error:  # a value the settings refuse, e.g. a hand-edited decode.beam_size of 0

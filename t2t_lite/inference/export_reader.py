@@ -2,7 +2,6 @@
 (export_format.py says what one holds).
 """
 import dataclasses
-import json
 import os
 
 from t2t_lite.config import DecodeHParams
@@ -10,6 +9,7 @@ from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export_format import (CTRANSLATE2, INPUT_TOKENIZER_KEY, REFERENCE_REPORT_KEY, REPORT_TEXT,
                                     REPORT_TREES, SAVED_MODEL, SAVED_MODEL_ASSETS, TREE_FORM_KEY, VOCAB_ASSET)
+from t2t_lite.files import read_json
 from t2t_lite.run_dir import HPARAMS_FILE, RunSpec, read_spec
 
 
@@ -109,8 +109,7 @@ def _export_entry(directory: str) -> dict | None:
     if not os.path.exists(path):
         return None
     try:
-        with open(path, encoding="utf-8") as f:
-            entry = json.load(f).get("export", {})
+        entry = read_json(path).get("export", {})
     except (OSError, ValueError, AttributeError) as error:
         raise UserError(f"{path} is unreadable or not a t2t-lite hparams file: {error}") from None
     return entry if isinstance(entry, dict) else {}

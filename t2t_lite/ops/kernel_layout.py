@@ -19,7 +19,7 @@ import time
 
 import tensorflow as tf
 
-from t2t_lite.files import atomic_write_text
+from t2t_lite.files import atomic_write_text, read_json
 from t2t_lite.precision import cpuinfo_field, isa_cap
 
 IN_OUT, OUT_IN = "in_out", "out_in"
@@ -72,8 +72,8 @@ def recorded_layout(record: str, rows: int, depth: int, width: int, dtype: str) 
     """
     key = record_key(rows, depth, width, dtype)
     known = {}
-    with contextlib.suppress(OSError, ValueError), open(record, encoding="utf-8") as f:
-        known = json.load(f)
+    with contextlib.suppress(OSError, ValueError):
+        known = read_json(record)
     known = known if isinstance(known, dict) else {}
     if known.get(key) in (IN_OUT, OUT_IN):
         return known[key]

@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from t2t_lite.config import TrainHParams
 from t2t_lite.errors import UserError
-from t2t_lite.files import storage_fault, storage_fault_text
+from t2t_lite.files import read_json, storage_fault, storage_fault_text
 from t2t_lite.models import build_model
 from t2t_lite.run_dir import (AVERAGED_FILE, HPARAMS_FILE, CheckpointMismatch, RunDir, as_run_dir, checkpoint_step,
                                load_spec, restore_checkpoint, spec_json)
@@ -193,8 +193,7 @@ def finish_averaging(run_dir: RunDir, train: TrainHParams, log: Callable[[str], 
 def _averaged_sources(destination: RunDir) -> list[str] | None:
     """The checkpoints (relative to the run directory) an averaged directory was made from; None without one."""
     try:
-        with open(destination.averaged_file, encoding="utf-8") as f:
-            return json.load(f)["checkpoints"]
+        return read_json(destination.averaged_file)["checkpoints"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
