@@ -2,12 +2,19 @@
 telling a full or read-only disk from other failures."""
 import errno
 import gzip
+import json
 import os
 import sys
 import tempfile
 from collections.abc import Iterator
 
 from t2t_lite.errors import UserError
+
+
+def read_json(path: str):
+    """The JSON value in the UTF-8 file at path; OSError, or ValueError for a file that is not JSON."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 def atomic_write_text(path: str, text: str) -> None:

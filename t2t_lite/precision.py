@@ -39,16 +39,17 @@ def compute_dtype(precision: str) -> str:
     return "float32" if check(precision) == "none" else precision
 
 
+def cpuinfo_field(name: str, path: str = "/proc/cpuinfo") -> str | None:
+    """The value of the first line of Linux's /proc/cpuinfo that starts with `name` (the first processor's);
+    None without one, or where that file does not exist (other systems)."""
+    with contextlib.suppress(OSError), open(path, encoding="utf-8") as f:
+        return next((line.split(":", 1)[1].strip() for line in f if line.startswith(name)), None)
+    return None
+
+
 def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
     """The CPU's feature flags as Linux lists them; empty where that file does not exist (other systems)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+    return set((cpuinfo_field("flags", path) or "").split())
 
 
 def isa_cap() -> str | None:

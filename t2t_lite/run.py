@@ -23,8 +23,8 @@ from t2t_lite.errors import UserError
 # Finding the checkpoint and its spec is the run directory's (training's warm start does it too); these names
 # stay importable from here, where the decoding side has always found them.
 from t2t_lite.run_dir import CHECKPOINT_CHOICES  # noqa: F401
-from t2t_lite.run_dir import (CheckpointMismatch, RunSpec, find_checkpoint, recorded_data_dir, restore_checkpoint,
-                               spec_beside)
+from t2t_lite.run_dir import (CheckpointMismatch, RunDir, RunSpec, as_run_dir, find_checkpoint, recorded_data_dir,
+                               restore_checkpoint, spec_beside)
 
 if TYPE_CHECKING:
     import keras
@@ -37,8 +37,9 @@ class RunRequest:
     """Which run to open and how; None means "the run's own" (its problem, its decode hparams)."""
 
     # A training run (its averaged checkpoint if any, else its newest), or one checkpoint;
-    # several comma-separated checkpoints open an ensemble (the models must share a vocabulary).
-    output_dir: str | None = None
+    # several comma-separated checkpoints open an ensemble (the models must share a vocabulary). A path given
+    # for output_dir is made a RunDir when the request is made.
+    output_dir: RunDir | None = None
     checkpoint_path: str | None = None
     # Which checkpoint of output_dir: "averaged", "best" or "latest"; None: averaged if any, else latest.
     checkpoint: str | None = None
@@ -53,6 +54,9 @@ class RunRequest:
     # How to decode: its beam, length penalty, precision (the compute dtype of the restored models, whatever
     # the run trained in) and the rest; what it leaves None is the run's hparams.decode.
     decode: DecodeRequest = DecodeRequest()
+
+    def __post_init__(self):
+        object.__setattr__(self, "output_dir", as_run_dir(self.output_dir))
 
 
 @dataclasses.dataclass(frozen=True)

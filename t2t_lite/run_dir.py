@@ -11,7 +11,9 @@
       average_sources/    the end-of-run checkpoints averaged under train.average_span
 
 This module is the only one that knows those names: the rest of the library
-reaches them through RunDir, and finds checkpoints with `find_checkpoint`.
+reaches them through RunDir, and finds checkpoints with `find_checkpoint`. A public
+entry (t2t_lite.train, RunConfig, RunRequest, Translator.from_run, average_checkpoints)
+makes its path a RunDir once, with `as_run_dir`; below them a run directory travels as one.
 best/ and averaged/ are run directories of their own (a checkpoint beside
 hparams.json), so a decoder opens them as it opens the run. hparams.json records
 which problem and hparams set built the checkpoints, so a later command
@@ -28,7 +30,7 @@ import tempfile
 from t2t_lite import config
 from t2t_lite.config import HParams
 from t2t_lite.errors import UserError
-from t2t_lite.files import atomic_write_text, ensure_writable_dir
+from t2t_lite.files import atomic_write_text, ensure_writable_dir, read_json
 
 HPARAMS_FILE = "hparams.json"
 CHECKPOINT_NAME = "ckpt"  # checkpoints are <dir>/ckpt-<step>
@@ -71,6 +73,14 @@ class RunDir:
         import tensorflow as tf  # here: reading a spec (a CTranslate2 export's) needs no TensorFlow
 
         return tf.train.latest_checkpoint(self.path)
+
+    def manager(self, checkpoint, max_to_keep: int, step_counter=None):
+        """A tf.train.CheckpointManager saving `checkpoint` (a tf.train.Checkpoint) as <path>/ckpt-<step>, keeping
+        the newest max_to_keep in the directory's `checkpoint` list."""
+        import tensorflow as tf
+
+        return tf.train.CheckpointManager(checkpoint, self.path, max_to_keep=max_to_keep, step_counter=step_counter,
+                                          checkpoint_name=CHECKPOINT_NAME)
 
     def checkpoint_state(self):
         """TensorFlow's CheckpointState of the directory's `checkpoint` list (paths, timestamps); None without one."""
@@ -135,9 +145,10 @@ class RunDir:
                 pass  # already gone; nothing else can be done about the rest
 
     @classmethod
-    def scratch(cls) -> "RunDir":
-        """A new temporary directory for a worker that is not the chief to save into (Checkpoints)."""
-        return cls(tempfile.mkdtemp(prefix="t2t-lite-worker-"))
+    def scratch(cls, parent: str | None = None, prefix: str = "t2t-lite-worker-") -> "RunDir":
+        """A new temporary directory in `parent` (None: the system's): a non-chief worker's to save into
+        (Checkpoints), or where checkpoint_dir stages a directory before renaming it into place."""
+        return cls(tempfile.mkdtemp(dir=parent, prefix=prefix))
 
     @property
     def best(self) -> "RunDir":
@@ -189,19 +200,29 @@ def spec_json(spec: RunSpec, **extra) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-def save_spec(directory: str, spec: RunSpec) -> None:
-    """Writes spec as directory/hparams.json, atomically."""
-    atomic_write_text(RunDir(directory).spec_file, spec_json(spec))
+def as_run_dir(directory: "str | os.PathLike | RunDir | None") -> RunDir | None:
+    """A public entry's run directory (a path, or already a RunDir) as the RunDir it is below; no path is None."""
+    if isinstance(directory, RunDir) or not directory:
+        return directory or None
+    return RunDir(os.fspath(directory))
 
 
-def load_spec(directory: str) -> RunSpec | None:
-    """The RunSpec saved in directory, or None if there is none yet."""
-    path = RunDir(directory).spec_file
+def save_spec(run: RunDir, spec: RunSpec) -> None:
+    """Writes spec as run's hparams.json, atomically."""
+    atomic_write_text(run.spec_file, spec_json(spec))
+
+
+def load_spec(run: RunDir) -> RunSpec | None:
+    """The RunSpec saved in run, or None if there is none yet."""
+    return read_spec(run.spec_file)
+
+
+def read_spec(path: str) -> RunSpec | None:
+    """The RunSpec in the hparams.json at path (a run's, or an export's), or None if there is none."""
     if not os.path.exists(path):
         return None
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(path)
         return RunSpec(data["problem"], data["hparams_set"], data["hparams_overrides"],
                        config.from_dict(data["hparams"]), data.get("data_dir"), data.get("usr_dir"))
     except UserError as error:  # a value the settings refuse, e.g. a hand-edited decode.beam_size of 0
@@ -215,37 +236,38 @@ def absolute(path: str | None) -> str | None:
     return os.path.abspath(path) if path else None
 
 
-def create_or_resume(output_dir: str, requested: RunSpec, chief: bool = True) -> RunSpec:
-    """The spec of output_dir: a new run's is written, a resumed run's is checked against `requested`.
+def create_or_resume(run: RunDir, requested: RunSpec, chief: bool = True) -> RunSpec:
+    """The spec of run: a new run's is written, a resumed run's is checked against `requested`.
 
     A resumed run given another data_dir or usr_dir (moved) records the new one. Only the chief writes.
     Raises:
-      UserError: output_dir is not writable, or holds a run of another problem, set or hparams.
+      UserError: run is not writable, or holds a run of another problem, set or hparams.
     """
-    saved = load_spec(output_dir)
+    saved = load_spec(run)
     if saved is not None:
-        check_matches(saved, requested, output_dir)
+        check_matches(saved, requested, run)
     if chief:
         # A resumed run's too: a read-only output_dir would otherwise fail only at the first save.
-        ensure_writable(output_dir)
+        ensure_writable(run)
     spec = requested if saved is None else dataclasses.replace(  # a moved data_dir or usr_dir replaces the saved one
         saved, **{name: getattr(requested, name) for name in ("data_dir", "usr_dir") if getattr(requested, name)})
     if chief and spec != saved:  # a new run, or a resumed one that moved
         # A failure (a full disk: an empty file still fits) is one UserError; nothing is half-written.
         try:
-            save_spec(output_dir, spec)
+            save_spec(run, spec)
         except OSError as error:
-            raise UserError(f"cannot write to `output_dir` {output_dir!r}: {error.strerror or error}") from None
+            raise UserError(f"cannot write to `output_dir` {run.path!r}: {error.strerror or error}") from None
     return spec
 
 
-def ensure_writable(output_dir: str) -> None:
-    """Creates output_dir if needed and checks a file can be written there, or raises UserError."""
-    ensure_writable_dir(output_dir, "`output_dir`")
+def ensure_writable(run: RunDir) -> None:
+    """Creates run's directory if needed and checks a file can be written there, or raises UserError."""
+    ensure_writable_dir(run.path, "`output_dir`")
 
 
-def check_matches(saved: RunSpec, requested: RunSpec, output_dir: str) -> None:
-    """Raises UserError if a restart asks for a different problem or hparams than output_dir holds."""
+def check_matches(saved: RunSpec, requested: RunSpec, run: RunDir) -> None:
+    """Raises UserError if a restart asks for a different problem or hparams than run holds."""
+    output_dir = run.path
     if saved.problem != requested.problem:
         raise UserError(f"`output_dir` {output_dir!r} holds a run of problem {saved.problem!r}, not "
                         f"{requested.problem!r}; use a new `output_dir`")
@@ -259,10 +281,10 @@ def check_matches(saved: RunSpec, requested: RunSpec, output_dir: str) -> None:
                         f"use a new `output_dir` or the original `hparams`")
 
 
-def find_checkpoint(output_dir: str | None, checkpoint_path: str | None, choice: str | None = None) -> str:
+def find_checkpoint(run: RunDir | None, checkpoint_path: str | None, choice: str | None = None) -> str:
     """The checkpoint to open.
 
-    An explicit checkpoint_path wins; otherwise `choice` in output_dir:
+    An explicit checkpoint_path wins; otherwise `choice` in run:
     "averaged" (what training or t2t-lite-avg-checkpoints wrote), "best" (the
     best on the dev metric so far), "latest" (the newest); None picks the
     averaged checkpoint if there is one (the paper decodes from it), else the newest.
@@ -272,26 +294,25 @@ def find_checkpoint(output_dir: str | None, checkpoint_path: str | None, choice:
             raise UserError(f"no checkpoint at `checkpoint_path` {checkpoint_path!r} "
                             f"(expected {checkpoint_path}.index)")
         return checkpoint_path
-    if not output_dir:
+    if run is None:
         raise UserError("give `output_dir` (a training run) or `checkpoint_path`")
     if choice is not None and choice not in CHECKPOINT_CHOICES:
         raise UserError(f"`checkpoint` must be one of {', '.join(CHECKPOINT_CHOICES)}; got {choice!r} "
                         f"(a path goes in `checkpoint_path`)")
-    run = RunDir(output_dir)
     places = {None: (run.averaged, run), "averaged": (run.averaged,), "best": (run.best,), "latest": (run,)}[choice]
     for place in places:
         latest = place.latest_checkpoint()
         if latest:
             return latest
     if choice is None:
-        raise UserError(f"no checkpoint in `output_dir` {output_dir!r}; train first or pass `checkpoint_path`")
-    raise UserError(f"no {choice} checkpoint in `output_dir` {output_dir!r} (looked in {places[0].path!r}); "
+        raise UserError(f"no checkpoint in `output_dir` {run.path!r}; train first or pass `checkpoint_path`")
+    raise UserError(f"no {choice} checkpoint in `output_dir` {run.path!r} (looked in {places[0].path!r}); "
                     f"pick another `checkpoint`")
 
 
 def spec_beside(checkpoint: str, hparams_set: str | None) -> RunSpec:
     """The hparams.json beside the checkpoint, checked against an explicitly requested set."""
-    spec = load_spec(os.path.dirname(checkpoint))
+    spec = load_spec(RunDir(os.path.dirname(checkpoint)))
     if spec is None:
         raise UserError(f"no {HPARAMS_FILE} beside {checkpoint!r}: it is not a t2t-lite run directory")
     if hparams_set and hparams_set != spec.hparams_set:

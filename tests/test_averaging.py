@@ -70,7 +70,7 @@ def run(tmp_path_factory) -> str:
     """A run directory with hparams.json and ckpt-100/200/300, each with other random weights."""
     output_dir = str(tmp_path_factory.mktemp("run"))
     hparams = tiny_hparams()
-    save_spec(output_dir, RunSpec("algorithmic_reverse", "transformer_tiny", OVERRIDES, hparams))
+    save_spec(RunDir(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", OVERRIDES, hparams))
     model, optimizer = build_model(hparams), make_optimizer(hparams)
     optimizer.build(model.trainable_variables)
     data = iter(tf.data.Dataset.range(1000))
@@ -121,7 +121,7 @@ def test_restores_into_a_fresh_model_as_the_mean(run, tmp_path):
         mean = ((n.numpy().astype(np.float64) + o.numpy()) / 2).astype(np.float32)
         np.testing.assert_array_equal(r.numpy(), mean, err_msg=r.path)
     assert tf.train.latest_checkpoint(str(tmp_path / "avg")) == result
-    assert load_spec(str(tmp_path / "avg")).hparams == tiny_hparams()
+    assert load_spec(RunDir(str(tmp_path / "avg"))).hparams == tiny_hparams()
 
 
 def test_fewer_checkpoints_than_asked_averages_all_and_says_so(run, tmp_path):
@@ -174,7 +174,7 @@ def test_checkpoint_of_other_hparams_is_a_clear_error(run, tmp_path):
     with pytest.raises(UserError, match="no hparams.json in"):
         average_checkpoints(str(other), 2, log=lambda _: None)
     wider = config.apply_overrides(tiny_hparams(), "d_model=32")
-    save_spec(str(other), RunSpec("algorithmic_reverse", "transformer_tiny", OVERRIDES, wider))
+    save_spec(RunDir(str(other)), RunSpec("algorithmic_reverse", "transformer_tiny", OVERRIDES, wider))
     with pytest.raises(UserError, match="does not fit the model of hparams.json"):
         average_checkpoints(str(other), 2, log=lambda _: None)
     assert not os.path.exists(other / "averaged")

@@ -41,7 +41,7 @@ def make_world(tmp):
     from t2t_lite import config
     from t2t_lite.models import build_model
     from t2t_lite.registry import hparams_sets, problems
-    from t2t_lite.run_dir import RunSpec, save_spec
+    from t2t_lite.run_dir import RunDir, RunSpec, save_spec
 
     corpus = tmp / "corpus"
     corpus.mkdir()
@@ -67,14 +67,14 @@ def make_world(tmp):
     spec = RunSpec("translate_files", "transformer_tiny", TINY, hparams)
     run = tmp / "run"
     run.mkdir()
-    save_spec(str(run), spec)
+    save_spec(RunDir(str(run)), spec)
     tf.train.Checkpoint(model=build_model(hparams)).save(str(run / "ckpt"))
     bare = tmp / "checkpoint_without_hparams"  # a checkpoint directory that is no t2t-lite run
     shutil.copytree(run, bare)
     (bare / "hparams.json").unlink()
     resume = tmp / "resume"  # what a run leaves before its first checkpoint: hparams.json
     resume.mkdir()
-    save_spec(str(resume), spec)
+    save_spec(RunDir(str(resume)), spec)
 
     decode = tmp / "decode"
     decode.mkdir()
@@ -300,13 +300,14 @@ def test_unparsable_problem_config(world):
 def test_missing_checkpoint_path_and_checkpoint_outside_a_run(world):
     """What the decoder, exporter and visualiser all call first (run.py)."""
     from t2t_lite.run import find_checkpoint, spec_beside
+    from t2t_lite.run_dir import RunDir
     from t2t_lite.errors import UserError
 
     missing = world["run"] / "ckpt-9"
     with pytest.raises(UserError) as refusal:
         find_checkpoint(None, str(missing))
     assert str(refusal.value) == f"no checkpoint at `checkpoint_path` '{missing}' (expected {missing}.index)"
-    bare = find_checkpoint(str(world["bare"]), None)
+    bare = find_checkpoint(RunDir(str(world["bare"])), None)
     with pytest.raises(UserError) as refusal:
         spec_beside(bare, None)
     assert str(refusal.value) == f"no hparams.json beside '{bare}': it is not a t2t-lite run directory"

@@ -90,8 +90,8 @@ def make_trainer(output_dir, train_steps, log=lambda line: None, average_last=0,
     problem = small_problem()
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(),
                                      f"{TINY},average_last_checkpoints={average_last},beam_size=2,extra_length=3")
-    run_dir.ensure_writable(str(output_dir))
-    save_spec(str(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
+    run_dir.ensure_writable(RunDir(str(output_dir)))
+    save_spec(RunDir(str(output_dir)), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
     run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, eval_steps=1, save_checkpoints_steps=3,
                     log_every_steps=100, random_seed=7, memory_probe=False, **run_options)
     return Trainer(problem, hparams, resolve_for(run, problem, hparams, log=log), log=log)

@@ -24,7 +24,7 @@ from t2t_lite.ops import kernel_layout
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, open_run
-from t2t_lite.run_dir import RunSpec, save_spec
+from t2t_lite.run_dir import RunDir, RunSpec, save_spec
 
 from cli_helpers import run_tools
 from parser_features import BOTH, set_tables
@@ -274,7 +274,7 @@ def test_checkpoint_of_a_different_shape_is_reported(run, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},d_model=16,vocab_size=12")
-    save_spec(str(other), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
+    save_spec(RunDir(str(other)), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
     name = os.path.basename(tf.train.latest_checkpoint(run))
     for path in glob.glob(f"{run}/{name}.*"):
         shutil.copy(path, other)

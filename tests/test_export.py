@@ -25,7 +25,7 @@ from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, t
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.decoding.request import DecodeRequest, SamplingSettings
 from t2t_lite.run import RunRequest
-from t2t_lite.run_dir import load_spec
+from t2t_lite.run_dir import HPARAMS_FILE, read_spec
 from cli_helpers import run_tool, run_tools
 from saved_model_graph import graph_nodes
 from trained_runs import multi30k_lines
@@ -115,7 +115,7 @@ def test_export_is_version_1_of_the_model_with_hparams_and_vocabulary_assets(run
     path = exported["path"]
     assert path == str(run["tmp"] / "exports" / "multi30k" / "1")
     assert sorted(os.listdir(os.path.dirname(path))) == ["1"]
-    spec = load_spec(os.path.join(path, "assets"))
+    spec = read_spec(os.path.join(path, "assets", HPARAMS_FILE))
     assert (spec.problem, spec.hparams_set) == ("translate_files", "transformer_tiny")
     assert spec.hparams.decode.extra_length == 10 and spec.hparams.decode.beam_size == 4
     with open(os.path.join(path, "assets", "hparams.json"), encoding="utf-8") as f:

@@ -22,7 +22,7 @@ from t2t_lite.ops.matmul_threads import BATCH_MATMUL
 from t2t_lite.ops.step_matmul import StepMatmulSettings
 from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest
-from t2t_lite.run_dir import load_spec
+from t2t_lite.run_dir import RunDir, load_spec
 from cli_helpers import run_forked, run_tools
 from saved_model_graph import matmul_dtypes
 from trained_runs import multi30k_lines
@@ -69,7 +69,7 @@ def test_an_export_and_the_run_decoded_by_other_processes_give_the_same_lines(mu
     process that measured for itself would multiply otherwise (in bfloat16, other lines)."""
     run = RunRequest(output_dir=multi30k_run["output_dir"], data_dir=multi30k_run["data_dir"],
                      decode=DecodeRequest(extra_length=10))
-    model = load_spec(multi30k_run["output_dir"]).hparams.model
+    model = load_spec(RunDir(multi30k_run["output_dir"])).hparams.model
     dtype = "bfloat16" if "bfloat16" in precision.resolve("auto") else "float32"  # as the decoders will compute
     shape = (STEP_ROWS, model.d_model, model.vocab_size, dtype)
     seeded = OUT_IN if measured_layout(*shape) == IN_OUT else IN_OUT

@@ -54,9 +54,9 @@ def make_trainer(output_dir, train_steps, log=lambda line: None, average_last=2,
     seconds_per_step, its clock counts that many seconds a step (for a time budget, train_minutes)."""
     overrides = f"{TINY},average_last_checkpoints={average_last}"
     hparams = tiny_hparams(average_last)
-    if run_dir.load_spec(str(output_dir)) is None:  # what the trainer command writes first
-        run_dir.ensure_writable(str(output_dir))
-        save_spec(str(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", overrides, hparams))
+    if run_dir.load_spec(RunDir(str(output_dir))) is None:  # what the trainer command writes first
+        run_dir.ensure_writable(RunDir(str(output_dir)))
+        save_spec(RunDir(str(output_dir)), RunSpec("algorithmic_reverse", "transformer_tiny", overrides, hparams))
     options = dict(eval_steps=1, save_checkpoints_steps=save_every, log_every_steps=save_every, random_seed=7,
                    memory_probe=False, eval_bleu_sentences=0)
     options.update(run_options)
@@ -288,7 +288,7 @@ def test_a_read_only_output_dir_is_refused_before_training_when_resuming_too(tmp
     run = tmp_path / "run"
     spec = RunSpec("algorithmic_reverse", "transformer_tiny", TINY, tiny_hparams())
     run.mkdir()
-    save_spec(str(run), spec)
+    save_spec(RunDir(str(run)), spec)
 
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
@@ -296,7 +296,7 @@ def test_a_read_only_output_dir_is_refused_before_training_when_resuming_too(tmp
     monkeypatch.setattr(files.tempfile, "NamedTemporaryFile", read_only)  # the probe ensure_writable writes
     for output_dir in (run, tmp_path / "new"):
         with pytest.raises(UserError, match=f"^cannot write to `output_dir` '{output_dir}': Read-only file system$"):
-            run_dir.create_or_resume(str(output_dir), spec)
+            run_dir.create_or_resume(RunDir(str(output_dir)), spec)
 
 
 def test_a_data_dir_datagen_cannot_write_is_refused_before_anything_is_read(tmp_path, monkeypatch):

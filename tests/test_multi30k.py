@@ -13,7 +13,7 @@ from t2t_lite.models import build_model
 from t2t_lite.problems import multi30k
 from t2t_lite.problems.translate import read_lines
 from t2t_lite.registry import problems
-from t2t_lite.run_dir import load_spec
+from t2t_lite.run_dir import RunDir, load_spec
 from t2t_lite.inference.translator import Translator
 from local_server import offline_fetch, serving
 from shared_data import require_shared
@@ -61,7 +61,7 @@ def test_offline_datagen_reads_gzipped_or_plain_files_then_trains_and_decodes(tm
     sentences = ["A man rides a bike.", "Two dogs play in the snow.", "A girl in a red dress sings."]
     translator = Translator.from_run(run, beam_size=1, extra_length=3, mixed_precision="none")
     hypotheses = [hyps[0] for hyps in translator.hypotheses(sentences)]
-    model = build_model(load_spec(run).hparams)
+    model = build_model(load_spec(RunDir(run)).hparams)
     tf.train.Checkpoint(model=model).restore(tf.train.latest_checkpoint(run)).expect_partial()
     for sentence, hypothesis in zip(sentences, hypotheses):
         ids, log_prob = greedy(model, problem.encode(sentence) + [EOS_ID], extra_length=3)

@@ -15,7 +15,8 @@ from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, find_checkpoint, open_run, spec_beside
-from t2t_lite.run_dir import AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, RunSpec, load_spec, save_spec, spec_json
+from t2t_lite.run_dir import (AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, RunDir, RunSpec, load_spec, save_spec,
+                               spec_json)
 
 TINY = "d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1"
 REVERSE_VOCAB_SIZE = 12  # algorithmic_reverse: 10 digits, PAD and EOS
@@ -29,7 +30,7 @@ def tiny_spec(vocab_size: int = REVERSE_VOCAB_SIZE) -> RunSpec:
 def save_run(directory: str, spec: RunSpec, steps: tuple[int, ...], seed: int = 0) -> keras.Model:
     """A run directory as the trainer leaves it: hparams.json and ckpt-<step> for each step (untrained weights)."""
     os.makedirs(directory, exist_ok=True)
-    save_spec(directory, spec)
+    save_spec(RunDir(directory), spec)
     keras.utils.set_random_seed(seed)
     model = build_model(spec.hparams)
     model({"inputs": np.ones([1, 3], np.int32), "targets": np.ones([1, 2], np.int32)})  # creates the weights
@@ -51,17 +52,17 @@ def run(tmp_path_factory):
 
 def test_the_averaged_checkpoint_wins_over_the_newest_and_an_explicit_path_over_both(run, tmp_path):
     output_dir, _ = run
-    assert find_checkpoint(output_dir, None) == os.path.join(output_dir, AVERAGED_SUBDIR, "ckpt-200")
+    assert find_checkpoint(RunDir(output_dir), None) == os.path.join(output_dir, AVERAGED_SUBDIR, "ckpt-200")
     explicit = os.path.join(output_dir, "ckpt-100")
-    assert find_checkpoint(output_dir, explicit) == explicit
+    assert find_checkpoint(RunDir(output_dir), explicit) == explicit
     assert find_checkpoint(None, explicit) == explicit
     without_average = tmp_path / "run"
     shutil.copytree(output_dir, without_average, ignore=shutil.ignore_patterns(AVERAGED_SUBDIR))
-    assert find_checkpoint(str(without_average), None) == str(without_average / "ckpt-200")
+    assert find_checkpoint(RunDir(str(without_average)), None) == str(without_average / "ckpt-200")
     with pytest.raises(UserError, match="^no checkpoint in `output_dir` .*; train first or pass `checkpoint_path`$"):
-        find_checkpoint(str(tmp_path / "empty"), None)
+        find_checkpoint(RunDir(str(tmp_path / "empty")), None)
     with pytest.raises(UserError, match=r"^no checkpoint at `checkpoint_path` '.*ckpt-7' \(expected .*ckpt-7.index\)$"):
-        find_checkpoint(output_dir, os.path.join(output_dir, "ckpt-7"))
+        find_checkpoint(RunDir(output_dir), os.path.join(output_dir, "ckpt-7"))
     with pytest.raises(UserError, match="^give `output_dir`"):
         find_checkpoint(None, None)
 
@@ -129,29 +130,29 @@ def test_the_hparams_set_guard_and_a_checkpoint_outside_a_run(run, tmp_path):
 
 def test_hparams_json_round_trips_and_extra_entries_sit_beside_the_spec(tmp_path):
     spec = tiny_spec()
-    save_spec(str(tmp_path), spec)
-    assert load_spec(str(tmp_path)) == spec
-    assert load_spec(str(tmp_path / "nothing")) is None
+    save_spec(RunDir(str(tmp_path)), spec)
+    assert load_spec(RunDir(str(tmp_path))) == spec
+    assert load_spec(RunDir(str(tmp_path / "nothing"))) is None
     (tmp_path / "extra").mkdir()
     (tmp_path / "extra" / HPARAMS_FILE).write_text(spec_json(spec, export={"model_name": "m"}))
-    assert load_spec(str(tmp_path / "extra")) == spec
+    assert load_spec(RunDir(str(tmp_path / "extra"))) == spec
     (tmp_path / HPARAMS_FILE).write_text("{}")
     with pytest.raises(UserError, match="is unreadable or not a t2t-lite hparams file"):
-        load_spec(str(tmp_path))
+        load_spec(RunDir(str(tmp_path)))
 
 
 def test_checkpoint_choices_pick_the_averaged_best_or_latest_checkpoint(run, tmp_path):
     output_dir, _ = run
-    assert find_checkpoint(output_dir, None, "averaged") == os.path.join(output_dir, AVERAGED_SUBDIR, "ckpt-200")
-    assert find_checkpoint(output_dir, None, "latest") == os.path.join(output_dir, "ckpt-200")
+    assert find_checkpoint(RunDir(output_dir), None, "averaged") == os.path.join(output_dir, AVERAGED_SUBDIR, "ckpt-200")
+    assert find_checkpoint(RunDir(output_dir), None, "latest") == os.path.join(output_dir, "ckpt-200")
     with pytest.raises(UserError, match=r"^no best checkpoint in `output_dir` .*best'\); pick another `checkpoint`$"):
-        find_checkpoint(output_dir, None, "best")
+        find_checkpoint(RunDir(output_dir), None, "best")
     best_run = tmp_path / "best_run"
     shutil.copytree(output_dir, best_run)
     save_run(str(best_run / BEST_SUBDIR), tiny_spec(), (100,))
-    assert find_checkpoint(str(best_run), None, "best") == str(best_run / BEST_SUBDIR / "ckpt-100")
+    assert find_checkpoint(RunDir(str(best_run)), None, "best") == str(best_run / BEST_SUBDIR / "ckpt-100")
     with pytest.raises(UserError, match="^`checkpoint` must be one of averaged, best, latest; got 'newest'"):
-        find_checkpoint(output_dir, None, "newest")
+        find_checkpoint(RunDir(output_dir), None, "newest")
 
 
 def test_several_checkpoints_open_an_ensemble_only_where_the_caller_takes_one(run, tmp_path):

@@ -4,6 +4,7 @@ import dataclasses
 import pytest
 
 from t2t_lite.errors import UserError
+from t2t_lite.run_dir import RunDir
 from t2t_lite.training import run_config
 from t2t_lite.training.run_config import ResolvedRunConfig, RunConfig
 
@@ -108,7 +109,7 @@ def test_resolved_settings_hold_no_default_left_to_fill_and_only_resolve_makes_t
 def test_settings_by_name_are_every_field_but_output_dir():
     assert set(run_config.SETTINGS) == {f.name for f in dataclasses.fields(RunConfig)} - {"output_dir"}
     given = run_config.from_settings("run", {"train_steps": 3})
-    assert (given.output_dir, given.train_steps) == ("run", 3)
+    assert (given.output_dir, given.train_steps) == (RunDir("run"), 3)  # the path made a RunDir
     with pytest.raises(UserError) as error:
         run_config.from_settings("run", {"train_step": 3, "bogus": 1})
     assert str(error.value) == f"unknown training settings bogus, train_step; known: {', '.join(run_config.SETTINGS)}"

@@ -39,8 +39,8 @@ def make_trainer(output_dir, train_steps, log=lambda line: None, span=0.5, avera
     problem = small_problem()
     overrides = f"{TINY},average_last_checkpoints={average_last},average_span={span}{more_overrides}"
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), overrides)
-    run_dir.ensure_writable(str(output_dir))
-    save_spec(str(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", overrides, hparams))
+    run_dir.ensure_writable(RunDir(str(output_dir)))
+    save_spec(RunDir(str(output_dir)), RunSpec("algorithmic_reverse", "transformer_tiny", overrides, hparams))
     options = dict(eval_steps=1, save_checkpoints_steps=4, keep_checkpoint_max=1, log_every_steps=1,
                    random_seed=7, memory_probe=False, eval_bleu_sentences=0)
     options.update(run_options)

@@ -42,12 +42,12 @@ def test_a_moved_data_dir_is_named_and_a_given_one_wins(multi30k_run, tmp_path):
     import shutil
 
     from t2t_lite.run import RunRequest, open_run
-    from t2t_lite.run_dir import load_spec, save_spec
+    from t2t_lite.run_dir import RunDir, load_spec, save_spec
 
     run = tmp_path / "run"
     shutil.copytree(multi30k_run["output_dir"], run)
-    spec = load_spec(str(run))
-    save_spec(str(run), type(spec)(**{**spec.__dict__, "data_dir": str(tmp_path / "gone")}))
+    spec = load_spec(RunDir(str(run)))
+    save_spec(RunDir(str(run)), type(spec)(**{**spec.__dict__, "data_dir": str(tmp_path / "gone")}))
     with pytest.raises(UserError, match="trained on `data_dir` .*gone', which no longer exists; pass `data_dir`="):
         open_run(RunRequest(output_dir=str(run)))
     assert open_run(RunRequest(output_dir=str(run), data_dir=multi30k_run["data_dir"])).problem.vocab_size > 0

@@ -16,7 +16,7 @@ from t2t_lite import config
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 from t2t_lite.errors import UserError
-from t2t_lite.run_dir import RunSpec, save_spec
+from t2t_lite.run_dir import RunDir, RunSpec, save_spec
 from t2t_lite import run_dir
 from t2t_lite.training import checkpoints as ckpt
 from t2t_lite.training import distribution, steps
@@ -39,8 +39,8 @@ def make_trainer(output_dir, train_steps, save_every, log=lambda line: None, ave
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(),
                                      f"{TINY},average_last_checkpoints={average_last}{overrides}")
     # What the trainer CLI writes first; averaging rebuilds the model from it.
-    run_dir.ensure_writable(str(output_dir))
-    save_spec(str(output_dir), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
+    run_dir.ensure_writable(RunDir(str(output_dir)))
+    save_spec(RunDir(str(output_dir)), RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams))
     run = RunConfig(mixed_precision="none", output_dir=str(output_dir), train_steps=train_steps, eval_steps=2,
                     save_checkpoints_steps=save_every, log_every_steps=save_every, random_seed=7,
                     memory_probe=memory_probe, **run_options)

@@ -63,7 +63,7 @@ def test_checkpoint_choices_and_paths_open_those_checkpoints(reverse_run, transl
     copy = tmp_path / "run"
     shutil.copytree(reverse_run, copy, ignore=shutil.ignore_patterns(AVERAGED_SUBDIR, BEST_SUBDIR))
     latest = tf.train.latest_checkpoint(str(copy))
-    spec = load_spec(str(copy))
+    spec = load_spec(RunDir(str(copy)))
     # averaged/ and best/ as training writes them, each with weights of its own: the trained ones, moved by noise.
     paths, weights = {"latest": latest}, {}
     for subdir, seed in ((AVERAGED_SUBDIR, 1), (BEST_SUBDIR, 2)):

@@ -53,12 +53,12 @@ def test_visualize_cli_opens_the_run_and_prints_one_path_per_plot(tmp_path):
     import tensorflow as tf
 
     from cli_helpers import run_tools
-    from t2t_lite.run_dir import RunSpec, save_spec
+    from t2t_lite.run_dir import RunDir, RunSpec, save_spec
 
     model, hp = tiny_model()
     run = tmp_path / "run"
     run.mkdir()
-    save_spec(str(run), RunSpec("algorithmic_reverse", "transformer_tiny", "", hp))
+    save_spec(RunDir(str(run)), RunSpec("algorithmic_reverse", "transformer_tiny", "", hp))
     tf.train.Checkpoint(model=model).save(str(run / "ckpt"))
     # Both commands at once.
     results = run_tools({"plots": ("visualize", [f"--output_dir={run}", "--sentence=0123",

@@ -22,7 +22,7 @@ from t2t_lite.problems.wsj_parsing import (
     score_linearized,
 )
 from t2t_lite.registry import hparams_sets, problems
-from t2t_lite.run_dir import RunSpec, save_spec
+from t2t_lite.run_dir import RunDir, RunSpec, save_spec
 from cli_helpers import run_tool
 from shared_data import require_shared
 
@@ -237,7 +237,7 @@ def test_decoder_uses_the_sets_decode_defaults_and_prints_bracket_scores(sample,
     overrides = "d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1"
     hparams = apply_overrides(hparams_sets.get("transformer_wsj_parsing_tiny")(),
                               f"{overrides},vocab_size={problem.vocab_size}")
-    save_spec(str(output_dir), RunSpec("wsj_parsing", "transformer_wsj_parsing_tiny", overrides, hparams))
+    save_spec(RunDir(str(output_dir)), RunSpec("wsj_parsing", "transformer_wsj_parsing_tiny", overrides, hparams))
     tf.train.Checkpoint(model=build_model(hparams)).save(str(output_dir / "ckpt"))
     words.write_text(CAT_WORDS + "\n")
     gold.write_text(CAT_TARGETS + "\n")

@@ -24,7 +24,7 @@ from t2t_lite.data.shard_writer import (ENCODE_BATCH, Encoder, KeyedPair, Length
                                         add_length, encoded_examples, sorted_histogram, text_batches, write_shard)
 from t2t_lite.data.shards import shard_paths
 from t2t_lite.errors import UserError
-from t2t_lite.files import atomic_write_text
+from t2t_lite.files import atomic_write_text, read_json
 
 SHUFFLE_SEED = 2017
 # Most examples one shuffle bucket is expected to hold; datagen holds one bucket in memory
@@ -208,8 +208,7 @@ def _remove(path: str) -> None:
 def load_state(directory: str) -> ScatterState | None:
     """The ScatterState saved in a scatter directory; None when there is none (or it is unreadable)."""
     try:
-        with open(state_path(directory), encoding="utf-8") as f:
-            return ScatterState.from_json(json.load(f))
+        return ScatterState.from_json(read_json(state_path(directory)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -37,7 +37,7 @@ from t2t_lite.data.shards import read_records, shard_paths
 from t2t_lite.data.shuffle import write_shuffled_shards
 from t2t_lite.data.vocabulary import SentenceSample, Vocabulary, save_model, train_sentencepiece
 from t2t_lite.errors import UserError
-from t2t_lite.files import atomic_write_text
+from t2t_lite.files import atomic_write_text, read_json
 
 CONFIG_FILE = "problem_config.json"
 VOCAB_FILE = "vocab.model"
@@ -239,8 +239,7 @@ class Text2TextProblem(Problem):
                 raise UserError(f"no {CONFIG_FILE} in `data_dir` {self.data_dir!r}; run t2t-lite-datagen "
                                 f"`problem`={self.name} `data_dir`={self.data_dir or '...'} first")
             try:
-                with open(path, encoding="utf-8") as f:
-                    config = json.load(f)
+                config = read_json(path)
             except (OSError, ValueError) as error:
                 raise UserError(f"{path} is unreadable or not JSON ({error}); regenerate the data with "
                                 "t2t-lite-datagen into a new `data_dir`") from None

@@ -71,9 +71,7 @@ class Tree:
 
     def preterminals(self) -> list[Tree]:
         """Returns the POS-tag nodes in sentence order."""
-        if self.is_preterminal:
-            return [self]
-        return [pos for child in self.children for pos in child.preterminals()]
+        return [self] if self.is_preterminal else [pos for child in self.children for pos in child.preterminals()]
 
     def words(self) -> list[str]:
         """Returns the words in sentence order."""

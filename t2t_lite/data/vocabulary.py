@@ -193,9 +193,7 @@ class Vocabulary:
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         """Strings -> their ids, without EOS, in one call of the op (a call costs more than a sentence)."""
-        if not texts:
-            return []
-        return self.tf_encode(tf.constant(texts, tf.string)).to_list()
+        return self.tf_encode(tf.constant(texts, tf.string)).to_list() if texts else []
 
     def decode(self, ids) -> str:
         """Ids -> one string, stopping at the first EOS and skipping PAD: tf_decode's text, in Python."""

@@ -232,9 +232,7 @@ class _BeamSearch:
         def reorder(nest):
             return tf.nest.map_structure(lambda t: tf.gather(t, rows), nest)  # [N, ...]
 
-        if isinstance(state, SplitState):
-            return state._replace(per_beam=reorder(state.per_beam))
-        return reorder(state)
+        return state._replace(per_beam=reorder(state.per_beam)) if isinstance(state, SplitState) else reorder(state)
 
     def results(self, beams):
         """Finished hypotheses, or the alive ones for a sentence where none finished (as t2t)."""

@@ -28,7 +28,6 @@ Nothing here imports TensorFlow: a CTranslate2 export decodes with
 and numpy alone (tests/test_ctranslate2_without_tensorflow.py).
 """
 import itertools
-import json
 import os
 
 import numpy as np
@@ -41,6 +40,7 @@ from t2t_lite.decoding.length_penalty import length_penalty
 from t2t_lite.decoding.request import ResolvedDecode
 from t2t_lite.errors import UserError
 from t2t_lite.export_format import CTRANSLATE2, require_ctranslate2
+from t2t_lite.files import read_json
 from t2t_lite.inference.export_reader import ExportDir, read_export
 
 # CTranslate2's default, 1, stops before t2t-lite's search on some sentences and returns shorter outputs;
@@ -152,8 +152,7 @@ def _padded(hypotheses: list[list[tuple[list[int], float]]], beams: int) -> tupl
 
 def _read_pieces(path: str, vocab_size: int) -> list[str]:
     """The export's pieces, piece i for id i (its shared_vocabulary.json, written from the SentencePiece model)."""
-    with open(os.path.join(path, "shared_vocabulary.json"), encoding="utf-8") as f:
-        pieces = json.load(f)
+    pieces = read_json(os.path.join(path, "shared_vocabulary.json"))
     if len(pieces) != vocab_size:
         raise UserError(f"{path!r}: its vocabulary has {len(pieces)} pieces but vocab.model {vocab_size}; export again")
     return pieces

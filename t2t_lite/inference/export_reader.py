@@ -2,7 +2,6 @@
 (export_format.py says what one holds).
 """
 import dataclasses
-import json
 import os
 
 from t2t_lite.config import DecodeHParams
@@ -10,7 +9,8 @@ from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export_format import (CTRANSLATE2, INPUT_TOKENIZER_KEY, REFERENCE_REPORT_KEY, REPORT_TEXT,
                                     REPORT_TREES, SAVED_MODEL, SAVED_MODEL_ASSETS, TREE_FORM_KEY, VOCAB_ASSET)
-from t2t_lite.run_dir import HPARAMS_FILE, RunSpec, load_spec
+from t2t_lite.files import read_json
+from t2t_lite.run_dir import HPARAMS_FILE, RunSpec, read_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,11 +83,11 @@ def find_export(path: str) -> ExportDir | None:
     if os.path.exists(os.path.join(path, "model.bin")):
         info = _export_entry(path)
         if info is not None and info.get("format") == CTRANSLATE2:
-            return ExportDir(path, CTRANSLATE2, load_spec(path), info)
+            return ExportDir(path, CTRANSLATE2, read_spec(os.path.join(path, HPARAMS_FILE)), info)
     assets = os.path.join(path, SAVED_MODEL_ASSETS)
     saved_model = any(os.path.exists(os.path.join(path, name)) for name in ("saved_model.pb", "saved_model.pbtxt"))
     info = _export_entry(assets) if saved_model else None
-    return ExportDir(path, SAVED_MODEL, load_spec(assets), info) if info is not None else None
+    return None if info is None else ExportDir(path, SAVED_MODEL, read_spec(os.path.join(assets, HPARAMS_FILE)), info)
 
 
 def read_export(path: str) -> ExportDir:
@@ -109,8 +109,7 @@ def _export_entry(directory: str) -> dict | None:
     if not os.path.exists(path):
         return None
     try:
-        with open(path, encoding="utf-8") as f:
-            entry = json.load(f).get("export", {})
+        entry = read_json(path).get("export", {})
     except (OSError, ValueError, AttributeError) as error:
         raise UserError(f"{path} is unreadable or not a t2t-lite hparams file: {error}") from None
     return entry if isinstance(entry, dict) else {}

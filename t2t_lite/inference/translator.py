@@ -42,6 +42,7 @@ from t2t_lite.inference.saved_model_backend import saved_model_backend
 
 if TYPE_CHECKING:  # `import t2t_lite` stays free of TensorFlow: a CTranslate2 deployment has none
     from t2t_lite.ops.step_matmul import StepMatmulSettings
+    from t2t_lite.run_dir import RunDir
 
 
 class Translator:
@@ -68,12 +69,13 @@ class Translator:
         self.decode = decode or DecodeRequest().resolve(backend.engine)
 
     @classmethod
-    def from_run(cls, output_dir: str | None = None, data_dir: str | None = None, checkpoint: str | None = None,
-                 step_matmul: "StepMatmulSettings | None" = None, **settings) -> "Translator":
+    def from_run(cls, output_dir: "str | RunDir | None" = None, data_dir: str | None = None,
+                 checkpoint: str | None = None, step_matmul: "StepMatmulSettings | None" = None,
+                 **settings) -> "Translator":
         """A training run's model.
 
         Args:
-          output_dir: the run directory (what the trainer's --output_dir was).
+          output_dir: the run directory (the trainer's --output_dir), a path or a t2t_lite.run_dir.RunDir.
           data_dir: the problem's prepared data (its vocabulary); None for problems without one.
           checkpoint: None picks what t2t-lite-decoder would (the averaged checkpoint if any, else the
             newest); "best", "latest" or "averaged" picks that one of output_dir; anything else is a

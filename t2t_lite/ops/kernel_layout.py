@@ -10,6 +10,7 @@ shape from single-matmul timings lost to one layout for all
 (docs/performance.md). So one layout per dtype is measured at the output
 projection's shape and used for every decoder weight.
 """
+import contextlib
 import functools
 import json
 import os
@@ -18,8 +19,8 @@ import time
 
 import tensorflow as tf
 
-from t2t_lite.files import atomic_write_text
-from t2t_lite.precision import isa_cap
+from t2t_lite.files import atomic_write_text, read_json
+from t2t_lite.precision import cpuinfo_field, isa_cap
 
 IN_OUT, OUT_IN = "in_out", "out_in"
 
@@ -57,13 +58,9 @@ def measured_layout(rows: int, depth: int, width: int, dtype: str) -> str:
             result.numpy()
             return time.perf_counter() - start
 
-        for weight, transpose in ((kernel, False), (copy, True)):
-            seconds(weight, transpose)  # trace and warm up
-        in_out, out_in = [], []
-        for _ in range(ROUNDS):
-            in_out.append(seconds(kernel, False))
-            out_in.append(seconds(copy, True))
-    return choose(in_out, out_in)
+        seconds(kernel, False), seconds(copy, True)  # trace and warm up
+        rounds = [(seconds(kernel, False), seconds(copy, True)) for _ in range(ROUNDS)]  # alternating
+    return choose(*zip(*rounds))
 
 
 def recorded_layout(record: str, rows: int, depth: int, width: int, dtype: str) -> str:
@@ -74,21 +71,16 @@ def recorded_layout(record: str, rows: int, depth: int, width: int, dtype: str) 
 
     """
     key = record_key(rows, depth, width, dtype)
-    try:
-        with open(record, encoding="utf-8") as f:
-            known = json.load(f)
-    except (OSError, ValueError):
-        known = {}
-    if not isinstance(known, dict):
-        known = {}
+    known = {}
+    with contextlib.suppress(OSError, ValueError):
+        known = read_json(record)
+    known = known if isinstance(known, dict) else {}
     if known.get(key) in (IN_OUT, OUT_IN):
         return known[key]
     layout = measured_layout(rows, depth, width, dtype)
-    try:
+    with contextlib.suppress(OSError):  # a read-only home: this process measured, the next one will too
         os.makedirs(os.path.dirname(os.path.abspath(record)), exist_ok=True)
         atomic_write_text(record, json.dumps({**known, key: layout}, indent=1, sort_keys=True) + "\n")
-    except OSError:
-        pass  # a read-only home: this process measured, the next one will too
     return layout
 
 
@@ -101,14 +93,7 @@ def record_key(rows: int, depth: int, width: int, dtype: str) -> str:
 @functools.lru_cache(maxsize=None)
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo on Linux), else what the platform says."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpuinfo_field("model name") or platform.processor() or platform.machine()
 
 
 def choose(in_out_seconds, out_in_seconds) -> str:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # imported when training starts, so `import t2t_lite` stays l
     import tensorflow as tf
 
     from t2t_lite.data.problem import Problem
-    from t2t_lite.run_dir import RunSpec
+    from t2t_lite.run_dir import RunDir, RunSpec
     from t2t_lite.training.loop import StopReason
     from t2t_lite.training.run_config import RunConfig
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # imported when training starts, so `import t2t_lite` stays l
 class TrainedRun:
     """What `train` leaves: the run directory and its spec, and the model as training left it."""
 
-    output_dir: str
+    output_dir: str  # the run directory's path, as a user would pass it on
     spec: RunSpec
     problem: Problem
     model: keras.Model
@@ -43,7 +43,7 @@ class TrainedRun:
     stop_reason: StopReason
 
 
-def train(problem: str | None = None, hparams_set: str | None = None, output_dir: str | None = None,
+def train(problem: str | None = None, hparams_set: str | None = None, output_dir: str | RunDir | None = None,
           data_dir: str | None = None, hparams: str = "", usr_dir: str | None = None, distribution: str = "auto",
           strategy: tf.distribute.Strategy | None = None, log: Callable[[str], None] = print,
           **settings) -> TrainedRun:
@@ -51,7 +51,7 @@ def train(problem: str | None = None, hparams_set: str | None = None, output_dir
 
     Args:
       problem, hparams_set: registered names; a resumed run's own when None.
-      output_dir: the run directory.
+      output_dir: the run directory (a path, or a t2t_lite.run_dir.RunDir).
       data_dir: the problem's prepared data (t2t-lite-datagen); a resumed run's own when None.
       hparams: overrides, e.g. "d_model=256,train.batch_size=2048"; a resumed run's own when empty.
       usr_dir: a package or module registering your own problems, sets or models (docs/extending.md); the run
@@ -92,8 +92,7 @@ def train_run(run: RunConfig, problem: str | None = None, hparams_set: str | Non
     from t2t_lite.training import distribution, run_config
     from t2t_lite.training.trainer import Trainer
 
-    output_dir = run.output_dir
-    saved = load_spec(output_dir)
+    saved = load_spec(run.output_dir)
     # The usr dir given (a moved one's new place, which the run then records), else a resumed run's own.
     usr_dir = usr_dirs.import_for_run(usr_dir, saved and saved.usr_dir)
     problem_name = problem or (saved and saved.problem)
@@ -101,7 +100,7 @@ def train_run(run: RunConfig, problem: str | None = None, hparams_set: str | Non
     if not problem_name or not set_name:
         raise UserError("`problem` and `hparams_set` are required for a new `output_dir`")
     if not data_dir and saved is not None:
-        data_dir = recorded_data_dir(saved, output_dir)
+        data_dir = recorded_data_dir(saved, run.output_dir.path)
     opened = open_problem(problem_name, data_dir)
     overrides = hparams if (hparams or saved is None) else saved.hparams_overrides
     resolved = resolve_hparams(set_name, overrides, opened.vocab_size)
@@ -111,10 +110,10 @@ def train_run(run: RunConfig, problem: str | None = None, hparams_set: str | Non
     requested = RunSpec(problem_name, set_name, overrides, resolved, absolute(data_dir), usr_dir)
     strategy = strategy or tf.distribute.get_strategy()
     run = run_config.resolve_for(run, opened, requested.hparams, strategy, log)
-    spec = create_or_resume(output_dir, requested, chief=distribution.is_chief(strategy))
+    spec = create_or_resume(run.output_dir, requested, chief=distribution.is_chief(strategy))
     trainer = Trainer(opened, spec.hparams, run, log=log, strategy=strategy)
     reason = trainer.train()
-    return TrainedRun(output_dir, spec, opened, trainer.model, trainer.step, reason)
+    return TrainedRun(run.output_dir.path, spec, opened, trainer.model, trainer.step, reason)
 
 
 def resolve_hparams(set_name: str, overrides: str, vocab_size: int) -> HParams:

@@ -32,9 +32,9 @@ import tensorflow as tf
 
 from t2t_lite.config import TrainHParams
 from t2t_lite.errors import UserError
-from t2t_lite.files import storage_fault, storage_fault_text
+from t2t_lite.files import read_json, storage_fault, storage_fault_text
 from t2t_lite.models import build_model
-from t2t_lite.run_dir import (AVERAGED_FILE, HPARAMS_FILE, CheckpointMismatch, RunDir, checkpoint_step,
+from t2t_lite.run_dir import (AVERAGED_FILE, HPARAMS_FILE, CheckpointMismatch, RunDir, as_run_dir, checkpoint_step,
                                load_spec, restore_checkpoint, spec_json)
 from t2t_lite.training.checkpoint_dir import write_model_dir
 from t2t_lite.training.signals import StopRequest, stop_on_signals
@@ -66,7 +66,7 @@ def checkpoints_to_average(run_dir: RunDir, last_n: int) -> list[str]:
     return paths[-last_n:]
 
 
-def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | None = None,
+def average_checkpoints(output_dir: str | RunDir, last_n: int, destination_dir: str | RunDir | None = None,
                         log: Callable[[str], None] = print) -> str:
     """Averages the model weights of the newest last_n checkpoints of output_dir into a new checkpoint.
 
@@ -88,8 +88,10 @@ def average_checkpoints(output_dir: str, last_n: int, destination_dir: str | Non
         reach, so no checkpoint has them (a bug in the model, not the run).
     """
     # The command's (and a Python user's) entry: the paths become RunDirs here, once.
-    run_dir = RunDir(output_dir)
-    return average_into(run_dir, last_n, RunDir(destination_dir) if destination_dir else run_dir.averaged, log)
+    run_dir = as_run_dir(output_dir)
+    if run_dir is None:
+        raise UserError("`output_dir` is required (the run directory)")
+    return average_into(run_dir, last_n, as_run_dir(destination_dir) or run_dir.averaged, log)
 
 
 def average_into(run_dir: RunDir, last_n: int, destination: RunDir, log: Callable[[str], None] = print,
@@ -104,7 +106,7 @@ def average_into(run_dir: RunDir, last_n: int, destination: RunDir, log: Callabl
       The rest: as for average_checkpoints.
     """
     paths = checkpoints_to_average(sources or run_dir, last_n)
-    spec = load_spec(run_dir.path)
+    spec = load_spec(run_dir)
     if spec is None:
         raise UserError(f"no {HPARAMS_FILE} in {run_dir.path!r}: it is not a t2t-lite run directory")
     _check_replaceable(destination, run_dir)
@@ -191,8 +193,7 @@ def finish_averaging(run_dir: RunDir, train: TrainHParams, log: Callable[[str], 
 def _averaged_sources(destination: RunDir) -> list[str] | None:
     """The checkpoints (relative to the run directory) an averaged directory was made from; None without one."""
     try:
-        with open(destination.averaged_file, encoding="utf-8") as f:
-            return json.load(f)["checkpoints"]
+        return read_json(destination.averaged_file)["checkpoints"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

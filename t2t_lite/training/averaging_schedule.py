@@ -10,7 +10,7 @@ import math
 
 import tensorflow as tf
 
-from t2t_lite.run_dir import CHECKPOINT_NAME, RunDir, checkpoint_step
+from t2t_lite.run_dir import RunDir, checkpoint_step
 from t2t_lite.training.progress import clock
 
 
@@ -94,4 +94,4 @@ def sources_manager(checkpoint: tf.train.Checkpoint, sources: RunDir, count: int
     other steps), so they are dropped rather than averaged with the new ones.
     """
     sources.keep_listed([p for p in sources.listed_checkpoints() if checkpoint_step(p) <= current_step])
-    return tf.train.CheckpointManager(checkpoint, sources.path, max_to_keep=count, checkpoint_name=CHECKPOINT_NAME)
+    return sources.manager(checkpoint, max_to_keep=count)

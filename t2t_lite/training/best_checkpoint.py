@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import keras
 
-from t2t_lite.files import atomic_write_text
+from t2t_lite.files import atomic_write_text, read_json
 from t2t_lite.run_dir import BEST_FILE, HPARAMS_FILE, RunDir, restore_checkpoint
 from t2t_lite.training.checkpoint_dir import write_model_dir
 
@@ -109,8 +109,7 @@ def load_state(run_dir: RunDir) -> BestState:
     path = run_dir.dev_scores_file
     state = BestState()
     if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            state = BestState(**json.load(f))
+        state = BestState(**read_json(path))
     best = read_best_json(run_dir)
     if best is not None and best["metric"] == state.metric and best["step"] != state.best_step:
         # Killed after writing best/ but before dev_scores.json: best/ holds the newer best.
@@ -124,8 +123,7 @@ def read_best_json(run_dir: RunDir) -> dict | None:
     path = run_dir.best_file
     if not os.path.exists(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return read_json(path)
 
 
 def save_model_weights_as_best(model: keras.Model, checkpoint: str, run_dir: RunDir, best_dir: RunDir,

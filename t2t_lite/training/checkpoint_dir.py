@@ -8,13 +8,12 @@ checkpoint ever carries the final name.
 """
 import os
 import shutil
-import tempfile
 
 import keras
 import tensorflow as tf
 
 from t2t_lite.files import atomic_write_text
-from t2t_lite.run_dir import CHECKPOINT_NAME, RunDir
+from t2t_lite.run_dir import RunDir
 
 
 def write_model_dir(model: keras.Model, destination: RunDir, step: int, files: dict[str, str]) -> str:
@@ -30,16 +29,15 @@ def write_model_dir(model: keras.Model, destination: RunDir, step: int, files: d
     """
     parent, name = os.path.split(os.path.abspath(destination.path))
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=parent, prefix=f".tmp-{name}-")
+    staging = RunDir.scratch(parent, prefix=f".tmp-{name}-")
     try:
         # The state file records relative paths, so the rename keeps it valid.
-        tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging, max_to_keep=1,
-                                   checkpoint_name=CHECKPOINT_NAME).save(checkpoint_number=step)
+        staging.manager(tf.train.Checkpoint(model=model), max_to_keep=1).save(checkpoint_number=step)
         for name, text in files.items():
-            atomic_write_text(os.path.join(staging, name), text)
-        replace_dir(staging, destination)
+            atomic_write_text(os.path.join(staging.path, name), text)
+        replace_dir(staging.path, destination)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging.path, ignore_errors=True)
         raise
     return destination.checkpoint_prefix(step)
 

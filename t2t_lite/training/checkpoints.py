@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from t2t_lite.errors import UserError
 from t2t_lite.files import storage_fault, storage_fault_text
-from t2t_lite.run_dir import (CHECKPOINT_NAME, RunDir, checkpoint_entries, checkpoint_step, restore_checkpoint,
+from t2t_lite.run_dir import (RunDir, checkpoint_entries, checkpoint_step, restore_checkpoint,
                                restore_unchecked)
 from t2t_lite.training.averaging_schedule import AveragingSources
 
@@ -98,9 +98,7 @@ class Checkpoints:
         self.run_dir = run_dir if chief else RunDir.scratch()
         self._scratch = not chief
         self._before_save, self._saved_step = before_save, saved_step
-        self.manager = tf.train.CheckpointManager(tf.train.Checkpoint(**state), self.run_dir.path,
-                                                  max_to_keep=max_to_keep, step_counter=step_counter,
-                                                  checkpoint_name=CHECKPOINT_NAME)
+        self.manager = self.run_dir.manager(tf.train.Checkpoint(**state), max_to_keep, step_counter)
 
     @property
     def latest(self) -> str | None:

@@ -101,9 +101,7 @@ def read_tf_config(require_task: bool = False) -> dict | None:
 def cluster_tasks() -> int:
     """How many tasks the TF_CONFIG environment variable lists; 0 when it is unset."""
     tf_config = read_tf_config()
-    if tf_config is None:
-        return 0
-    return sum(len(addresses) for addresses in tf_config["cluster"].values())
+    return 0 if tf_config is None else sum(len(addresses) for addresses in tf_config["cluster"].values())
 
 
 def local_devices() -> list[str]:
@@ -144,9 +142,7 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
         except RuntimeError as error:  # t2t_lite.train called after the process ran TensorFlow ops
             raise UserError(f"cannot start multi_worker training in this process ({error}): choose the "
                             f"distribution before any TensorFlow op, e.g. call t2t_lite.train first") from None
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy(local_devices())
-    return tf.distribute.get_strategy()
+    return tf.distribute.MirroredStrategy(local_devices()) if name == "mirrored" else tf.distribute.get_strategy()
 
 
 def worker_count(strategy: tf.distribute.Strategy | None) -> int:

@@ -14,6 +14,7 @@ import dataclasses
 
 from t2t_lite import precision
 from t2t_lite.errors import UserError
+from t2t_lite.run_dir import RunDir, as_run_dir
 
 # What best_checkpoint_metric may be: the problem's dev metric (BLEU; bracket F1 for parsing; exact match
 # for algorithmic problems), higher is better, or the dev loss, lower is better.
@@ -24,7 +25,8 @@ METRIC_CHOICES = ("bleu", "loss")
 class RunConfig:
     """How long, how observably and on what numerics to train; not part of the model's hparams."""
 
-    output_dir: str
+    # The run directory; a path given is made a RunDir when the config is made.
+    output_dir: RunDir
     # Total updates; None: the hparams set's train.train_steps.
     train_steps: int | None = None
     # Stop, save and average (as at train_steps) once the run has trained this long (time_budget.py: counted
@@ -68,6 +70,7 @@ class RunConfig:
     warm_start_optimizer: bool = False
 
     def __post_init__(self):
+        object.__setattr__(self, "output_dir", as_run_dir(self.output_dir))
         check(self)
 
 
@@ -97,7 +100,7 @@ class ResolvedRunConfig(RunConfig):
 SETTINGS = tuple(field.name for field in dataclasses.fields(RunConfig) if field.name != "output_dir")
 
 
-def from_settings(output_dir: str, settings: dict) -> RunConfig:
+def from_settings(output_dir: "str | RunDir | None", settings: dict) -> RunConfig:
     """A RunConfig from settings by name, checked; an unknown name is a UserError listing the known ones."""
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
@@ -162,7 +165,7 @@ def resolve(run: RunConfig, dev_metric_sentences: int, default_train_steps: int,
         if float32_output_projection and auto_precision == "none":
             notes.append("`float32_output_projection` is ignored: training runs in float32 here")
             float32_output_projection = False
-    return ResolvedRunConfig(**{**dataclasses.asdict(run), "train_steps": run.train_steps or default_train_steps,
+    return ResolvedRunConfig(**{**vars(run), "train_steps": run.train_steps or default_train_steps,
                                 "eval_bleu_sentences": eval_bleu_sentences, "mixed_precision": mixed_precision,
                                 "float32_output_projection": float32_output_projection}), notes
 

@@ -32,9 +32,7 @@ class TrainingClock:
 
     def seconds(self) -> float:
         """Seconds trained in this run directory up to now."""
-        if self._started is None:
-            return float(self.variable.numpy())
-        return self._base + (self._now() - self._started)
+        return float(self.variable.numpy()) if self._started is None else self._base + (self._now() - self._started)
 
     def record(self) -> None:
         """Puts seconds() into the checkpointed variable: call just before a save."""

@@ -58,7 +58,7 @@ class Trainer:
             raise TypeError(f"Trainer takes the settings resolved once, by run_config.resolve_for; got a "
                             f"{type(run).__name__}")
         self.run, self.problem, self.hparams, self.log = run, problem, hparams, log
-        self.run_dir = RunDir(run.output_dir)  # made once, handed to the parts that write into it
+        self.run_dir = run.output_dir  # a RunDir since the RunConfig was made, handed to the parts that write into it
         self.strategy = strategy or tf.distribute.get_strategy()
         self.is_chief = distribution.is_chief(self.strategy)
         self.workers = distribution.worker_count(self.strategy)

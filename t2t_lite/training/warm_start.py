@@ -14,7 +14,8 @@ from t2t_lite.config import HParams
 from t2t_lite.data.problem import Problem
 from t2t_lite.errors import UserError
 from t2t_lite.registry import problems
-from t2t_lite.run_dir import CheckpointMismatch, checkpoint_exists, find_checkpoint, restore_checkpoint, spec_beside
+from t2t_lite.run_dir import (CheckpointMismatch, as_run_dir, checkpoint_exists, find_checkpoint, restore_checkpoint,
+                              spec_beside)
 
 # Model settings that change no weight's shape or meaning: a fine-tuning run may choose its own.
 FREE_MODEL_FIELDS = ("dropout", "attention_dropout", "relu_dropout")
@@ -26,7 +27,7 @@ def source_checkpoint(source: str) -> str:
     if checkpoint_exists(source):
         return source
     if os.path.isdir(source):
-        return find_checkpoint(source, None)
+        return find_checkpoint(as_run_dir(source), None)  # where --warm_start_from turns out to name a run
     raise UserError(f"`warm_start_from` {source!r} is neither a checkpoint (no {source}.index) nor a run directory")
 
 
