@@ -18,7 +18,7 @@ import dataclasses
 import time
 import types
 
-from ceilings import STEP_SHAPES, matmul_gflops, print_ceilings
+from ceilings import print_ceilings, print_step_ceilings
 from common import PROTOCOL_VOCAB, decode_inputs, peak_rss_gib
 
 
@@ -83,10 +83,7 @@ def main():
     sentences = decode_inputs()[: 64 if args.quick else args.sentences]
     if not (args.quick or args.no_ceilings):
         print_ceilings(("float32", "bfloat16"))
-        for rows, depth, width in STEP_SHAPES:
-            figures = ", ".join(f"{dtype} {matmul_gflops(rows, depth, width, dtype):.0f}"
-                                for dtype in ("float32", "bfloat16"))
-            print(f"ceiling at a step's [{rows},{depth}]x[{depth},{width}]: {figures} GFLOP/s", flush=True)
+        print_step_ceilings()
     lengths = [32, 64, 128, 256] if args.length_sweep else [args.output_length]
     for length in lengths:
         seconds, outputs = time_decoding(build_decoder(args, length), sentences, args.batch_size,

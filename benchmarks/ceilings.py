@@ -12,6 +12,7 @@ import numpy as np
 
 # Before anything imports TensorFlow: t2t_lite sets the allocator TensorFlow reads when it makes its first tensor.
 import t2t_lite  # noqa: F401,E402
+from t2t_lite.precision import onednn_crashes_bfloat16  # noqa: E402
 
 # The products of a transformer_base decoding step at the protocol's 32 sentences x beam 4: the output
 # projection onto the 32,768 ids and a feed-forward layer.
@@ -45,10 +46,20 @@ def compute_dtype(mixed_precision: str) -> str:
     return "bfloat16" if "bfloat16" in mixed_precision else "float16" if "float16" in mixed_precision else "float32"
 
 
+def measurable(dtypes):
+    """The dtypes this process can multiply: not bfloat16 where TensorFlow would crash on it (oneDNN capped
+    below AVX-512 on a CPU with it: precision.onednn_crashes_bfloat16), which is said in a line."""
+    if "bfloat16" in dtypes and onednn_crashes_bfloat16():
+        print("ceiling bfloat16: not measured (oneDNN capped below AVX-512 on a CPU with it crashes on bfloat16; "
+              "set TF_ENABLE_ONEDNN_OPTS=0 to measure Eigen's)", flush=True)
+        return tuple(dtype for dtype in dtypes if dtype != "bfloat16")
+    return tuple(dtypes)
+
+
 def print_ceilings(dtypes=("float32", "bfloat16")) -> dict[str, float]:
     """Prints and returns the 4096^3 ceiling of each dtype (lines begin "ceiling", which run_protocol.sh logs)."""
     found = {}
-    for dtype in dtypes:
+    for dtype in measurable(dtypes):
         found[dtype] = ceiling_gflops(dtype)
         print(f"ceiling {dtype} matmul (4096^3, median of 10): {found[dtype]:.1f} GFLOP/s", flush=True)
     if len(found) > 1:
@@ -56,9 +67,14 @@ def print_ceilings(dtypes=("float32", "bfloat16")) -> dict[str, float]:
     return found
 
 
-if __name__ == "__main__":
-    print_ceilings()
+def print_step_ceilings() -> None:
+    """Prints each STEP_SHAPES product's GFLOP/s in float32 and bfloat16 (lines begin "ceiling")."""
     for rows, depth, width in STEP_SHAPES:
         figures = ", ".join(f"{dtype} {matmul_gflops(rows, depth, width, dtype):.0f}"
-                            for dtype in ("float32", "bfloat16"))
+                            for dtype in measurable(("float32", "bfloat16")))
         print(f"ceiling at a step's [{rows},{depth}]x[{depth},{width}]: {figures} GFLOP/s", flush=True)
+
+
+if __name__ == "__main__":
+    print_ceilings()
+    print_step_ceilings()
