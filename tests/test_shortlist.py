@@ -87,6 +87,7 @@ def test_a_tags_constraint_lists_every_leaf_and_never_needs_the_whole_vocabulary
                                  rng=np.random.default_rng(1)) == []
 
 
+@pytest.mark.isa  # two ways of multiplying by the output embeddings; test_forced_isa.py runs it on AVX2 too
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_a_parser_decodes_the_same_outputs_and_scores_with_its_shortlist_as_without(parser, beam_size):
     hparams = parser.decode_hparams.__class__(**{**parser.decode_hparams.__dict__, "beam_size": beam_size,
