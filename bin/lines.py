@@ -5,6 +5,7 @@ Command code, above the Translator (t2t_lite/inference/): nothing in the library
 CTranslate2 export imports no TensorFlow here either (what a run needs is imported when a run is opened).
 """
 import dataclasses
+import functools
 import json
 import os
 import select
@@ -20,6 +21,7 @@ from t2t_lite.export_format import CTRANSLATE2
 from t2t_lite.inference.export_reader import read_export
 from t2t_lite.files import atomic_write_text, decode_line, read_lines
 from t2t_lite.inference.translator import Translator, refuse_ctranslate2_settings
+from t2t_lite.metrics.bleu import problem_report
 
 if TYPE_CHECKING:  # a run's: decoding a CTranslate2 export imports none of them (they import TensorFlow)
     from t2t_lite.ops.step_matmul import StepMatmulSettings
@@ -98,7 +100,7 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
         from t2t_lite.precision import compute_dtype
 
         translator = Translator.from_request(request.run, step_matmul=request.step_matmul)
-        report = translator.run.problem.score
+        report = functools.partial(problem_report, translator.run.problem)
         source = f"{' + '.join(translator.run.checkpoints)} in {compute_dtype(translator.run.mixed_precision)}"
     if request.output_trees and translator.tree_form is None:
         raise UserError("--output_trees is for parsing problems, whose outputs are trees; drop it")
@@ -163,7 +165,7 @@ def open_export(request: DecodeFileRequest):
         if recorded is not None:
             return recorded
         usr_dir.import_for_run(request.run.usr_dir, export.spec.usr_dir)  # a problem that scores its own way
-        return registry.problems.get(export.spec.problem)(None).score(outputs, references, sources)
+        return problem_report(registry.problems.get(export.spec.problem)(None), outputs, references, sources)
 
     return translator, report, f"{request.export_dir}, {engine}"
 

@@ -9,6 +9,7 @@ import t2t_lite.hparams  # noqa: F401
 import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
 from t2t_lite.errors import UserError
+from t2t_lite.metrics.bleu import problem_dev_metric
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, open_run
@@ -182,8 +183,8 @@ def test_dev_metrics_per_problem():
     reverse = problems.get("algorithmic_reverse")()
     assert reverse.dev_metric(["123", "45", "6"], ["123", "54", "6"], ["321", "54", "6"]) == (
         "exact match", pytest.approx(200 / 3))
-    name, bleu = problems.get("translate_files")().dev_metric(["the cat sat on the mat"] * 2,
-                                                              ["the cat sat on the mat"] * 2, ["x", "y"])
+    name, bleu = problem_dev_metric(problems.get("translate_files")(), ["the cat sat on the mat"] * 2,
+                                    ["the cat sat on the mat"] * 2, ["x", "y"])
     assert name == "BLEU" and bleu == pytest.approx(100.0)
     wsj = problems.get("wsj_parsing")()
     name, f1 = wsj.dev_metric(["S NP DT NN /NP VP VBD /VP . /S"], ["S NP DT NN /NP VP VBD /VP . /S"],

@@ -223,6 +223,7 @@ def test_decoder_scores_an_algorithmic_problem_by_exact_match_not_bleu(run, tmp_
 def test_the_reference_report_is_the_problems_own():
     """Text problems get BLEU, chrF2 and TER; one with its own metric but the default report gets its metric."""
     from t2t_lite.data.problem import Problem
+    from t2t_lite.metrics.bleu import problem_report
 
     class Text(Problem):
         pass
@@ -236,10 +237,10 @@ def test_the_reference_report_is_the_problems_own():
             return ["its own report"]
 
     outputs, references = ["a b c d", "e f"], ["a b c d", "e g"]
-    text = Text.__new__(Text).score(outputs, references, [])
+    text = problem_report(Text.__new__(Text), outputs, references, [])
     assert [line.split(" ")[0] for line in text] == ["BLEU", "BLEU", "chrF2", "TER"]
-    assert Counted.__new__(Counted).score(outputs, references, []) == ["matches = 1.00"]
-    assert Reported.__new__(Reported).score(outputs, references, []) == ["its own report"]
+    assert problem_report(Counted.__new__(Counted), outputs, references, []) == ["matches = 1.00"]
+    assert problem_report(Reported.__new__(Reported), outputs, references, []) == ["its own report"]
 
 
 @pytest.mark.parametrize("case, message", [

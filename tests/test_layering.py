@@ -32,6 +32,8 @@ FORBIDDEN = {
     "layers": (DECODING, STEP_MATMUL, PARSING),
     "models": (DECODING, STEP_MATMUL, PARSING),
     "decoding": (INFERENCE, LINE_IO, PARSING),
+    # metrics/ builds on data/ (its trees): a problem's default scores (BLEU) are the callers', through metrics/.
+    "data": ("t2t_lite.metrics",),
 }
 # Parsing's words, which the generic Transformer, its layers and its search never say (parsing/ does).
 PARSING_CONCEPTS = re.compile(r"word.?pointer|open.?phrase|bracket|phrase|word.?start", re.IGNORECASE)
@@ -120,6 +122,7 @@ def test_the_check_finds_a_planted_import(tmp_path, code):
     ("config.py", "from absl.flags import FLAGS\n", "absl.flags.FLAGS"),
     ("models/transformer.py", "from t2t_lite.bin import run_flags\n", "t2t_lite.bin.run_flags"),
     ("layers/attention.py", "from t2t_lite.ops.step_matmul import StepKernel\n", "t2t_lite.ops.step_matmul"),
+    ("data/problem.py", "def lazy():\n    from t2t_lite.metrics.bleu import corpus_bleu\n", "t2t_lite.metrics.bleu"),
     ("layers/feed_forward.py", "from ..ops import step_matmul\n", "t2t_lite.ops.step_matmul"),
     ("models/transformer.py", "from ..decoding.cached_step import CachedStep\n", "t2t_lite.decoding.cached_step"),
 ])

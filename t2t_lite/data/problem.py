@@ -57,11 +57,13 @@ class Problem:
         raise UserError(f"problem {type(self).__name__} has no SentencePiece vocabulary, so no words for the "
                         "word_pointer decoder feature to point at; leave it out of decoder_features")
 
-    def score(self, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
-        """Report lines scoring decoded outputs against references: BLEU in both conventions, chrF2 and TER,
-        each with its signature; for a problem with a `dev_metric` of its own, that metric instead, as training
-        reports it ("exact match = 100.00"), since BLEU would misjudge such outputs (digit strings without
-        spaces score BLEU 0 even when exact).
+    def score(self, outputs: list[str], references: list[str], sources: list[str]) -> list[str] | None:
+        """Report lines scoring decoded outputs against references; None: the problem is scored as text (BLEU in
+        both conventions, chrF2 and TER, each with its signature: t2t_lite.metrics.bleu.problem_report).
+
+        A problem with a `dev_metric` of its own gets that metric instead, as training reports it ("exact match
+        = 100.00"), since BLEU would misjudge such outputs (digit strings without spaces score BLEU 0 even when
+        exact).
 
         Args:
           outputs: decoded texts, one per source line.
@@ -69,28 +71,23 @@ class Problem:
           sources: the input lines the outputs were decoded from; BLEU ignores
             them, parsing needs their words to rebuild trees.
         Returns:
-          Lines to print.
+          Lines to print, or None.
         """
-        if type(self).dev_metric is not Problem.dev_metric:
-            name, value = self.dev_metric(outputs, references, sources)
-            return [f"{name} = {value:.2f}"]
-        from t2t_lite.metrics.bleu import text_report
+        own = self.dev_metric(outputs, references, sources)
+        return None if own is None else [f"{own[0]} = {own[1]:.2f}"]
 
-        return text_report(outputs, references)
-
-    def dev_metric(self, outputs: list[str], references: list[str], sources: list[str]) -> tuple[str, float]:
+    def dev_metric(self, outputs: list[str], references: list[str], sources: list[str]) -> tuple[str, float] | None:
         """The one number training tracks on a dev sample (higher is better), and its name.
 
-        Default: sacreBLEU (13a, detokenized), 0 to 100.
+        Default None: sacreBLEU (13a, detokenized), 0 to 100, which the callers compute
+        (t2t_lite.metrics.bleu.problem_dev_metric), as data/ sits below metrics/.
 
         Args:
           outputs, references, sources: as for `score`.
         Returns:
-          (name, value), e.g. ("BLEU", 27.3).
+          (name, value), e.g. ("bracket F1", 91.3); None for BLEU.
         """
-        from t2t_lite.metrics.bleu import corpus_bleu
-
-        return "BLEU", corpus_bleu(outputs, references).score
+        return None
 
     def output_constraint(self):
         """What decoding with constrained_decoding may emit (a t2t_lite.decoding.constraints.OutputConstraint);

@@ -142,8 +142,21 @@ def bleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[B
 
 def text_report(hypotheses: Sequence[str], references: Sequence[str]) -> list[str]:
     """The report of text outputs against references: BLEU in both conventions, chrF2 and TER, each with its
-    signature (Problem.score's, and a text export's without its problem)."""
+    signature (a problem's scored as text, and a text export's without its problem)."""
     return [str(result) for result in bleu_scores(hypotheses, references) + chrf_and_ter(hypotheses, references)]
+
+
+def problem_report(problem, outputs: list[str], references: list[str], sources: list[str]) -> list[str]:
+    """The report lines of outputs against references as `problem` scores them (Problem.score): text_report for
+    a problem scored as text."""
+    report = problem.score(outputs, references, sources)
+    return text_report(outputs, references) if report is None else report
+
+
+def problem_dev_metric(problem, outputs: list[str], references: list[str], sources: list[str]) -> tuple[str, float]:
+    """(name, value) of `problem`'s dev metric (Problem.dev_metric): detokenized sacreBLEU unless it has its own."""
+    own = problem.dev_metric(outputs, references, sources)
+    return ("BLEU", corpus_bleu(outputs, references).score) if own is None else own
 
 
 def score_files(translation_path: str, reference_path: str, paper_language: str | None = None) -> tuple:

@@ -14,6 +14,7 @@ from t2t_lite.decoding.request import run_decode
 from t2t_lite.data.problem import Problem, strip_ids
 from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder, make_decoder
+from t2t_lite.metrics.bleu import problem_dev_metric
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,11 +46,11 @@ def read_dev_sample(problem: Problem, count: int) -> DevSample:
 
 
 def score_outputs(problem: Problem, decoder: Decoder, sample: DevSample, batch_size: int) -> DevScore:
-    """Decodes sample.sources with decoder (best beam) and scores them with problem.dev_metric."""
+    """Decodes sample.sources with decoder (best beam) and scores them with the problem's dev metric."""
     start = time.perf_counter()
     results = decode_lines(problem, decoder.decode, sample.sources, batch_size)
     outputs = [hypotheses[0].text if hypotheses else "" for hypotheses in results]
-    name, value = problem.dev_metric(outputs, sample.references, sample.sources)
+    name, value = problem_dev_metric(problem, outputs, sample.references, sample.sources)
     return DevScore(name, float(value), len(sample.sources), time.perf_counter() - start)
 
 
