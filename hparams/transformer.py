@@ -11,12 +11,9 @@ from t2t_lite.registry import hparams_sets
 
 def _derive(base: HParams, model=None, train=None, decode=None) -> HParams:
     """base with some fields of each group replaced."""
-    return dataclasses.replace(
-        base,
-        model=dataclasses.replace(base.model, **(model or {})),
-        train=dataclasses.replace(base.train, **(train or {})),
-        decode=dataclasses.replace(base.decode, **(decode or {})),
-    )
+    groups = {"model": model, "train": train, "decode": decode}
+    return dataclasses.replace(base, **{name: dataclasses.replace(getattr(base, name), **(changes or {}))
+                                        for name, changes in groups.items()})
 
 
 @hparams_sets.register("transformer_base")

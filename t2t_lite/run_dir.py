@@ -267,17 +267,16 @@ def ensure_writable(run: RunDir) -> None:
 
 def check_matches(saved: RunSpec, requested: RunSpec, run: RunDir) -> None:
     """Raises UserError if a restart asks for a different problem or hparams than run holds."""
-    output_dir = run.path
     if saved.problem != requested.problem:
-        raise UserError(f"`output_dir` {output_dir!r} holds a run of problem {saved.problem!r}, not "
+        raise UserError(f"`output_dir` {run.path!r} holds a run of problem {saved.problem!r}, not "
                         f"{requested.problem!r}; use a new `output_dir`")
     if saved.hparams_set != requested.hparams_set:
-        raise UserError(f"`output_dir` {output_dir!r} holds a run of hparams set {saved.hparams_set!r}, not "
+        raise UserError(f"`output_dir` {run.path!r} holds a run of hparams set {saved.hparams_set!r}, not "
                         f"{requested.hparams_set!r}; use a new `output_dir` or `hparams_set`={saved.hparams_set}")
     if saved.hparams != requested.hparams:
         old, new = _flat(saved.hparams), _flat(requested.hparams)
         changed = ", ".join(f"{k}: {old[k]} -> {new[k]}" for k in sorted(old) if old[k] != new[k])
-        raise UserError(f"`output_dir` {output_dir!r} was trained with other hparams ({changed}); "
+        raise UserError(f"`output_dir` {run.path!r} was trained with other hparams ({changed}); "
                         f"use a new `output_dir` or the original `hparams`")
 
 
@@ -381,7 +380,5 @@ def checkpoint_step(checkpoint_path: str) -> int:
 
 def _flat(hparams: HParams) -> dict:
     data = config.to_dict(hparams)
-    flat = {"model_name": data.pop("model_name")}
-    for group, fields in data.items():
-        flat.update({f"{group}.{k}": v for k, v in fields.items()})
-    return flat
+    return {"model_name": data.pop("model_name"),
+            **{f"{group}.{k}": v for group, fields in data.items() for k, v in fields.items()}}

@@ -102,9 +102,10 @@ class Decoder:
             logits = [logits for logits, _ in outputs]
             return (logits[0] if len(logits) == 1 else mean_log_probs(logits)), _joined([s for _, s in outputs])
 
-        state = _joined([model_step.initial_state for model_step in steps])
-        search_fn, state = self._constrained(symbols_to_logits, state, inputs, max_lengths, beams,
-                                             shortlist=columns is not None)
+        search_fn, state = symbols_to_logits, _joined([model_step.initial_state for model_step in steps])
+        if self.constraint is not None:
+            search_fn, state = constrain(search_fn, state, self.constraint, inputs, max_lengths, beams,
+                                         shortlist=columns is not None)
         if beams == 1:
             choose = argmax_choice if self.sampling is None else sampled_choice(self.sampling, _row_keys(inputs))
             ids, scores = greedy_decode(search_fn, state, batch, max_lengths, min_decode_lengths=min_lengths,
@@ -122,13 +123,6 @@ class Decoder:
         if not self.shortlist or self.constraint is None or self.sampling is not None or len(self.models) > 1:
             return None
         return shortlist_columns(self.constraint, inputs, rows_per_sentence)
-
-    def _constrained(self, symbols_to_logits, state, inputs, max_lengths, rows_per_sentence, shortlist):
-        """The search's model function and state, with the decoder's constraint applied when it has one."""
-        if self.constraint is None:
-            return symbols_to_logits, state
-        return constrain(symbols_to_logits, state, self.constraint, inputs, max_lengths, rows_per_sentence,
-                         shortlist=shortlist)
 
 
 def _joined(states: list[SplitState]) -> SplitState:

@@ -107,9 +107,7 @@ class BestCheckpoint:
 def load_state(run_dir: RunDir) -> BestState:
     """dev_scores.json of run_dir (a fresh BestState if absent), its best taken from best/best.json if newer."""
     path = run_dir.dev_scores_file
-    state = BestState()
-    if os.path.exists(path):
-        state = BestState(**read_json(path))
+    state = BestState(**read_json(path)) if os.path.exists(path) else BestState()
     best = read_best_json(run_dir)
     if best is not None and best["metric"] == state.metric and best["step"] != state.best_step:
         # Killed after writing best/ but before dev_scores.json: best/ holds the newer best.
@@ -120,10 +118,7 @@ def load_state(run_dir: RunDir) -> BestState:
 
 def read_best_json(run_dir: RunDir) -> dict | None:
     """best/best.json of run_dir: {"step", "metric", "score", "scores"}; None when there is no best yet."""
-    path = run_dir.best_file
-    if not os.path.exists(path):
-        return None
-    return read_json(path)
+    return read_json(run_dir.best_file) if os.path.exists(run_dir.best_file) else None
 
 
 def save_model_weights_as_best(model: keras.Model, checkpoint: str, run_dir: RunDir, best_dir: RunDir,
@@ -142,8 +137,7 @@ def save_model_weights_as_best(model: keras.Model, checkpoint: str, run_dir: Run
     """
     restore_checkpoint(checkpoint, model=model)
     files = {BEST_FILE: json.dumps(best_json, indent=2) + "\n"}
-    hparams_path = run_dir.spec_file
-    if os.path.exists(hparams_path):
-        with open(hparams_path, encoding="utf-8") as f:
+    if os.path.exists(run_dir.spec_file):
+        with open(run_dir.spec_file, encoding="utf-8") as f:
             files[HPARAMS_FILE] = f.read()
     return write_model_dir(model, best_dir, best_json["step"], files)

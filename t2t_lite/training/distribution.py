@@ -129,10 +129,7 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     # Before TensorFlow parses TF_CONFIG (creating the strategy), which reports mistakes as tracebacks.
     read_tf_config()
     if name == "auto":
-        if cluster_tasks() > 1:
-            name = "multi_worker"
-        else:
-            name = "mirrored" if len(local_devices()) > 1 else "one_device"
+        name = "multi_worker" if cluster_tasks() > 1 else "mirrored" if len(local_devices()) > 1 else "one_device"
     if name == "multi_worker":
         if not cluster_tasks():
             raise UserError("`distribution`=multi_worker needs TF_CONFIG (the cluster and this task); see docs/training.md")

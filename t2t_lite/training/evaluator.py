@@ -98,9 +98,7 @@ class Evaluator:
         state = self.best.state
         if score is None or state.best_step is None:
             return
-        if score == state.best_score:
-            verdict = "both scored the same"
-        else:
-            verdict = f"the {'averaged' if self.best.improves(score) else 'best'} checkpoint scored better"
+        verdict = ("both scored the same" if score == state.best_score
+                   else f"the {'averaged' if self.best.improves(score) else 'best'} checkpoint scored better")
         self.log(f"averaged checkpoint {name}: dev {state.metric} {score:.4g}; best checkpoint: "
                  f"{self.best.describe_best()}; {verdict}")
