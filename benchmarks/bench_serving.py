@@ -63,14 +63,16 @@ def throwaway_export(hparams_set: str, sentences: list[str], directory: str) -> 
     from t2t_lite.decoding.request import run_decode
     from t2t_lite.export.serving import ServingModule
     from t2t_lite.models import build_model
+    from t2t_lite.run import OpenedRun
     from t2t_lite.run_dir import RunSpec
 
     vocabulary = Vocabulary(train_sentencepiece(sentences, vocab_size=1000))
     hparams = config.apply_overrides(registry.hparams_sets.get(hparams_set)(), f"vocab_size={vocabulary.vocab_size}")
-    module = ServingModule(build_model(hparams), None, vocabulary, run_decode(hparams.decode), max_input_length=256)
-    spec = RunSpec("benchmark", hparams_set, "", hparams)
+    decode = run_decode(hparams.decode)
+    module = ServingModule(build_model(hparams), None, vocabulary, decode, max_input_length=256)
+    run = OpenedRun((), RunSpec("benchmark", hparams_set, "", hparams), "benchmark", None, decode, ())
     model_dir = layout.make_model_dir(directory, "benchmark")
-    return layout.publish(model_dir, lambda path: save_module(module, path, spec, vocabulary, {}))
+    return layout.publish(model_dir, lambda path: save_module(module, path, run, vocabulary, {}))
 
 
 def measure(call, requests: list[list[str]], threads: int) -> tuple[np.ndarray, float]:

@@ -32,11 +32,10 @@ from t2t_lite.data.vocabulary import UNK_ID
 from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
-from t2t_lite.export_format import CTRANSLATE2, VOCAB_ASSET, problem_info, require_ctranslate2
-from t2t_lite.export.request import ExportRequest, publish, text_vocabulary
+from t2t_lite.export_format import CTRANSLATE2, problem_info, require_ctranslate2
+from t2t_lite.export.request import ExportRequest, publish, text_vocabulary, write_export_files
 from t2t_lite.layers.embedding import timing_signal
 from t2t_lite.run import OpenedRun, open_run
-from t2t_lite.run_dir import HPARAMS_FILE, spec_json
 
 # What a CTranslate2 export can decode with: float32 weights restored (then quantized), a free search.
 EXPORTING = Engine("a CTranslate2 export", samples=False, constrains=False, precision="none",
@@ -169,14 +168,12 @@ def _set_ffn(spec, ffn, norm) -> None:
 
 def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none",
                       max_positions: int = MAX_POSITIONS) -> None:
-    """Fills the empty, existing `directory` with the CTranslate2 model of `run` (see the module doc)."""
+    """Fills the empty, existing `directory` with the CTranslate2 model of `run` (see the module doc); its
+    settings checked by export_ctranslate2."""
     ctranslate2 = require_ctranslate2()
-    check_quantization(quantization)
-    hparams = run.spec.hparams
-    check_representable(hparams)
     vocabulary = text_vocabulary(run.problem, run.problem_name)
     pieces = SentencePieceCodec(vocabulary.model).pieces
-    spec = transformer_spec(run.model, hparams, pieces, max_positions)
+    spec = transformer_spec(run.model, run.spec.hparams, pieces, max_positions)
     positions = int(spec.encoder.position_encodings.encodings.shape[0])
 
     class _Converter(ctranslate2.converters.Converter):
@@ -192,12 +189,7 @@ def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none"
     export_info = {"format": CTRANSLATE2, "checkpoint": os.path.abspath(run.checkpoint), "quantization": quantization,
                    "max_positions": positions, **problem_info(run.problem)}
     # As the SavedModel's: the run's hparams.json with the decode settings the export was asked for.
-    exported = dataclasses.replace(run.spec, problem=run.problem_name,
-                                   hparams=dataclasses.replace(hparams, decode=run.decode_hparams))
-    with open(os.path.join(directory, HPARAMS_FILE), "w", encoding="utf-8") as f:
-        f.write(spec_json(exported, export=export_info))
-    with open(os.path.join(directory, VOCAB_ASSET), "wb") as f:
-        f.write(vocabulary.model)
+    write_export_files(directory, run, vocabulary, export_info)
     with open(os.path.join(directory, "README.txt"), "w", encoding="utf-8") as f:
         f.write(README_TEXT.format(quantization=quantization if quantization != "none" else "float32",
                                    start=pieces[PAD_ID], max_positions=positions,

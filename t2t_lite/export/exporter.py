@@ -23,10 +23,11 @@ from t2t_lite.errors import UserError
 from t2t_lite.export import layout
 from t2t_lite.export import ctranslate2_export
 from t2t_lite.export_format import CTRANSLATE2, FORMATS, VOCAB_ASSET, problem_info
-from t2t_lite.export.request import DEFAULT_MAX_INPUT_LENGTH, ExportRequest, publish, text_vocabulary  # noqa: F401
+from t2t_lite.export.request import (DEFAULT_MAX_INPUT_LENGTH, ExportRequest, publish,  # noqa: F401
+                                     text_vocabulary, write_export_files)
 from t2t_lite.export.serving import ServingModule
-from t2t_lite.run import open_run
-from t2t_lite.run_dir import HPARAMS_FILE, RunSpec, spec_json
+from t2t_lite.run import OpenedRun, open_run
+from t2t_lite.run_dir import HPARAMS_FILE
 
 HPARAMS_ASSET = HPARAMS_FILE
 # What a SavedModel decodes with: the beam search asked for, fixed in its graph.
@@ -61,8 +62,6 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
     step_matmul = dataclasses.replace(request.step_matmul, layout=products.layout)
     module = ServingModule(run.model, run.problem, vocabulary, run.decode, max_input_length, step_matmul)
     model_dir = layout.make_model_dir(request.export_dir, model_name)
-    exported = dataclasses.replace(run.spec, problem=run.problem_name,
-                                   hparams=dataclasses.replace(run.spec.hparams, decode=decode))
     export_info = {"checkpoint": os.path.abspath(run.checkpoint), "model_name": model_name,
                    "max_input_length": max_input_length, "mixed_precision": mixed_precision,
                    **problem_info(run.problem),
@@ -71,7 +70,7 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
         f"{decode.extra_length}) in {dtype}, step products {products.layout} with ops {products.ops}, and "
         f"saving into {model_dir}")
     return publish(model_dir, request.export_dir,
-                   lambda path: save_module(module, path, exported, vocabulary, export_info))
+                   lambda path: save_module(module, path, run, vocabulary, export_info))
 
 
 def check_lengths(model: ModelHParams, decode: DecodeHParams, max_input_length: int) -> None:
@@ -84,7 +83,7 @@ def check_lengths(model: ModelHParams, decode: DecodeHParams, max_input_length: 
                         f"max_position {model.max_position}; lower them")
 
 
-def save_module(module: ServingModule, path: str, spec: RunSpec, vocabulary: Vocabulary,
+def save_module(module: ServingModule, path: str, run: OpenedRun, vocabulary: Vocabulary,
                 export_info: dict) -> None:
     """Saves module with both signatures into path, hparams.json and vocab.model in its assets/.
 
@@ -92,10 +91,7 @@ def save_module(module: ServingModule, path: str, spec: RunSpec, vocabulary: Voc
     decode hparams, plus an "export" entry (checkpoint, model_name, max_input_length, mixed_precision).
     """
     with tempfile.TemporaryDirectory() as sources:
-        with open(os.path.join(sources, HPARAMS_ASSET), "w", encoding="utf-8") as f:
-            f.write(spec_json(spec, export=export_info))
-        with open(os.path.join(sources, VOCAB_ASSET), "wb") as f:
-            f.write(vocabulary.model)
+        write_export_files(sources, run, vocabulary, export_info)
         # Tracked Assets are copied into <path>/assets/ by the save.
         module.hparams_asset = tf.saved_model.Asset(os.path.join(sources, HPARAMS_ASSET))
         module.vocab_asset = tf.saved_model.Asset(os.path.join(sources, VOCAB_ASSET))

@@ -1,16 +1,19 @@
-"""What an export of either format starts from and ends with: its request, the run's text vocabulary, and
-publishing the written version (exporter.py and ctranslate2_export.py both build on this)."""
+"""What an export of either format starts from and ends with: its request, the run's text vocabulary, the
+hparams.json and vocab.model it holds, and publishing the written version (exporter.py and ctranslate2_export.py
+both build on this)."""
 import dataclasses
+import os
 from collections.abc import Callable
 
 from t2t_lite.data.problem import Problem
 from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
-from t2t_lite.export_format import SAVED_MODEL
-from t2t_lite.files import storage_fault, storage_fault_text
+from t2t_lite.export_format import SAVED_MODEL, VOCAB_ASSET
+from t2t_lite.files import atomic_write_bytes, atomic_write_text, storage_fault, storage_fault_text
 from t2t_lite.ops.step_matmul import StepMatmulSettings
-from t2t_lite.run import RunRequest
+from t2t_lite.run import OpenedRun, RunRequest
+from t2t_lite.run_dir import HPARAMS_FILE, spec_json
 
 # t2t's default max_length: the longest source a SavedModel decodes, EOS included.
 DEFAULT_MAX_INPUT_LENGTH = 256
@@ -62,3 +65,12 @@ def text_vocabulary(problem: Problem, problem_name: str) -> Vocabulary:
         raise UserError(f"problem {problem_name!r} has no SentencePiece vocabulary, so it cannot be exported "
                         "text-in, text-out; text problems (translate_files, wmt_ende, wmt_enfr) can")
     return vocabulary
+
+
+def write_export_files(directory: str, run: OpenedRun, vocabulary: Vocabulary, export_info: dict) -> None:
+    """Writes an export's hparams.json (the run's spec as it was opened: its problem and decode settings, with
+    `export_info` as its "export" entry) and vocab.model into directory."""
+    spec = dataclasses.replace(run.spec, problem=run.problem_name,
+                               hparams=dataclasses.replace(run.spec.hparams, decode=run.decode_hparams))
+    atomic_write_text(os.path.join(directory, HPARAMS_FILE), spec_json(spec, export=export_info))
+    atomic_write_bytes(os.path.join(directory, VOCAB_ASSET), vocabulary.model)
