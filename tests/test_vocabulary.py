@@ -9,10 +9,10 @@ from t2t_lite.data.vocabulary import (
     UNK_ID,
     SentenceSample,
     Vocabulary,
-    save_model,
     train_sentencepiece,
 )
 from t2t_lite.errors import UserError
+from t2t_lite.files import atomic_write_bytes
 from shared_data import require_shared
 
 NBSP = "\u00a0"
@@ -133,7 +133,7 @@ def test_decode_stops_at_eos_and_skips_pad(vocab):
 
 def test_save_model_then_load(vocab, tmp_path):
     path = str(tmp_path / "vocab.model")
-    save_model(vocab.model, path)
+    atomic_write_bytes(path, vocab.model)
     assert os.listdir(tmp_path) == ["vocab.model"]
     assert Vocabulary.from_file(path).encode("Ein Hund") == vocab.encode("Ein Hund")
 

@@ -35,9 +35,9 @@ from t2t_lite.data.problem import EOS_ID, Problem, strip_ids
 from t2t_lite.data.shard_writer import LengthHistogram, PairSource, count_longer, write_shards
 from t2t_lite.data.shards import read_records, shard_paths
 from t2t_lite.data.shuffle import write_shuffled_shards
-from t2t_lite.data.vocabulary import SentenceSample, Vocabulary, save_model, train_sentencepiece
+from t2t_lite.data.vocabulary import SentenceSample, Vocabulary, train_sentencepiece
 from t2t_lite.errors import UserError
-from t2t_lite.files import atomic_write_text, read_json
+from t2t_lite.files import atomic_write_bytes, atomic_write_text, read_json
 
 CONFIG_FILE = "problem_config.json"
 VOCAB_FILE = "vocab.model"
@@ -204,7 +204,7 @@ class Text2TextProblem(Problem):
         model = train_sentencepiece(sample.sentences, opts.vocab_size, self.model_type, self.user_defined_symbols)
         log(f"vocabulary trained in {time.monotonic() - start:.1f}s")
         os.makedirs(self.data_dir, exist_ok=True)
-        save_model(model, os.path.join(self.data_dir, VOCAB_FILE))
+        atomic_write_bytes(os.path.join(self.data_dir, VOCAB_FILE), model)
         config = {"problem": self.name, "options": dataclasses.asdict(opts), "splits": splits, "train_order": SHUFFLED,
                   "vocab": {"file": VOCAB_FILE, "model_type": self.model_type, "size": opts.vocab_size,
                             "sha256": hashlib.sha256(model).hexdigest()}}

@@ -30,7 +30,6 @@ search (docs/performance.md).
 """
 import hashlib
 import io
-import os
 import random
 from collections.abc import Iterable, Sequence
 
@@ -116,16 +115,6 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: s
     return model.getvalue()
 
 
-def save_model(model: bytes, path: str) -> None:
-    """Writes a serialized model to `path.incomplete`, then renames it to `path`."""
-    partial = path + ".incomplete"
-    with open(partial, "wb") as f:
-        f.write(model)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, path)
-
-
 class Vocabulary:
     """Text <-> ids through one SentencePiece model: the tf-text op, and Python sentencepiece for `decode`.
 
@@ -154,7 +143,7 @@ class Vocabulary:
 
     @classmethod
     def from_file(cls, path: str) -> "Vocabulary":
-        """Loads the model file written by `save_model`.
+        """Loads the model file datagen writes (files.atomic_write_bytes).
 
         Raises:
           UserError: the file cannot be read or is not a SentencePiece model.

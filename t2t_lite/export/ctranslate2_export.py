@@ -33,6 +33,7 @@ from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
 from t2t_lite.export_format import CTRANSLATE2, problem_info, require_ctranslate2
+from t2t_lite.files import atomic_write_text
 from t2t_lite.export.request import ExportRequest, publish, text_vocabulary, write_export_files
 from t2t_lite.layers.embedding import timing_signal
 from t2t_lite.run import OpenedRun, open_run
@@ -190,10 +191,9 @@ def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none"
                    "max_positions": positions, **problem_info(run.problem)}
     # As the SavedModel's: the run's hparams.json with the decode settings the export was asked for.
     write_export_files(directory, run, vocabulary, export_info)
-    with open(os.path.join(directory, "README.txt"), "w", encoding="utf-8") as f:
-        f.write(README_TEXT.format(quantization=quantization if quantization != "none" else "float32",
-                                   start=pieces[PAD_ID], max_positions=positions,
-                                   **dataclasses.asdict(run.decode_hparams)))
+    atomic_write_text(os.path.join(directory, "README.txt"), README_TEXT.format(
+        quantization=quantization if quantization != "none" else "float32", start=pieces[PAD_ID],
+        max_positions=positions, **dataclasses.asdict(run.decode_hparams)))
 
 
 def check_quantization(quantization: str) -> None:
