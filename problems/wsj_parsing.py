@@ -90,10 +90,7 @@ def expand_mrg_files(value: str, name: str) -> list[str]:
     """
     paths = []
     for item in value.split(","):
-        if os.path.isdir(item):
-            matched = sorted(glob.glob(os.path.join(glob.escape(item), "*.mrg")))
-        else:
-            matched = sorted(glob.glob(item))
+        matched = sorted(glob.glob(os.path.join(glob.escape(item), "*.mrg") if os.path.isdir(item) else item))
         if not matched:
             raise UserError(f"`{name}`: no .mrg file at {item}")
         paths.extend(matched)

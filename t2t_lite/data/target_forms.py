@@ -101,9 +101,8 @@ def words_form_shape(target_tokens: Sequence[str]) -> list[str]:
 
 def without_tags(tree: Tree) -> Tree:
     """The tree with every POS tag replaced by `placeholder_tag` of its word (what the "words" form keeps)."""
-    if tree.is_preterminal:
-        return Tree(placeholder_tag(tree.children[0]), tree.children)
-    return Tree(tree.label, tuple(without_tags(child) for child in tree.children))
+    return (Tree(placeholder_tag(tree.children[0]), tree.children) if tree.is_preterminal
+            else Tree(tree.label, tuple(without_tags(child) for child in tree.children)))
 
 
 @dataclasses.dataclass(frozen=True)

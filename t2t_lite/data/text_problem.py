@@ -183,9 +183,8 @@ class Text2TextProblem(Problem):
         From the length histogram datagen recorded; data_dirs without one are read through.
         """
         lengths = self.config["splits"][split].get(LENGTHS)
-        if lengths is None:
-            return count_longer_than(self.dataset(split), max_length)
-        return count_longer(lengths, max_length)
+        return (count_longer_than(self.dataset(split), max_length) if lengths is None
+                else count_longer(lengths, max_length))
 
     def _prepare(self, opts: DatagenOptions, sources: dict[str, PairSource], log) -> dict:
         """Reads the inputs once, trains the vocabulary, then writes vocab.model and the config."""

@@ -112,10 +112,9 @@ class _BeamSearch:
         # would fill the beam with K copies of one extension (t2t's initial_log_probs).
         alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (beam - 1)]), [batch, 1])  # [B, K]
         finished_scores = tf.fill([batch, beam], NEG_INF)  # [B, K]
-        if isinstance(initial_state, SplitState):
-            state = initial_state  # per_beam already [N, ...]
-        else:
-            state = tf.nest.map_structure(lambda t: tf.repeat(t, beam, axis=0), initial_state)  # [N, ...]
+        # A SplitState's per_beam part is [N, ...] already.
+        state = (initial_state if isinstance(initial_state, SplitState)
+                 else tf.nest.map_structure(lambda t: tf.repeat(t, beam, axis=0), initial_state))  # [N, ...]
         if min_lengths is None:
             min_lengths = tf.zeros([batch * beam], tf.int32)
         return _Beams(seq, alive_log_probs, seq, finished_scores, state, max_lengths, min_lengths,
@@ -161,10 +160,8 @@ class _BeamSearch:
             return tf.nest.map_structure(lambda t: tf.gather(t, index), nest)
 
         state = beams.state
-        if isinstance(state, SplitState):
-            state = SplitState(per_beam=by(rows, state.per_beam), per_sentence=by(keep, state.per_sentence))
-        else:
-            state = by(rows, state)
+        state = (SplitState(per_beam=by(rows, state.per_beam), per_sentence=by(keep, state.per_sentence))
+                 if isinstance(state, SplitState) else by(rows, state))
         return _Beams(*by(keep, (beams.alive_seq, beams.alive_log_probs, beams.finished_seq, beams.finished_scores)),
                       state=state, max_lengths=tf.gather(beams.max_lengths, keep),
                       min_lengths=tf.gather(beams.min_lengths, rows), sentence=tf.gather(beams.sentence, keep))

@@ -27,9 +27,8 @@ def check_model_name(model_name: str) -> None:
 
 def versions(model_dir: str) -> list[int]:
     """The version numbers taken in model_dir (every integer name), ascending; [] for none or no model_dir."""
-    if not os.path.isdir(model_dir):
-        return []
-    return sorted(int(name) for name in os.listdir(model_dir) if name.isascii() and name.isdigit())
+    return (sorted(int(name) for name in os.listdir(model_dir) if name.isascii() and name.isdigit())
+            if os.path.isdir(model_dir) else [])
 
 
 def make_model_dir(export_dir: str, model_name: str) -> str:

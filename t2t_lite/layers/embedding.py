@@ -47,10 +47,8 @@ class SinusoidalPosition(keras.layers.Layer):
 
     def call(self, x, position=None):
         channels = x.shape[-1]
-        if position is None:
-            signal = timing_signal(ops.shape(x)[1], channels)  # [T, D]
-        else:
-            signal = timing_signal_at(position + ops.arange(ops.shape(x)[1]), channels)  # [T, D]
+        signal = (timing_signal(ops.shape(x)[1], channels) if position is None
+                  else timing_signal_at(position + ops.arange(ops.shape(x)[1]), channels))  # [T, D]
         return x + ops.cast(signal, x.dtype)[None]
 
 
@@ -76,10 +74,8 @@ class LearnedPosition(keras.layers.Layer):
             autocast=False)
 
     def call(self, x, position=None):
-        if position is None:
-            rows = self.table[: ops.shape(x)[1]]  # [T, D]
-        else:
-            rows = ops.take(self.table, position + ops.arange(ops.shape(x)[1]), axis=0)  # [T, D]
+        rows = (self.table[: ops.shape(x)[1]] if position is None
+                else ops.take(self.table, position + ops.arange(ops.shape(x)[1]), axis=0))  # [T, D]
         return x + ops.cast(rows, x.dtype)[None]
 
     def get_config(self):

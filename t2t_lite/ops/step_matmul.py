@@ -57,9 +57,8 @@ class StepMatmulSettings:
         if not on_cpu():
             return IN_OUT  # the measurement is about oneDNN's CPU kernels
         dtype = keras.backend.standardize_dtype(dtype)
-        if self.layout_record is not None:
-            return recorded_layout(self.layout_record, STEP_ROWS, depth, width, dtype)
-        return measured_layout(STEP_ROWS, depth, width, dtype)
+        return (recorded_layout(self.layout_record, STEP_ROWS, depth, width, dtype) if self.layout_record is not None
+                else measured_layout(STEP_ROWS, depth, width, dtype))
 
     def resolved_op(self, depth: int, width: int, dtype) -> str:
         """MATMUL or BATCH_MATMUL for a [depth, width] weight at a step's STEP_ROWS rows."""

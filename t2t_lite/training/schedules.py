@@ -69,9 +69,8 @@ class EndAwareSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def warmup_length(self, last):
         """The steps of the warmup in a run ending at `last` (a float tensor)."""
-        if self.warmup_fraction > 0:
-            return ops.maximum(self.warmup_fraction * last, 1.0)
-        return ops.convert_to_tensor(float(self.warmup_steps))
+        return (ops.maximum(self.warmup_fraction * last, 1.0) if self.warmup_fraction > 0
+                else ops.convert_to_tensor(float(self.warmup_steps)))
 
     def cooldown_steps(self, last):
         """The steps over which the rate falls from the peak to the floor, ending at `last` (a float tensor)."""
