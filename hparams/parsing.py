@@ -44,11 +44,9 @@ def transformer_wsj_parsing() -> HParams:
 @hparams_sets.register("transformer_wsj_parsing_tiny")
 def transformer_wsj_parsing_tiny() -> HParams:
     """transformer_wsj_parsing at transformer_tiny's sizes (2 layers, d 128, 4 heads), for CPUs and tests."""
-    return _derive(
-        transformer_wsj_parsing(),
-        model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4),
-        train=dict(batch_size=1024, warmup_steps=1000, train_steps=2000, average_last_checkpoints=0),
-    )
+    return _derive(transformer_wsj_parsing(),
+                   model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4),
+                   train=dict(batch_size=1024, warmup_steps=1000, train_steps=2000, average_last_checkpoints=0))
 
 
 @hparams_sets.register("transformer_parsing_small_data")
@@ -90,10 +88,8 @@ def transformer_parsing_small_data() -> HParams:
       unlikely close, then a certain end) to writing the rest of a long sentence, and one free output in
       five stops short; 1.0 leaves one in twenty-five, and constrained F1 is as high or higher.
     """
-    return _derive(
-        transformer_small_data(),
-        model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4,
-                   decoder_features=("word_pointer", "open_phrases")),
-        train=dict(max_length=512, batch_size=1024),
-        decode=dict(beam_size=6, batch_size=128, alpha=1.0, extra_length=150, constrained_decoding=True),
-    )
+    return _derive(transformer_small_data(),
+                   model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4,
+                              decoder_features=("word_pointer", "open_phrases")),
+                   train=dict(max_length=512, batch_size=1024),
+                   decode=dict(beam_size=6, batch_size=128, alpha=1.0, extra_length=150, constrained_decoding=True))

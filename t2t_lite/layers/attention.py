@@ -109,10 +109,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self.weights_dropout = Dropout(dropout, dtype=policy)
 
     def build(self, query_shape, memory_shape=None, *args, **kwargs):
-        width = (None, None, self.d_model)
-        self.query_proj.build(width)
-        self.key_proj.build(width)
-        self.value_proj.build(width)
+        for projection in (self.query_proj, self.key_proj, self.value_proj):
+            projection.build((None, None, self.d_model))
         self.output_proj.build((None, None, self.num_heads * self.value_dim))
 
     def memory_cache(self, memory):

@@ -92,11 +92,9 @@ class Transformer(keras.Model):
         for layer in self.encoder_layers + self.decoder_layers:
             setattr(self, layer.name, layer)
         # Pre-norm leaves the residual stream unnormalised; t2t adds a final LayerNorm.
-        pre = norm_position == "pre"
-        self.encoder_norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm",
-                                                             dtype=policy) if pre else None)
-        self.decoder_norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="decoder_norm",
-                                                             dtype=policy) if pre else None)
+        self.encoder_norm, self.decoder_norm = (
+            keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name=f"{stack}_norm", dtype=policy)
+            if norm_position == "pre" else None for stack in ("encoder", "decoder"))
         # A tuple of plain objects: what they make is the model's own (DecoderFeature.create and build).
         self.features = tuple(registry.decoder_features.get(name)() for name in self.decoder_features)
         for feature in self.features:
