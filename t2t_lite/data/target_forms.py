@@ -73,30 +73,22 @@ def delinearize_with_words(words: Sequence[str], target_tokens: Sequence[str]) -
     Returns:
       The tree, whose words are exactly `words`.
     """
-    tags_form = [token[1:] if _is_open(token) else "/" + token[1:] if _is_close(token) else PLACEHOLDER_POS
-                 for token in target_tokens if token]
-    opened = {token[1:] for token in target_tokens if _is_open(token)}
+    tags_form = [token[1:] if _is_bracket(token, OPEN_MARK) else "/" + token[1:] if _is_bracket(token, CLOSE_MARK)
+                 else PLACEHOLDER_POS for token in target_tokens if token]
+    opened = {token[1:] for token in target_tokens if _is_bracket(token, OPEN_MARK)}
     return without_tags(delinearize(words, tags_form, PTB_PHRASE_LABELS | opened))
 
 
-def _is_open(token: str) -> bool:
-    return len(token) > 1 and token.startswith(OPEN_MARK) and _is_label(token[1:])
-
-
-def _is_close(token: str) -> bool:
-    return len(token) > 1 and token.startswith(CLOSE_MARK) and _is_label(token[1:])
-
-
-def _is_label(text: str) -> bool:
-    """Whether text can be a bracket's label: a model may write bracket-like words such as "(slightly)" or
-    "((", which mark a word's place, not a phrase."""
-    return OPEN_MARK not in text and CLOSE_MARK not in text
+def _is_bracket(token: str, marks: str = OPEN_MARK + CLOSE_MARK) -> bool:
+    """Whether token is one of `marks` (by default either) followed by a label. A label holds no bracket: a
+    model may write bracket-like words such as "(slightly)" or "((", which mark a word's place, not a phrase."""
+    return len(token) > 1 and token[0] in marks and OPEN_MARK not in token[1:] and CLOSE_MARK not in token[1:]
 
 
 def words_form_shape(target_tokens: Sequence[str]) -> list[str]:
     """The brackets of "words" target tokens with each word as PLACEHOLDER_POS: what makes them a tree,
     whatever words were written (delinearize_with_words puts the sentence's own back)."""
-    return [token if _is_open(token) or _is_close(token) else PLACEHOLDER_POS for token in target_tokens]
+    return [token if _is_bracket(token) else PLACEHOLDER_POS for token in target_tokens]
 
 
 def without_tags(tree: Tree) -> Tree:

@@ -61,12 +61,9 @@ def score_linearized(outputs: Sequence[str], references: Sequence[str], sources:
     if not len(outputs) == len(references) == len(sources):
         raise UserError(f"got {len(outputs)} outputs, {len(references)} references and "
                         f"{len(sources)} source sentences; they must match line for line")
-    gold: list[Tree] = []
-    predicted: list[Tree] = []
-    for number, (output, reference, source) in enumerate(zip(outputs, references, sources), 1):
-        words = source.split()
-        gold.append(gold_tree(reference, words, form, number))
-        predicted.append(form.delinearize(words, output.split()))
+    gold = [gold_tree(reference, source.split(), form, number)
+            for number, (reference, source) in enumerate(zip(references, sources), 1)]
+    predicted = [form.delinearize(source.split(), output.split()) for output, source in zip(outputs, sources)]
     repaired = sum(form.shape(form.linearize(tree)[1]) != form.shape(output.split())
                    for tree, output in zip(predicted, outputs))
     return score_corpus(gold, predicted), repaired

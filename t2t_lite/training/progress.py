@@ -64,10 +64,7 @@ class Progress:
              budget_seconds: float) -> str:
         """The progress line at `step` of `last_step` (as planned now): mean loss, the learning rate, throughput
         and the time left."""
-        if budget_seconds:
-            times = (f"trained {clock(seconds_trained)}  remaining "
-                     f"~{clock(max(budget_seconds - seconds_trained, 0.0))} of the time budget")
-        else:
-            times = self.times(step, last_step)
+        times = (f"trained {clock(seconds_trained)}  remaining ~{clock(max(budget_seconds - seconds_trained, 0.0))} "
+                 f"of the time budget" if budget_seconds else self.times(step, last_step))
         return (f"step {step}/{last_step}  loss {self.mean_loss:.4f} (mean of {self.steps} steps)  "
                 f"lr {learning_rate:.3e}  target tokens/s {self.tokens_per_second():,.0f}  {times}")
