@@ -15,7 +15,7 @@ flags.DEFINE_integer("vocab_size", None, "Shared vocabulary size of the data to 
 flags.DEFINE_integer("num_shards", 10, "TFRecord shards of the train split.")
 flags.DEFINE_integer("max_vocab_sentences", 1_000_000, "Training sentences sampled to train the vocabulary.")
 
-_OPTION_FLAGS = ("train_files", "dev_files", "test_files", "vocab_size", "num_shards", "max_vocab_sentences")
+OPTION_FLAGS = ("train_files", "dev_files", "test_files", "vocab_size", "num_shards", "max_vocab_sentences")
 
 
 def generate_data(problem, max_length: int = 0) -> None:
@@ -33,7 +33,7 @@ def generate_data(problem, max_length: int = 0) -> None:
         return
     # Before the vocabulary is trained (minutes on a large corpus) rather than when it is saved.
     check_dir_can_be_written(problem.data_dir, "--data_dir")
-    config = problem.generate_data(FLAGS.tmp_dir, **{name: FLAGS[name].value for name in _OPTION_FLAGS})
+    config = problem.generate_data(FLAGS.tmp_dir, **{name: FLAGS[name].value for name in OPTION_FLAGS})
     for split, counts in config["splits"].items():
         line = (f"{split}: {counts['examples']:,} examples in {counts['num_shards']} shards; "
                 f"{counts['skipped_empty']:,} pairs skipped with an empty side")

@@ -100,8 +100,7 @@ def check_generate_data_flags() -> None:
 
 
 # datagen's flags, which the trainer reads only to prepare data (--generate_data).
-DATA_SOURCE_FLAGS = ("tmp_dir", "train_files", "dev_files", "test_files", "vocab_size", "num_shards",
-                     "max_vocab_sentences")
+DATA_SOURCE_FLAGS = ("tmp_dir", *prepare.OPTION_FLAGS)
 
 
 def refuse_data_source_flags() -> None:

@@ -127,7 +127,7 @@ def _check_datagen(module, FLAGS, built: dict) -> dict:
     from t2t_lite import registry
 
     problem = registry.problems.get(FLAGS.problem)(FLAGS.data_dir)
-    options = problem.resolve_options({name: FLAGS[name].value for name in module.prepare._OPTION_FLAGS})
+    options = problem.resolve_options({name: FLAGS[name].value for name in module.prepare.OPTION_FLAGS})
     # The sources are lazy: resolving them checks the file flags' combination without reading or downloading.
     sources = [split for split in ("train", "dev", "test") if problem.pair_source(split, options, FLAGS.tmp_dir)]
     return {"vocab_size": options.vocab_size, "splits": sources}
