@@ -155,26 +155,18 @@ def _field_types(group_cls: type) -> dict[str, type]:
     return {f.name: hints[f.name] for f in dataclasses.fields(group_cls)}
 
 
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+# How an override's text becomes each field type's value; a tuple is "+"-separated, as "," separates overrides.
+_PARSERS = {bool: lambda text: _BOOLEANS[text.lower()], int: int, float: float, str: str,
+            tuple[str, ...]: lambda text: tuple(filter(None, (part.strip() for part in text.split("+"))))}
+
+
 def _parse_value(key: str, text: str, kind: type) -> Any:
     """Converts an override's text to the field's type, or raises UserError."""
-    if kind is bool:
-        if text.lower() in ("true", "1", "yes"):
-            return True
-        if text.lower() in ("false", "0", "no"):
-            return False
-    else:
-        try:
-            if kind is int:
-                return int(text)
-            if kind is float:
-                return float(text)
-            if kind is str:
-                return text
-            if kind == tuple[str, ...]:  # "+"-separated: "," separates overrides
-                return tuple(filter(None, (part.strip() for part in text.split("+"))))
-        except ValueError:
-            pass
-    raise UserError(f"hparams override {key}={text!r}: expected a {getattr(kind, '__name__', kind)}")
+    try:
+        return _PARSERS[kind](text)
+    except (KeyError, ValueError):
+        raise UserError(f"hparams override {key}={text!r}: expected a {getattr(kind, '__name__', kind)}") from None
 
 
 def apply_overrides(hparams: HParams, overrides: str) -> HParams:
