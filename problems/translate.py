@@ -13,7 +13,6 @@ Sources, for every problem here:
 The source is always English-side first: inputs English, targets German/French.
 """
 import functools
-import gzip
 import http.client
 import itertools
 import socket
@@ -23,30 +22,20 @@ from collections.abc import Iterator
 from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.data.text_problem import DatagenOptions, Text2TextProblem
 from t2t_lite.errors import UserError
+from t2t_lite.files import iter_lines
 from t2t_lite.registry import problems
 
 _TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 
 
 def read_lines(path: str) -> Iterator[str]:
-    """The lines of a UTF-8 text file (gzip when it ends in .gz), without their line ends.
+    """The lines of a UTF-8 text file (gzip when it ends in .gz), without their line ends: files.iter_lines, with
+    datagen's message for a line that is not UTF-8.
 
     Only "\\n" ends a line (a "\\r" before it is dropped too), so a sentence
     containing U+2028 or a form feed stays one line.
     """
-    with _open_binary(path) as f:
-        try:
-            for number, line in enumerate(f, 1):
-                yield _decode_line(line, path, number)
-        except (OSError, EOFError) as error:  # a corrupt or truncated .gz
-            raise UserError(f"cannot read {path}: {error}") from None
-
-
-def _open_binary(path: str):
-    try:
-        return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
-    except OSError as error:
-        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
+    return iter_lines(path, _decode_line)
 
 
 def _decode_line(line: bytes, path: str, number: int) -> str:
