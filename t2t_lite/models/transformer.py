@@ -221,16 +221,11 @@ class Transformer(keras.Model):
         return self.embedding_dropout(x, training=training)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(vocab_size=self.vocab_size, num_encoder_layers=self.num_encoder_layers,
-                      num_decoder_layers=self.num_decoder_layers, d_model=self.d_model, d_ff=self.d_ff,
-                      num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
-                      dropout=self.dropout_rate, attention_dropout=self.attention_dropout,
-                      relu_dropout=self.relu_dropout, norm_position=self.norm_position,
-                      position_encoding=self.position_encoding, max_position=self.max_position,
-                      share_embeddings=self.share_embeddings, layer_norm_epsilon=self.layer_norm_epsilon,
-                      decoder_features=self.decoder_features)
-        return config
+        # The constructor's arguments are ModelHParams' fields, each kept as the attribute of its name (dropout's
+        # as dropout_rate).
+        settings = {field.name: getattr(self, field.name) for field in dataclasses.fields(ModelHParams)
+                    if field.name != "dropout"}
+        return {**super().get_config(), **settings, "dropout": self.dropout_rate}
 
     @classmethod
     def from_config(cls, config):
