@@ -129,17 +129,13 @@ class Vocabulary:
         self.model = model
         try:
             # The op parses the model here, eagerly: a bad one fails now, not in the middle of tf.data.
-            self._tokenizer = _tokenizer(model)
-            self.vocab_size = int(self._tokenizer.vocab_size())
+            # The tensorflow_text.SentencepieceTokenizer; a SavedModel must track it to carry its model.
+            self.tokenizer = _tokenizer(model)
+            self.vocab_size = int(self.tokenizer.vocab_size())
         except tf.errors.OpError:
             raise UserError(f"{source} is not a SentencePiece model ({len(model):,} bytes that do not parse as "
                             "one); regenerate it with t2t-lite-datagen into a new `data_dir`") from None
         self._pieces = SentencePieceCodec(model, source)  # decode's, in Python
-
-    @property
-    def tokenizer(self):
-        """The tensorflow_text.SentencepieceTokenizer; a SavedModel must track it to carry its model."""
-        return self._tokenizer
 
     @classmethod
     def from_file(cls, path: str) -> "Vocabulary":
@@ -158,7 +154,7 @@ class Vocabulary:
         Returns:
           int32 ragged [B, None].
         """
-        return self._tokenizer.tokenize(texts)
+        return self.tokenizer.tokenize(texts)
 
     def tf_decode(self, ids) -> tf.Tensor:
         """Ids -> strings, stopping at each row's first EOS and skipping PAD.
@@ -174,7 +170,7 @@ class Vocabulary:
         # [B, T]: true up to and excluding the first EOS of each row.
         before_eos = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=-1, exclusive=True) == 0
         keep = before_eos & (ids != PAD_ID) & (ids != EOS_ID)
-        return self._tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
+        return self.tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
 
     def encode(self, text: str) -> list[int]:
         """One string -> its ids, without EOS."""
