@@ -20,8 +20,7 @@ from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.decoding.cached_step import step_kernels
 from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
-from t2t_lite.export import layout
-from t2t_lite.export import ctranslate2_export
+from t2t_lite.export import ctranslate2_export, layout
 from t2t_lite.export_format import CTRANSLATE2, FORMATS, VOCAB_ASSET, problem_info
 from t2t_lite.export.request import (DEFAULT_MAX_INPUT_LENGTH, ExportRequest, publish,  # noqa: F401
                                      text_vocabulary, write_export_files)

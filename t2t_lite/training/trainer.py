@@ -16,8 +16,7 @@ from t2t_lite.config import HParams
 from t2t_lite.data.problem import Problem
 from t2t_lite.models import build_model
 from t2t_lite.run_dir import EVAL_LOGS, TRAIN_LOGS, RunDir, restore_checkpoint
-from t2t_lite.training import checkpoints as ckpt
-from t2t_lite.training import distribution, loop, run_config
+from t2t_lite.training import checkpoints as ckpt, distribution, loop, run_config
 from t2t_lite.training.averaging import average_after_training, finish_averaging
 from t2t_lite.training.averaging_schedule import AveragingSources, end_of_run_points
 from t2t_lite.training.batches import eval_batches, train_batches
@@ -26,8 +25,7 @@ from t2t_lite.training.dev_score import DevScorer
 from t2t_lite.training.evaluator import EvalResult, Evaluator, dev_loss
 from t2t_lite.training.loop import StopReason
 from t2t_lite.training.memory_probe import probe_memory
-from t2t_lite.training.progress import Progress
-from t2t_lite.training.progress import clock as hms
+from t2t_lite.training.progress import Progress, clock as hms
 from t2t_lite.training.signals import stop_on_signals
 from t2t_lite.training.schedules import EndAwareSchedule, set_last_step
 from t2t_lite.training.steps import TrainStep, learning_rate_schedule, make_eval_step, make_optimizer
