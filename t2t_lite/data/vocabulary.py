@@ -164,9 +164,7 @@ class Vocabulary:
         Returns:
           tf.string [B].
         """
-        if isinstance(ids, tf.RaggedTensor):
-            ids = ids.to_tensor(default_value=PAD_ID)
-        ids = tf.cast(ids, tf.int32)
+        ids = tf.cast(ids.to_tensor(default_value=PAD_ID) if isinstance(ids, tf.RaggedTensor) else ids, tf.int32)
         # [B, T]: true up to and excluding the first EOS of each row.
         before_eos = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=-1, exclusive=True) == 0
         keep = before_eos & (ids != PAD_ID) & (ids != EOS_ID)

@@ -115,8 +115,7 @@ class _BeamSearch:
         # A SplitState's per_beam part is [N, ...] already.
         state = (initial_state if isinstance(initial_state, SplitState)
                  else tf.nest.map_structure(lambda t: tf.repeat(t, beam, axis=0), initial_state))  # [N, ...]
-        if min_lengths is None:
-            min_lengths = tf.zeros([batch * beam], tf.int32)
+        min_lengths = tf.zeros([batch * beam], tf.int32) if min_lengths is None else min_lengths
         return _Beams(seq, alive_log_probs, seq, finished_scores, state, max_lengths, min_lengths,
                       tf.range(batch))
 

@@ -137,8 +137,7 @@ def evalb_brackets(tree: Tree, deleted: set[int] | None = None) -> tuple[list[st
       (words, brackets): the words left after deletion, and a multiset of
       (label, start, end) with end exclusive, counted over those words.
     """
-    if deleted is None:
-        deleted = deleted_positions(tree)
+    deleted = deleted_positions(tree) if deleted is None else deleted
     all_words = tree.words()
     # kept_before[i]: how many kept words precede word i (evalb.c: a deleted
     # word occupies no span position).
