@@ -43,10 +43,8 @@ _TIMEOUT_SECONDS = 60
 
 def local_file(tmp_dir: str, name: str) -> str | None:
     """The file `name` (e.g. "train.en") in tmp_dir, gzipped or not; None when neither is there."""
-    for candidate in (os.path.join(tmp_dir, name + ".gz"), os.path.join(tmp_dir, name)):
-        if os.path.isfile(candidate):
-            return candidate
-    return None
+    candidates = (os.path.join(tmp_dir, name + ".gz"), os.path.join(tmp_dir, name))
+    return next((candidate for candidate in candidates if os.path.isfile(candidate)), None)
 
 
 def fetch(url: str) -> bytes:
@@ -94,10 +92,8 @@ class Multi30kProblem(ParallelFilesProblem):
             raise UserError(f"{self.name} needs `tmp_dir`=DIR: its files are read from there, or downloaded "
                             f"there when missing")
         os.makedirs(tmp_dir, exist_ok=True)
-        paths = []
-        for language in ("en", self.language):
-            name = f"{SPLIT_NAMES[split]}.{language}"
-            paths.append(local_file(tmp_dir, name) or download(name, tmp_dir))
+        names = [f"{SPLIT_NAMES[split]}.{language}" for language in ("en", self.language)]
+        paths = [local_file(tmp_dir, name) or download(name, tmp_dir) for name in names]
         return functools.partial(read_parallel_files, *paths)
 
 

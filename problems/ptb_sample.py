@@ -39,11 +39,10 @@ _TIMEOUT_SECONDS = 120
 
 def sample_directory(tmp_dir: str) -> str | None:
     """The directory under tmp_dir that holds the sample's .mrg files; None when there is none."""
-    for candidate in (tmp_dir, os.path.join(tmp_dir, "corpora", "treebank", "combined"),
-                      os.path.join(tmp_dir, "treebank", "combined")):
-        if os.path.isfile(os.path.join(candidate, "wsj_0001.mrg")):
-            return candidate
-    return None
+    candidates = (tmp_dir, os.path.join(tmp_dir, "corpora", "treebank", "combined"),
+                  os.path.join(tmp_dir, "treebank", "combined"))
+    return next((candidate for candidate in candidates if os.path.isfile(os.path.join(candidate, "wsj_0001.mrg"))),
+                None)
 
 
 def split_files(directory: str, split: str) -> list[str]:
