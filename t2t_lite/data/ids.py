@@ -3,6 +3,7 @@
 Decoding an export needs these and nothing of tf.data (a CTranslate2 deployment has no TensorFlow);
 t2t_lite.data.problem re-exports them for everything else.
 """
+import itertools
 
 # tensor2tensor's reserved ids: padding and end of sentence.
 PAD_ID = 0
@@ -14,10 +15,4 @@ def strip_ids(ids) -> list[int]:
 
     [5, 0, 7, 1, 9] -> [5, 7].
     """
-    out = []
-    for i in map(int, ids):
-        if i == EOS_ID:
-            break
-        if i != PAD_ID:
-            out.append(i)
-    return out
+    return [i for i in itertools.takewhile(lambda i: i != EOS_ID, map(int, ids)) if i != PAD_ID]

@@ -171,9 +171,8 @@ def strip_label(label: str) -> str:
       The bare category. For the PTB's few undecided labels ("ADVP|PRT") the
       first alternative is kept, so every label is one used elsewhere.
     """
-    if len(label) > 1 and label.startswith("-") and label.endswith("-"):
-        return label
-    return re.split(r"[-=|]", label, maxsplit=1)[0] or label
+    named = len(label) > 1 and label.startswith("-") and label.endswith("-")
+    return label if named else re.split(r"[-=|]", label, maxsplit=1)[0] or label
 
 
 def strip_tree(tree: Tree) -> Tree:

@@ -47,9 +47,8 @@ def shortlist_columns(constraint: OutputConstraint, inputs, rows_per_sentence: i
     search ranks per row; None when the constraint gives none."""
     # A constraint written before shortlists has no `columns`: it gets none.
     columns = getattr(constraint, "columns", lambda inputs: None)(inputs)
-    if columns is None:
-        return None
-    return tf.pad(columns, [[0, 0], [0, tf.maximum(2 * rows_per_sentence - tf.shape(columns)[1], 0)]])
+    return (None if columns is None
+            else tf.pad(columns, [[0, 0], [0, tf.maximum(2 * rows_per_sentence - tf.shape(columns)[1], 0)]]))
 
 
 def constrain(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, constraint: OutputConstraint,
@@ -70,11 +69,9 @@ def constrain(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, constraint
       (fn, state) to give the search in place of the two.
     """
     start = constraint.initial_state(inputs, tf.convert_to_tensor(max_lengths, tf.int32))  # [B, ...]
+    # A SplitState's per-beam part has a row per beam already; a plain state the search repeats K times itself.
     if isinstance(initial_state, SplitState):
         start = tf.nest.map_structure(lambda t: tf.repeat(t, rows_per_sentence, axis=0), start)  # [N, ...]
-        state = initial_state._replace(per_beam=(initial_state.per_beam, start))
-    else:
-        state = (initial_state, start)  # the search repeats a plain state K times itself
 
     def constrained_fn(ids, step, state):
         if isinstance(state, SplitState):
@@ -93,11 +90,15 @@ def constrain(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, constraint
         else:
             logits, inner = symbols_to_logits_fn(ids, step, inner)  # [N, V]
             logits = tf.where(constraint.allowed(automaton, step), logits, tf.constant(NEG_INF, logits.dtype))
-        if isinstance(inner, SplitState):
-            return logits, inner._replace(per_beam=(inner.per_beam, automaton))
-        return logits, (inner, automaton)
+        return logits, _with_automaton(inner, automaton)
 
-    return constrained_fn, state
+    return constrained_fn, _with_automaton(initial_state, start)
+
+
+def _with_automaton(state, automaton):
+    """A search's state with the constraint's automaton: beside a SplitState's per-beam part, which the search
+    gathers along the beams, or paired with a plain state."""
+    return state._replace(per_beam=(state.per_beam, automaton)) if isinstance(state, SplitState) else (state, automaton)
 
 
 def problem_constraint(problem, decode_hparams) -> OutputConstraint | None:

@@ -136,9 +136,8 @@ def _numpy(variable) -> np.ndarray:
 
 def _position_table(model, max_positions: int) -> np.ndarray:
     """[P, D]: row i is added at position i (0-based) of the encoder and the decoder."""
-    if model.position_encoding == "learned":
-        return _numpy(model.position.table)
-    return np.asarray(timing_signal(max_positions, model.d_model), np.float32)
+    return (_numpy(model.position.table) if model.position_encoding == "learned"
+            else np.asarray(timing_signal(max_positions, model.d_model), np.float32))
 
 
 def _linear(spec, dense) -> None:

@@ -68,9 +68,8 @@ def restore_latest(run_dir: RunDir, state: dict, log: Callable[[str], None]) -> 
 def data_seed(random_seed: int, restored: Restored | None, data_checkpointed: bool) -> int:
     """The training data's shuffle seed: random_seed, or random_seed + step when resuming from a checkpoint
     without the data position (so the resumed run does not replay the batches it began with)."""
-    if restored is not None and not (data_checkpointed and DATA in restored.entries):
-        return random_seed + restored.step
-    return random_seed
+    replays = restored is not None and not (data_checkpointed and DATA in restored.entries)
+    return random_seed + restored.step if replays else random_seed
 
 
 def restore_data(iterator, restored: Restored | None) -> None:
