@@ -64,9 +64,8 @@ class StepMatmulSettings:
         """MATMUL or BATCH_MATMUL for a [depth, width] weight at a step's STEP_ROWS rows."""
         if self.op != AUTO:
             return self.op
-        if not on_cpu():
-            return MATMUL
-        return step_matmul_op(STEP_ROWS, depth, width, tf.as_dtype(keras.backend.standardize_dtype(dtype)))
+        return (step_matmul_op(STEP_ROWS, depth, width, tf.as_dtype(keras.backend.standardize_dtype(dtype)))
+                if on_cpu() else MATMUL)
 
 
 def on_cpu() -> bool:

@@ -69,9 +69,8 @@ class StopRules:
             if self.budget_spent() and self.plan.last_step > step + 1:
                 self._revise(step)  # the estimate fell short: end at the next step, the rate at its floor there
             return None
-        if step >= self.train_steps:
-            return StopReason.STEPS
-        return StopReason.TIME_BUDGET if self.budget_spent() else None
+        return (StopReason.STEPS if step >= self.train_steps
+                else StopReason.TIME_BUDGET if self.budget_spent() else None)
 
     def budget_spent(self) -> bool:
         return self.budget_seconds > 0 and self.clock.seconds() >= self.budget_seconds
