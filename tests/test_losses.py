@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.training.losses import correct_tokens, projected_smoothed_cross_entropy, smoothed_cross_entropy
+from t2t_lite.training.losses import (MAX_SLICES, SLICE_BYTES, correct_tokens, loss_slices,
+                                     projected_smoothed_cross_entropy, smoothed_cross_entropy)
 
 
 def numpy_smoothed_loss(logits, labels, eps):
@@ -92,3 +93,38 @@ def test_projected_loss_in_bfloat16_follows_float32():
     for low, full in zip(grads16, grads32):
         assert low.dtype == np.float32  # flowed back through the casts
         np.testing.assert_allclose(low, full, rtol=0.1, atol=0.05 * np.abs(full).max())
+
+
+@pytest.mark.parametrize("positions,vocab_size", [(512, 20), (1024, 4000), (2048, 8000), (4096, 32768), (8192, 37000),
+                                                  (3000, 2796), (1, 1)])
+def test_loss_slices_are_the_fewest_that_keep_a_slices_logits_under_the_bound(positions, vocab_size):
+    slices = loss_slices(positions, vocab_size)
+    assert 1 <= slices <= MAX_SLICES
+    slice_bytes = lambda count: -(-positions // count) * vocab_size * 4  # noqa: E731  (float32 logits of a slice)
+    assert slices == MAX_SLICES or slice_bytes(slices) <= SLICE_BYTES
+    assert slices == 1 or slice_bytes(slices - 1) > SLICE_BYTES
+
+
+@pytest.mark.parametrize("overrides", ["vocab_size=40", "vocab_size=40000,train.batch_size=4096"])
+def test_the_train_step_projects_in_as_many_slices_as_loss_slices_gives(overrides):
+    """Each slice is one TensorScatterSub (its logits' gradient) in the traced gradient pass: a small vocabulary's
+    step traces one."""
+    import keras
+
+    import t2t_lite.hparams  # noqa: F401
+    from t2t_lite import config
+    from t2t_lite.models import build_model
+    from t2t_lite.registry import hparams_sets
+    from t2t_lite.training.steps import TrainStep
+
+    hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(),
+                                     "num_encoder_layers=1,num_decoder_layers=1,d_model=16,d_ff=32,num_heads=2,"
+                                     + overrides)
+    strategy = tf.distribute.get_strategy()
+    model = build_model(hparams)
+    step = TrainStep(model, keras.optimizers.SGD(), strategy, 0.1, hparams.train.batch_size)
+    graph = step.gradients.get_concrete_function().graph
+    slices = sum(op.type == "TensorScatterSub" for op in graph.get_operations())
+    expected = loss_slices(hparams.train.batch_size, hparams.model.vocab_size)
+    assert expected == (1 if hparams.model.vocab_size == 40 else MAX_SLICES)
+    assert slices == expected

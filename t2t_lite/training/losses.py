@@ -51,7 +51,19 @@ def correct_tokens(logits, labels):
     return tf.reduce_sum(hits * weights), tf.reduce_sum(weights)
 
 
-def projected_smoothed_cross_entropy(states, kernel, labels, smoothing: float, chunks: int = 8):
+# A slice's [rows, V] float32 logits (and each tensor the loss derives from them) stay under this many bytes.
+SLICE_BYTES = 32 * 2**20
+MAX_SLICES = 8
+
+
+def loss_slices(positions: int, vocab_size: int) -> int:
+    """How many slices projected_smoothed_cross_entropy should take `positions` positions in: enough to keep a
+    slice's logits under SLICE_BYTES, at most MAX_SLICES. Each slice is written into the graph again, so a
+    small vocabulary's one slice traces and runs fastest."""
+    return min(MAX_SLICES, max(1, math.ceil(positions * vocab_size * 4 / SLICE_BYTES)))
+
+
+def projected_smoothed_cross_entropy(states, kernel, labels, smoothing: float, chunks: int = MAX_SLICES):
     """smoothed_cross_entropy(states @ kernel, labels, smoothing), without holding [B, T, V] logits.
 
     Training's largest tensors are the logits over the vocabulary and what the
@@ -68,7 +80,7 @@ def projected_smoothed_cross_entropy(states, kernel, labels, smoothing: float, c
       kernel: [D, V] output projection, in the same dtype.
       labels: int [B, T], PAD = 0 positions ignored.
       smoothing: eps_ls.
-      chunks: slices of the B * T positions.
+      chunks: slices of the B * T positions (loss_slices chooses them for a batch size).
     Returns:
       (loss_sum, token_count), float32 scalars; loss_sum differentiable with
       respect to states and kernel.

@@ -8,7 +8,8 @@ from keras.optimizers.schedules import LearningRateSchedule
 from t2t_lite import compat
 from t2t_lite.config import HParams
 from t2t_lite.training.adam import FusedAdam
-from t2t_lite.training.losses import correct_tokens, projected_smoothed_cross_entropy, smoothed_cross_entropy
+from t2t_lite.training.losses import (correct_tokens, loss_slices, projected_smoothed_cross_entropy,
+                                     smoothed_cross_entropy)
 from t2t_lite.training.schedules import LinearDecaySchedule, NoamSchedule, WarmupStableDecaySchedule
 
 BATCH_SIGNATURE = {"inputs": tf.TensorSpec([None, None], tf.int32), "targets": tf.TensorSpec([None, None], tf.int32)}
@@ -96,6 +97,7 @@ class TrainStep:
         self.float32_output_projection = float32_output_projection
         self.label_smoothing, self.nominal_tokens = label_smoothing, float(nominal_tokens)
         self.accumulation_steps = accumulation_steps
+        self.loss_slices = loss_slices(nominal_tokens, model.vocab_size)
         self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         self._sums = _Accumulators(model.trainable_variables) if accumulation_steps > 1 else None
         # No autograph, here and in the decoder: the steps write tf.cond and tf.while_loop themselves, and
@@ -128,7 +130,8 @@ class TrainStep:
                 states = tf.cast(states, tf.float32)  # the states' gradient is cast back on the way down
             # The projection onto the vocabulary happens inside the loss, in slices: no [B, T_tgt, V] logits.
             loss_sum, tokens = projected_smoothed_cross_entropy(states, self.model.output_kernel(states.dtype),
-                                                                batch["targets"], self.label_smoothing)
+                                                                batch["targets"], self.label_smoothing,
+                                                                chunks=self.loss_slices)
             # Multiplied by the loss scale under float16; scale_loss is the identity otherwise.
             scaled = self.optimizer.scale_loss(loss_sum / self.nominal_tokens)
         gradients = tape.gradient(scaled, self.model.trainable_variables)
