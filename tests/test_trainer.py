@@ -233,8 +233,8 @@ def poison_loss(monkeypatch, is_bad):
     """Makes the training loss NaN on the calls (1, 2, ...) of the loss for which is_bad(call) is true."""
     calls = tf.Variable(0)
 
-    def loss(states, kernel, targets, label_smoothing):
-        loss_sum, tokens = projected_smoothed_cross_entropy(states, kernel, targets, label_smoothing)
+    def loss(states, kernel, targets, label_smoothing, **slices):
+        loss_sum, tokens = projected_smoothed_cross_entropy(states, kernel, targets, label_smoothing, **slices)
         calls.assign_add(1)
         return tf.where(is_bad(calls), float("nan"), loss_sum), tokens
 
