@@ -123,8 +123,8 @@ def loss_is_nan_on(nan_replica: tf.Variable):
     """While active, a newly traced TrainStep's loss sum is NaN on the replica whose id nan_replica holds."""
     finite_loss = steps.projected_smoothed_cross_entropy
 
-    def nan_on_one_replica(states, kernel, targets, label_smoothing):
-        loss_sum, tokens = finite_loss(states, kernel, targets, label_smoothing)
+    def nan_on_one_replica(states, kernel, targets, label_smoothing, **slices):
+        loss_sum, tokens = finite_loss(states, kernel, targets, label_smoothing, **slices)
         replica = tf.distribute.get_replica_context().replica_id_in_sync_group
         return tf.where(tf.equal(replica, nan_replica), float("nan"), loss_sum), tokens
 
