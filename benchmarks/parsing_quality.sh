@@ -13,6 +13,9 @@
 # a model that has not learned to end its trees runs every sentence to the set's extra_length (150 with
 # beam 4 for the default set; 300 with beam 21 for transformer_wsj_parsing), so a smoke run wants e.g.
 # DECODE_FLAGS='--beam_size=1 --extra_length=5').
+# SEEDS (e.g. "1234 42 7") spends the budget on an ensemble instead: one run per seed, each trained for SECONDS
+# divided by their number, WORK/run for the first and WORK/run_seed<S> for the others, and the dev split decoded
+# by the ensemble of the runs (--checkpoint_path=WORK/run,WORK/run_seed42,...).
 # benchmarks/parsing_side_by_side.sh runs this script for t2t-lite's side, with TRAIN_FLAGS keeping a checkpoint
 # every CHECKPOINT_STEPS steps for its curve; WORK_DIR/train.start records when training was launched.
 set -euo pipefail
@@ -50,15 +53,25 @@ with open(f"{work}/dev.words", "w", encoding="utf-8") as words, open(f"{work}/de
 print(f"dev split: {len(pairs)} sentences")
 EOF
 
-MINUTES=$(python3 -c "print($SECONDS_BUDGET / 60)")
+SEED_LIST=(${SEEDS:-""})
+MINUTES=$(python3 -c "print($SECONDS_BUDGET / 60 / ${#SEED_LIST[@]})")
 date +%s.%N > "$WORK/train.start"  # parsing_side_by_side.sh's F1 curve measures checkpoint times from here
-t2t-lite-trainer "${USR[@]}" --problem="$PROBLEM" --data_dir="$WORK/data" --hparams_set="$SET" \
-  --hparams="${HPARAMS:-}" --output_dir="$WORK/run" --train_minutes="$MINUTES" --train_steps=1000000 \
-  --eval_bleu_sentences=0 ${TRAIN_FLAGS:-} 2>&1 | tee "$WORK/train.log"
+RUNS=()
+: > "$WORK/train.log"
+for seed in "${SEED_LIST[@]}"; do
+  run="$WORK/run"
+  [ "${#RUNS[@]}" -gt 0 ] && run="$WORK/run_seed$seed"
+  RUNS+=("$run")
+  t2t-lite-trainer "${USR[@]}" --problem="$PROBLEM" --data_dir="$WORK/data" --hparams_set="$SET" \
+    --hparams="${HPARAMS:-}" --output_dir="$run" --train_minutes="$MINUTES" --train_steps=1000000 \
+    --eval_bleu_sentences=0 ${seed:+--random_seed="$seed"} ${TRAIN_FLAGS:-} 2>&1 | tee -a "$WORK/train.log"
+done
+MEMBERS=$(IFS=,; echo "${RUNS[*]}")
 
 start=$(date +%s)
 # dev.words holds the treebank's own tokens: --input_tokenized, so they are parsed as they are rather than
 # tokenized again (which would turn a closing '' into ``).
-t2t-lite-decoder "${USR[@]}" --output_dir="$WORK/run" --decode_from_file="$WORK/dev.words" --input_tokenized \
-  --decode_to_file="$WORK/dev.hyp" --decode_reference="$WORK/dev.trees" ${DECODE_FLAGS:-} 2>&1 | tee "$WORK/decode.log"
+t2t-lite-decoder "${USR[@]}" --output_dir="$WORK/run" ${SEEDS:+--checkpoint_path="$MEMBERS"} \
+  --decode_from_file="$WORK/dev.words" --input_tokenized --decode_to_file="$WORK/dev.hyp" \
+  --decode_reference="$WORK/dev.trees" ${DECODE_FLAGS:-} 2>&1 | tee "$WORK/decode.log"
 echo "decode wall time: $(( $(date +%s) - start )) s"

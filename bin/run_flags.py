@@ -13,8 +13,9 @@ def define(verb: str, decoding_settings: bool = True) -> None:
       verb: what the command does to the run, for the help: e.g. "decodes".
     """
     flags.DEFINE_string("output_dir", None, f"A training run; {verb} its averaged checkpoint if any, else the newest.")
-    flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint (e.g. RUN/ckpt-5000) instead; several, "
-                        "comma-separated, make an ensemble where the command supports one.")
+    flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint (e.g. RUN/ckpt-5000) or another run "
+                        "directory instead; several, comma-separated, make an ensemble where the command supports "
+                        "one (a run directory gives the checkpoint --checkpoint picks).")
     flags.DEFINE_enum("checkpoint", None, ["averaged", "best", "latest"], "Which checkpoint of --output_dir: the "
                       "averaged one, the best on the dev metric, or the newest. Default: averaged if any, else "
                       "the newest.")

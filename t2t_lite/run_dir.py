@@ -284,11 +284,15 @@ def find_checkpoint(run: RunDir | None, checkpoint_path: str | None, choice: str
     "averaged" (what training or t2t-lite-avg-checkpoints wrote), "best" (the
     best on the dev metric so far), "latest" (the newest); None picks the
     averaged checkpoint if there is one (the paper decodes from it), else the newest.
+    A checkpoint_path that is a run directory stands for its checkpoint as `choice` says, so that an
+    ensemble can name its members' runs.
     """
     if checkpoint_path:
+        if os.path.isfile(RunDir(checkpoint_path).spec_file):
+            return find_checkpoint(RunDir(checkpoint_path), None, choice)
         if not checkpoint_exists(checkpoint_path):
             raise UserError(f"no checkpoint at `checkpoint_path` {checkpoint_path!r} "
-                            f"(expected {checkpoint_path}.index)")
+                            f"(expected {checkpoint_path}.index, or a run directory)")
         return checkpoint_path
     if run is None:
         raise UserError("give `output_dir` (a training run) or `checkpoint_path`")

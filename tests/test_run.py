@@ -61,7 +61,8 @@ def test_the_averaged_checkpoint_wins_over_the_newest_and_an_explicit_path_over_
     assert find_checkpoint(RunDir(str(without_average)), None) == str(without_average / "ckpt-200")
     with pytest.raises(UserError, match="^no checkpoint in `output_dir` .*; train first or pass `checkpoint_path`$"):
         find_checkpoint(RunDir(str(tmp_path / "empty")), None)
-    with pytest.raises(UserError, match=r"^no checkpoint at `checkpoint_path` '.*ckpt-7' \(expected .*ckpt-7.index\)$"):
+    with pytest.raises(UserError, match=r"^no checkpoint at `checkpoint_path` '.*ckpt-7' "
+                                        r"\(expected .*ckpt-7.index, or a run directory\)$"):
         find_checkpoint(RunDir(output_dir), os.path.join(output_dir, "ckpt-7"))
     with pytest.raises(UserError, match="^give `output_dir`"):
         find_checkpoint(None, None)
@@ -167,6 +168,14 @@ def test_several_checkpoints_open_an_ensemble_only_where_the_caller_takes_one(ru
     for reopened, original in zip(opened.models[0].weights, model.weights):
         np.testing.assert_array_equal(reopened.numpy(), original.numpy())
     assert not np.array_equal(opened.models[1].weights[0].numpy(), model.weights[0].numpy())  # seed 1, not 0
+
+    # Runs named as members stand for the checkpoint `checkpoint` picks in each.
+    second = tmp_path / "second"
+    save_run(str(second), tiny_spec(), (300,), seed=2)
+    by_runs = open_run(RunRequest(checkpoint_path=f"{output_dir},{second}"), ensemble=True)
+    assert by_runs.checkpoints == (f"{output_dir}/{AVERAGED_SUBDIR}/ckpt-200", f"{second}/ckpt-300")
+    latest = open_run(RunRequest(checkpoint_path=f"{output_dir},{second}", checkpoint="latest"), ensemble=True)
+    assert latest.checkpoints == (f"{output_dir}/ckpt-200", f"{second}/ckpt-300")
 
     other = tmp_path / "other_vocab"
     save_run(str(other), tiny_spec(vocab_size=20), (100,))
