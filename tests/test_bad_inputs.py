@@ -306,7 +306,8 @@ def test_missing_checkpoint_path_and_checkpoint_outside_a_run(world):
     missing = world["run"] / "ckpt-9"
     with pytest.raises(UserError) as refusal:
         find_checkpoint(None, str(missing))
-    assert str(refusal.value) == f"no checkpoint at `checkpoint_path` '{missing}' (expected {missing}.index, or a run directory)"
+    assert str(refusal.value) == (f"no checkpoint at `checkpoint_path` '{missing}' "
+                                  f"(expected {missing}.index, or a run directory)")
     bare = find_checkpoint(RunDir(str(world["bare"])), None)
     with pytest.raises(UserError) as refusal:
         spec_beside(bare, None)
