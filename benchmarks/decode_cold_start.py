@@ -11,26 +11,20 @@ import os
 import sys
 import time
 
-import numpy as np
 import tensorflow as tf
 if os.environ.get("GRAPPLER_OFF"):
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 from t2t_lite import Translator
+from t2t_lite.decoding.batching import encode_lines, longest_first, pad_ids
+
 run, source = sys.argv[1], sys.argv[2]
 beam, batch_size = (int(sys.argv[3]), int(sys.argv[4])) if len(sys.argv) > 4 else (6, 128)
 words = [line.rstrip("\n") for line in open(source, encoding="utf-8")]
 tr = Translator.from_run(run, beam_size=beam, batch_size=batch_size)
 backend = tr._backend
 decoder = backend.decoder(tr.decode)
-from t2t_lite.decoding.batching import encode_lines  # noqa: E402
-
-problem = backend.run.problem
-encoded = encode_lines(problem, words)
-order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))[:batch_size]
-width = max(len(encoded[i]) for i in order)
-batch = np.zeros([len(order), width], np.int32)
-for row, i in enumerate(order):
-    batch[row, :len(encoded[i])] = encoded[i]
+encoded = encode_lines(backend.run.problem, words)
+batch = pad_ids([encoded[i] for i in longest_first([len(ids) for ids in encoded], batch_size)[0]])  # the longest
 
 
 def timed(call):

@@ -288,8 +288,9 @@ def find_checkpoint(run: RunDir | None, checkpoint_path: str | None, choice: str
     ensemble can name its members' runs.
     """
     if checkpoint_path:
-        if os.path.isfile(RunDir(checkpoint_path).spec_file):
-            return find_checkpoint(RunDir(checkpoint_path), None, choice)
+        member = RunDir(checkpoint_path)
+        if os.path.isfile(member.spec_file):
+            return find_checkpoint(member, None, choice)
         if not checkpoint_exists(checkpoint_path):
             raise UserError(f"no checkpoint at `checkpoint_path` {checkpoint_path!r} "
                             f"(expected {checkpoint_path}.index, or a run directory)")
