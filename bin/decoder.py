@@ -25,10 +25,10 @@ flags.DEFINE_string("decode_reference", None, "Reference file: print the problem
 flags.DEFINE_string("paper_bleu_language", None, "With --decode_reference, also print the paper's BLEU (Moses-"
                     "tokenized for this target language, e.g. de or fr, compounds split).")
 flags.DEFINE_integer("batch_size", None, "Sentences per batch; default the set's decode.batch_size.")
-flags.DEFINE_integer("parallel_batches", 1, "Batches decoded at once, each on its own thread: on a CPU a "
-                     "second batch can use the cycles one batch leaves idle between its matmuls; whether that "
-                     "pays depends on the model and CPU (docs/performance.md). Outputs are the same.",
-                     lower_bound=1)
+flags.DEFINE_integer("parallel_batches", None, "Batches decoded at once, each on its own thread: on a CPU a "
+                     "second batch uses the cycles one batch leaves idle between its matmuls. Outputs are the "
+                     "same. Default: 2 where the process may use two or more cores, else 1; standard input is "
+                     "decoded a batch at a time.", lower_bound=1)
 flags.DEFINE_integer("nbest", 1, "Hypotheses per input line, best first (at most the beam size).")
 flags.DEFINE_enum("output_format", "text", ["text", "jsonl"], "text: the best output per line, or Moses n-best "
                   "lines (INDEX ||| TEXT ||| SCORE) with --nbest > 1; jsonl: per line {source, hypotheses: "

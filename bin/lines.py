@@ -48,7 +48,9 @@ class DecodeFileRequest:
     # Line-aligned references: the problem's scores (Problem.score: BLEU, bracket F1 for parsing, exact match
     # for algorithmic problems) are written after decoding.
     decode_reference: str | None = None
-    parallel_batches: int = 1
+    # Batches decoded at once; None: decode_id_batches' default (two on a machine with two cores or more), one
+    # for standard input.
+    parallel_batches: int | None = None
     # "text": the best output per line (n-best 1) or Moses n-best lines; "jsonl": one JSON object per line.
     output_format: str = "text"
     # With decode_reference, also the paper's compound-split BLEU, Moses-tokenized for this language.
@@ -114,7 +116,8 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     def format_batch(sources, first_index=0):
         tokens = translator.tokenized(sources, request.input_tokenized)
         results = translator.hypotheses(tokens, first_line=first_index + 1, progress=None if streaming else log,
-                                        parallel_batches=request.parallel_batches, input_tokenized=True)
+                                        parallel_batches=1 if streaming else request.parallel_batches,
+                                        input_tokenized=True)
         # With output_trees, the texts shown are bracketed trees over each source's tokens (Translator.as_trees).
         shown = ([[dataclasses.replace(h, text=translator.as_trees([words], [h.text])[0]) for h in hypotheses]
                   for words, hypotheses in zip(tokens, results)] if request.output_trees else results)
@@ -181,7 +184,7 @@ def check_request(request: DecodeFileRequest) -> None:
     if request.decode_from_file == STDIN and (request.decode_to_file or request.decode_reference):
         raise UserError("--decode_from_file=- writes each output to standard output as it is decoded; "
                         "--decode_to_file and --decode_reference need a file to decode")
-    if request.decode_from_file == STDIN and request.parallel_batches > 1:
+    if request.decode_from_file == STDIN and (request.parallel_batches or 1) > 1:
         raise UserError("--decode_from_file=- decodes each batch as its lines come, one at a time; "
                         "--parallel_batches needs a file to decode")
     if request.paper_bleu_language and not request.decode_reference:

@@ -97,16 +97,20 @@ class MeetingEngine(ReversingEngine):
         return super().__call__(inputs)
 
 
-def test_batches_are_decoded_one_at_a_time_unless_more_are_asked_for():
-    alone = MeetingEngine()
-    decode_id_batches(alone, SENTENCES, batch_size=2, to_text=as_text)  # by default, one at a time
-    assert alone.met == [False, False]
-    together = MeetingEngine()
+@pytest.mark.parametrize("cores, default_meets", [({0}, False), ({0, 1}, True), ({0, 1, 2, 3}, True)])
+def test_batches_are_decoded_two_at_a_time_by_default_where_the_process_has_two_cores(monkeypatch, cores,
+                                                                                     default_meets):
+    monkeypatch.setattr(batching.os, "sched_getaffinity", lambda pid: cores)
+    by_default, alone, together = MeetingEngine(), MeetingEngine(), MeetingEngine()
+    decode_id_batches(by_default, SENTENCES, batch_size=2, to_text=as_text)
+    assert by_default.met == [default_meets] * 2
+    decode_id_batches(alone, SENTENCES, batch_size=2, to_text=as_text, parallel_batches=1)
     decode_id_batches(together, SENTENCES, batch_size=2, to_text=as_text, parallel_batches=2)
-    assert together.met == [True, True]
+    assert alone.met == [False, False] and together.met == [True, True]
 
 
-def test_an_error_drops_the_batches_not_yet_started():
+@pytest.mark.parametrize("parallel_batches", [1, 2])
+def test_an_error_drops_the_batches_not_yet_started(parallel_batches):
     calls = []
 
     def failing(inputs):
@@ -114,8 +118,9 @@ def test_an_error_drops_the_batches_not_yet_started():
         raise RuntimeError("interrupted")
 
     with pytest.raises(RuntimeError, match="interrupted"):
-        decode_id_batches(failing, [[5, EOS_ID]] * 8, batch_size=1, to_text=as_text)
-    assert len(calls) <= 2  # the failed batch, and at most the one its thread took up before the error was seen
+        decode_id_batches(failing, [[5, EOS_ID]] * 8, batch_size=1, to_text=as_text, parallel_batches=parallel_batches)
+    # Those in flight when the first failed, and at most one more each thread took up before the error was seen.
+    assert len(calls) <= 2 * parallel_batches
     # An error while the results are turned into text (or Ctrl-C there), outside the search's own thread.
     engine = ReversingEngine()
 
@@ -123,8 +128,9 @@ def test_an_error_drops_the_batches_not_yet_started():
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        decode_id_batches(engine, [[5, EOS_ID]] * 8, batch_size=1, to_text=failing_text)
-    assert len(engine.batches) <= 2
+        decode_id_batches(engine, [[5, EOS_ID]] * 8, batch_size=1, to_text=failing_text,
+                          parallel_batches=parallel_batches)
+    assert len(engine.batches) <= 2 * parallel_batches
 
 
 class WordProblem:
@@ -182,7 +188,8 @@ def test_decode_lines_decodes_text_through_the_decoder_in_input_order():
         decode_lines(WordProblem(), engine, ["a", "x"], batch_size=1, first_line=6)
 
 
-def test_decode_lines_decodes_one_batch_at_a_time_unless_more_are_asked_for():
+def test_decode_lines_decodes_as_many_batches_at_once_as_asked(monkeypatch):
+    monkeypatch.setattr(batching.os, "sched_getaffinity", lambda pid: {0})  # by default one at a time, so 2 is asked
     alone, together = MeetingEngine(), MeetingEngine()
     decode_lines(WordProblem(), alone, ["a", "b"], batch_size=1)
     results = decode_lines(WordProblem(), together, ["a", "b"], batch_size=1,

@@ -9,6 +9,7 @@ Needs only numpy: a CTranslate2 deployment decodes through here without TensorFl
 """
 import concurrent.futures
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -89,7 +90,7 @@ def encode_lines(codec: TextCodec, lines: list[str], first_line: int = 1, what: 
 
 def decode_id_batches(decode_batch: DecodeBatch, encoded: list[list[int]], batch_size: int,
                       to_text: Callable[[list[int]], str], progress: Callable[[str], None] | None = None,
-                      parallel_batches: int = 1) -> list[list[Hypothesis]]:
+                      parallel_batches: int | None = None) -> list[list[Hypothesis]]:
     """Decodes every sentence's ids; returns the K hypotheses of each, best first, in input order.
 
     Sentences are decoded longest first in batches of `batch_size`, so a batch
@@ -107,10 +108,10 @@ def decode_id_batches(decode_batch: DecodeBatch, encoded: list[list[int]], batch
       parallel_batches: how many batches are decoded at once, each from its
         own thread (TensorFlow runs the graphs side by side). On a CPU a
         second batch's kernels use the cycles one batch leaves idle in its
-        many small ops between matmuls, as CTranslate2's inter_threads does
-        (whether it pays depends on the model and CPU: docs/performance.md);
-        results are the same.
+        many small ops between matmuls, as CTranslate2's inter_threads does;
+        results are the same. None: `default_parallel_batches()`.
     """
+    parallel_batches = default_parallel_batches() if parallel_batches is None else parallel_batches
     if parallel_batches < 1:
         raise UserError(f"parallel_batches must be at least 1, got {parallel_batches}")
     results: list[list[Hypothesis]] = [[Hypothesis("", 0.0)] for _ in encoded]
@@ -136,6 +137,13 @@ def decode_id_batches(decode_batch: DecodeBatch, encoded: list[list[int]], batch
         # On an error or Ctrl-C, batches not yet started are dropped, not decoded to no purpose.
         pool.shutdown(cancel_futures=True)
     return results
+
+
+def default_parallel_batches() -> int:
+    """Batches in flight when the caller says nothing: two where this process may use two cores or more (a
+    second batch fills the gaps between the first's small ops: docs/performance.md), else one."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cores, 2)
 
 
 def hypothesis(beam, score, to_text: Callable[[list[int]], str]) -> Hypothesis:
