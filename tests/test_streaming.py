@@ -1,4 +1,5 @@
 """--decode_from_file=-: standard input decoded as it comes, each batch's outputs written before the input ends."""
+import io
 import os
 import queue
 import subprocess
@@ -67,3 +68,25 @@ def test_a_pipe_gets_each_lines_outputs_before_its_input_is_closed(reverse_run):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_a_file_is_decoded_with_the_default_batches_in_flight_and_standard_input_a_batch_at_a_time(
+        reverse_run, tmp_path, monkeypatch):
+    from t2t_lite.inference.translator import Translator
+
+    asked = []
+    hypotheses = Translator.hypotheses
+
+    def recording(self, sentences, **settings):
+        asked.append(settings["parallel_batches"])
+        return hypotheses(self, sentences, **settings)
+
+    monkeypatch.setattr(Translator, "hypotheses", recording)
+    source = tmp_path / "in.txt"
+    source.write_text("123\n45\n", encoding="utf-8")
+    run = RunRequest(output_dir=reverse_run)
+    decode_file(DecodeFileRequest(run, decode_from_file=str(source), decode_to_file=str(tmp_path / "out.txt")))
+    with open(source, "rb") as stdin:
+        decode_file(DecodeFileRequest(run, decode_from_file="-"), out=io.StringIO(), stdin=stdin)
+    # None: decode_id_batches' default (two on a machine with two cores or more); standard input one at a time.
+    assert asked == [None, 1]
