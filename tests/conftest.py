@@ -4,12 +4,6 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-if os.environ.get("PYTEST_XDIST_WORKER") and hasattr(os, "sched_getaffinity"):
-    # Two workers share the machine's two cores: each decodes one batch at a time (the decoder's default on one
-    # core, decoding.batching.default_parallel_batches), so the two do not crowd each other's cores with four
-    # decoding threads. test_id_batching.py sets the core count its tests of that default need.
-    os.sched_getaffinity = lambda pid: {0}
-
 from trained_runs import multi30k_run, reverse_run  # noqa: E402,F401  (session fixtures)
 from tiny_parsers import words_parser  # noqa: E402,F401  (a session fixture)
 
