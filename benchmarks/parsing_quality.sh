@@ -9,7 +9,7 @@
 # Environment: PTB_DIR (the sample's .mrg files or an NLTK data directory; default WORK_DIR/tmp, where
 # datagen downloads what is missing), PROBLEM (parsing_ptb_sample_words), USR_DIR (a --usr_dir for all three
 # commands, e.g. one registering a variant of the problem), HPARAMS_SET (transformer_parsing_small_data), HPARAMS (overrides),
-# VOCAB_SIZE (the problem's default), TRAIN_FLAGS (extra trainer flags), DECODE_FLAGS (extra decoder flags:
+# VOCAB_SIZE (the problem's default), EXTRA_TRAIN_MRG (below), TRAIN_FLAGS (extra trainer flags), DECODE_FLAGS (extra decoder flags:
 # a model that has not learned to end its trees runs every sentence to the set's extra_length (150 with
 # beam 4 for the default set; 300 with beam 21 for transformer_wsj_parsing), so a smoke run wants e.g.
 # DECODE_FLAGS='--beam_size=1 --extra_length=5').
@@ -28,8 +28,22 @@ USR=(${USR_DIR:+--usr_dir="$USR_DIR"})
 mkdir -p "$WORK"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 
+# EXTRA_TRAIN_MRG: more .mrg files (comma-separated) joining the sample's train split, e.g. the trees
+# parsing_self_training.sh keeps; the dev split stays the sample's.
+SPLITS=()
+if [ -n "${EXTRA_TRAIN_MRG:-}" ]; then
+  mapfile -t SPLITS < <(python3 - "$PTB" "$EXTRA_TRAIN_MRG" <<'EOF'
+import sys
+sys.path = [path for path in sys.path if path not in ("", ".")]
+from t2t_lite.problems.ptb_sample import SPLIT_GLOBS, sample_directory
+sample, extra = sample_directory(sys.argv[1]), sys.argv[2]
+print("--train_files=" + ",".join([f"{sample}/{glob}" for glob in SPLIT_GLOBS["train"]] + [extra]))
+print("--dev_files=" + ",".join(f"{sample}/{glob}" for glob in SPLIT_GLOBS["dev"]))
+EOF
+)
+fi
 t2t-lite-datagen "${USR[@]}" --problem="$PROBLEM" --data_dir="$WORK/data" --tmp_dir="$PTB" \
-  ${VOCAB_SIZE:+--vocab_size="$VOCAB_SIZE"}
+  ${VOCAB_SIZE:+--vocab_size="$VOCAB_SIZE"} "${SPLITS[@]}"
 
 # The dev split as text: the words to parse and the gold linearised trees, one per line.
 python3 - "$PTB" "$WORK" "$PROBLEM" "${USR_DIR:-}" <<'EOF'

@@ -11,7 +11,7 @@
 # FIRST_RUN (a parsing_quality.sh WORK_DIR already trained for FIRST_SECONDS, used as the first run instead of
 # training one). The second run's training gets TOTAL_SECONDS (2100) minus the first run's and the parsing time.
 # WORK_DIR/first is the first run's parsing_quality.sh directory, WORK_DIR/second the second's; each decodes the
-# dev split (wsj_0160-0179) with the set's defaults and prints its F1.
+# dev split (wsj_0160-0179) with the set's defaults and prints its F1 (PROBLEM, HPARAMS_SET and the rest as there).
 set -euo pipefail
 WORK=${1:?usage: parsing_self_training.sh WORK_DIR [TOTAL_SECONDS]}
 TOTAL=${2:-2100}
@@ -48,16 +48,4 @@ EOF
 
 SECOND_SECONDS=$(( TOTAL - FIRST_SECONDS - PARSE_SECONDS ))
 echo "second run: $SECOND_SECONDS s of training on the treebank's trees and the kept ones"
-# The sample's own dev split; the training files: the sample's train split and the kept trees.
-SAMPLE=$(python3 -c "import sys; sys.path = [p for p in sys.path if p not in ('', '.')]
-from t2t_lite.problems.ptb_sample import sample_directory; print(sample_directory('$PTB'))")
-mkdir -p "$WORK/second"
-t2t-lite-datagen --problem=parsing_ptb_sample_words --data_dir="$WORK/second/data" --tmp_dir="$PTB" \
-  --train_files="$SAMPLE/wsj_00[0-9][0-9].mrg,$SAMPLE/wsj_01[0-5][0-9].mrg,$WORK/silver.mrg" \
-  --dev_files="$SAMPLE/wsj_01[67][0-9].mrg"
-t2t-lite-trainer --problem=parsing_ptb_sample_words --data_dir="$WORK/second/data" \
-  --hparams_set=transformer_parsing_small_data --output_dir="$WORK/second/run" --train_minutes="$(python3 -c "print($SECOND_SECONDS / 60)")" \
-  --train_steps=1000000 --eval_bleu_sentences=0 2>&1 | tee "$WORK/second/train.log" | grep -E "^step .*/|stopped|averag" | tail -3
-t2t-lite-decoder --output_dir="$WORK/second/run" --decode_from_file="$FIRST/dev.words" --input_tokenized \
-  --decode_to_file="$WORK/second/dev.hyp" --decode_reference="$FIRST/dev.trees" 2>&1 \
-  | grep -E "sentences/s|FMeasure|Well-formed|Exact" | tail -4
+EXTRA_TRAIN_MRG="$WORK/silver.mrg" PTB_DIR="$PTB" bash "$HERE/parsing_quality.sh" "$WORK/second" "$SECOND_SECONDS"
