@@ -28,27 +28,6 @@ from t2t_lite.registry import problems
 _TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 
 
-def read_lines(path: str) -> Iterator[str]:
-    """The lines of a UTF-8 text file (gzip when it ends in .gz), without their line ends: files.iter_lines, with
-    datagen's message for a line that is not UTF-8.
-
-    Only "\\n" ends a line (a "\\r" before it is dropped too), so a sentence
-    containing U+2028 or a form feed stays one line.
-    """
-    return iter_lines(path, _decode_line)
-
-
-def _decode_line(line: bytes, path: str, number: int) -> str:
-    line = line.removesuffix(b"\n").removesuffix(b"\r")
-    if number == 1:
-        line = line.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark is not text
-    try:
-        return line.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise UserError(f"{path}:{number}: invalid UTF-8 at byte {error.start} of the line "
-                        f"({error.reason})") from None
-
-
 def read_parallel_files(src_path: str, tgt_path: str) -> Iterator[tuple[str, str]]:
     """(source line, target line) pairs of two parallel files, validated as they stream.
 
@@ -56,7 +35,7 @@ def read_parallel_files(src_path: str, tgt_path: str) -> Iterator[tuple[str, str
       UserError: a file is missing or unreadable, a line is not UTF-8 (file and
         line number), or the files have different line counts (both counts).
     """
-    sources, targets = read_lines(src_path), read_lines(tgt_path)
+    sources, targets = iter_lines(src_path), iter_lines(tgt_path)
     for number, (src, tgt) in enumerate(itertools.zip_longest(sources, targets), 1):
         if src is None or tgt is None:
             # One file ended at line `number`; count the rest of the other for the message.

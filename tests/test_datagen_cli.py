@@ -33,7 +33,7 @@ def _bad_inputs(tmp) -> dict[str, tuple[list[str], list[str]]]:
         "unreadable file": ([*files, f"--train_files={tmp / 'five.en'},{tmp / 'a_directory'}"],
                             ["cannot read", "a_directory", "Is a directory"]),
         "invalid utf-8": ([*files, f"--train_files={tmp / 'five.en'},{tmp / 'latin1.de'}"],
-                          [f"{tmp / 'latin1.de'}:5: invalid UTF-8"]),
+                          [f"{tmp / 'latin1.de'}: line 5 is not valid UTF-8"]),
         "line counts": ([*files, f"--train_files={tmp / 'five.en'},{tmp / 'four.de'}"],
                         [f"{tmp / 'five.en'} has 5 lines", f"{tmp / 'four.de'} has 4"]),
         "unknown problem": (["--problem=translate_file"], ["unknown problem 'translate_file'", "translate_files"]),

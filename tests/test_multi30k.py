@@ -9,9 +9,9 @@ import tensorflow as tf
 import t2t_lite
 from t2t_lite.data.ids import EOS_ID, PAD_ID, strip_ids
 from t2t_lite.errors import UserError
+from t2t_lite.files import iter_lines as read_lines
 from t2t_lite.models import build_model
 from t2t_lite.problems import multi30k
-from t2t_lite.problems.translate import read_lines
 from t2t_lite.registry import problems
 from t2t_lite.run_dir import RunDir, load_spec
 from t2t_lite.inference.translator import Translator

@@ -12,11 +12,11 @@ import t2t_lite.problems  # noqa: F401  (registers the problems)
 from t2t_lite.data.problem import EOS_ID, PAD_ID
 from t2t_lite.data.text_problem import CONFIG_FILE, LENGTHS, DatagenOptions
 from t2t_lite.errors import UserError
+from t2t_lite.files import iter_lines as read_lines
 from t2t_lite.problems.translate import (
     TranslateFiles,
     WmtEnde,
     WmtEnfr,
-    read_lines,
     read_parallel_files,
     tfds_wmt14_pairs,
 )
@@ -259,7 +259,7 @@ def test_read_lines_handles_gzip_crlf_and_byte_order_mark(tmp_path):
 
 def test_read_errors_name_the_file_and_line(tmp_path):
     (tmp_path / "bad.txt").write_bytes(b"ok\nfine\nbroken \xff here\n")
-    with pytest.raises(UserError, match=r"bad.txt:3: invalid UTF-8 at byte 7"):
+    with pytest.raises(UserError, match=r"bad.txt: line 3 is not valid UTF-8 \(bytes b'\\xff' at byte 8"):
         list(read_lines(str(tmp_path / "bad.txt")))
     with pytest.raises(UserError, match="cannot read .*missing.txt: No such file"):
         list(read_lines(str(tmp_path / "missing.txt")))
