@@ -34,6 +34,12 @@ def check(precision: str) -> str:
     return precision
 
 
+def check_setting(setting: str) -> None:
+    """Raises UserError unless `setting` is AUTO or one of PRECISIONS: what a run or a decode may ask for."""
+    if setting not in (AUTO, *PRECISIONS):
+        raise UserError(f"`mixed_precision` must be one of {AUTO}, {', '.join(PRECISIONS)}; got {setting!r}")
+
+
 def compute_dtype(precision: str) -> str:
     """The dtype the matmuls run in under precision: "float32" for "none", else the policy's name."""
     return "float32" if check(precision) == "none" else precision

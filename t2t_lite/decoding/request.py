@@ -12,7 +12,7 @@ import dataclasses
 
 from t2t_lite.config import DecodeHParams, check_least
 from t2t_lite.errors import UserError
-from t2t_lite.precision import AUTO, PRECISIONS
+from t2t_lite.precision import AUTO, check_setting
 
 # The settings of a search, as DecodeHParams names them; None in a request keeps the engine's.
 SEARCH_SETTINGS = ("beam_size", "alpha", "extra_length", "batch_size", "constrained_decoding")
@@ -99,9 +99,7 @@ class DecodeRequest:
 
     def __post_init__(self):
         check_least(vars(self))
-        if self.mixed_precision not in (AUTO, *PRECISIONS):
-            raise UserError(f"`mixed_precision` must be one of {AUTO}, {', '.join(PRECISIONS)}; "
-                            f"got {self.mixed_precision!r}")
+        check_setting(self.mixed_precision)
         if self.sampling is not None:
             for name in ("beam_size", "alpha"):
                 if getattr(self, name) is not None:

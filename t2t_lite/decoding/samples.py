@@ -23,9 +23,8 @@ def decode_samples(problem: Problem, decoder: Decoder, count: int, batch_size: i
     samples = []
     for batch in problem.dataset(split).take(count).padded_batch(batch_size):
         ids, _ = decoder.decode(batch["inputs"])  # [B, K, T]
-        for source, output, reference in zip(batch["inputs"].numpy(), ids[:, 0].numpy(), batch["targets"].numpy()):
-            samples.append(Sample(problem.decode(strip_ids(source)), problem.decode(strip_ids(output)),
-                                  problem.decode(strip_ids(reference))))
+        rows = zip(batch["inputs"].numpy(), ids[:, 0].numpy(), batch["targets"].numpy())
+        samples += [Sample(*(problem.decode(strip_ids(part)) for part in row)) for row in rows]
     return samples
 
 

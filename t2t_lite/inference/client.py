@@ -76,10 +76,8 @@ def rest_predict(url: str, lines: list[str], timeout: float) -> list[Translation
             reply = json.loads(response.read().decode("utf-8"))
     except urllib.error.HTTPError as error:
         raise UserError(f"TF Serving at {url} answered HTTP {error.code}: {_served_error(error)}") from None
-    except urllib.error.URLError as error:
-        raise UserError(f"cannot reach TF Serving at {url}: {_reason(error.reason)}") from None
-    except OSError as error:  # a connection reset, or a timeout (TimeoutError) while reading
-        raise UserError(f"cannot reach TF Serving at {url}: {_reason(error)}") from None
+    except OSError as error:  # a URLError; or a connection reset, or a timeout (TimeoutError) while reading
+        raise UserError(f"cannot reach TF Serving at {url}: {_reason(getattr(error, 'reason', error))}") from None
     except ValueError as error:
         raise UserError(f"TF Serving at {url} did not answer JSON: {error}") from None
     return parse_rest_predictions(reply, len(lines), url)

@@ -42,8 +42,5 @@ def chrf_and_ter(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[
                          "chrF and TER need one reference line per hypothesis line")
     if not hypotheses:
         raise ValueError("no sentences to score")
-    results = []
-    for name, metric in (("chrF2", CHRF()), ("TER", TER())):
-        score = metric.corpus_score(list(hypotheses), [list(references)])
-        results.append(MetricResult(name, score.score, str(metric.get_signature())))
-    return tuple(results)
+    return tuple(MetricResult(name, metric.corpus_score(list(hypotheses), [list(references)]).score,
+                              str(metric.get_signature())) for name, metric in (("chrF2", CHRF()), ("TER", TER())))

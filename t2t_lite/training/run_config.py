@@ -129,9 +129,7 @@ def check(run: RunConfig) -> None:
     if run.best_checkpoint_metric == "bleu" and run.eval_bleu_sentences == 0:
         raise UserError("`best_checkpoint_metric`=bleu needs the dev metric: set `eval_bleu_sentences`=N (N > 0), "
                         "or use `best_checkpoint_metric`=loss")
-    if run.mixed_precision not in (precision.AUTO, *precision.PRECISIONS):
-        raise UserError(f"`mixed_precision` must be one of {precision.AUTO}, {', '.join(precision.PRECISIONS)}; "
-                        f"got {run.mixed_precision!r}")
+    precision.check_setting(run.mixed_precision)
     if run.float32_output_projection and run.mixed_precision == "none":
         raise UserError("`float32_output_projection` changes nothing with `mixed_precision`=none: "
                         "use `mixed_precision`=mixed_bfloat16 (or mixed_float16, or auto), or drop it")
