@@ -120,17 +120,12 @@ def open_run(request: RunRequest, ensemble: bool = False, engine: Engine = RUN) 
     problem_name = request.problem or spec.problem
     data_dir = request.data_dir or recorded_data_dir(spec, checkpoints[0])
     problem = registry.problems.get(problem_name)(data_dir)
-    check_vocab_size(problem.vocab_size, spec.hparams.model.vocab_size, data_dir)
+    if problem.vocab_size != spec.hparams.model.vocab_size:  # a data_dir of another vocabulary than the model's
+        raise UserError(f"the vocabulary of `data_dir` {data_dir!r} has {problem.vocab_size} ids but the "
+                        f"model was trained with {spec.hparams.model.vocab_size}; pass the run's `data_dir`")
     decode = dataclasses.replace(decode, mixed_precision=precision.resolve(decode.mixed_precision))
     models = [restore_model(s, c, decode.mixed_precision) for s, c in zip(specs, checkpoints)]
     return OpenedRun(tuple(checkpoints), spec, problem_name, problem, decode, tuple(models))
-
-
-def check_vocab_size(data_vocab_size: int, model_vocab_size: int, data_dir: str | None) -> None:
-    """Refuses a data_dir whose vocabulary is not the one the model was trained with (its size differs)."""
-    if data_vocab_size != model_vocab_size:
-        raise UserError(f"the vocabulary of `data_dir` {data_dir!r} has {data_vocab_size} ids but the "
-                        f"model was trained with {model_vocab_size}; pass the run's `data_dir`")
 
 
 def restore_model(spec: RunSpec, checkpoint: str, mixed_precision: str = "none") -> keras.Model:
