@@ -28,7 +28,6 @@ from t2t_lite.export.serving import ServingModule
 from t2t_lite.run import OpenedRun, open_run
 from t2t_lite.run_dir import HPARAMS_FILE
 
-HPARAMS_ASSET = HPARAMS_FILE
 # What a SavedModel decodes with: the beam search asked for, fixed in its graph.
 EXPORTING = Engine("a SavedModel", samples=False)
 
@@ -92,6 +91,6 @@ def save_module(module: ServingModule, path: str, run: OpenedRun, vocabulary: Vo
     with tempfile.TemporaryDirectory() as sources:
         write_export_files(sources, run, vocabulary, export_info)
         # Tracked Assets are copied into <path>/assets/ by the save.
-        module.hparams_asset = tf.saved_model.Asset(os.path.join(sources, HPARAMS_ASSET))
+        module.hparams_asset = tf.saved_model.Asset(os.path.join(sources, HPARAMS_FILE))
         module.vocab_asset = tf.saved_model.Asset(os.path.join(sources, VOCAB_ASSET))
         tf.saved_model.save(module, path, signatures=module.signatures())
