@@ -118,6 +118,8 @@ def test_query_failures_are_one_line(rest_server, tmp_path, case):
     errors = [line for line in result.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
     assert result.returncode == 2 and len(errors) == 1 and message in errors[0], result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+    if case == "no server":  # the refusal's reason, not the URLError wrapped around it
+        assert errors[0].endswith(": Connection refused"), errors[0]
 
 
 def test_timeout_is_a_user_error(rest_server):

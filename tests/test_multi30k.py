@@ -9,7 +9,7 @@ import tensorflow as tf
 import t2t_lite
 from t2t_lite.data.ids import EOS_ID, PAD_ID, strip_ids
 from t2t_lite.errors import UserError
-from t2t_lite.files import iter_lines as read_lines
+from t2t_lite.files import iter_lines
 from t2t_lite.models import build_model
 from t2t_lite.problems import multi30k
 from t2t_lite.registry import problems
@@ -29,7 +29,7 @@ def test_the_pinned_checksums_are_those_of_the_release_text():
 
 
 def first_lines(name: str, count: int) -> str:
-    return "".join(line + "\n" for _, line in zip(range(count), read_lines(str(RAW / name))))
+    return "".join(line + "\n" for _, line in zip(range(count), iter_lines(str(RAW / name))))
 
 
 def test_offline_datagen_reads_gzipped_or_plain_files_then_trains_and_decodes(tmp_path):
@@ -127,7 +127,7 @@ def test_a_missing_file_is_downloaded_checked_and_kept(tmp_path, release_server,
     assert sorted(p.name for p in tmp_dir.iterdir()) == ["val.de.gz", "val.en.gz"]
     pairs = list(source())
     assert len(pairs) == 1014
-    assert pairs[0] == (next(read_lines(str(RAW / "val.en"))), next(read_lines(str(RAW / "val.de"))))
+    assert pairs[0] == (next(iter_lines(str(RAW / "val.en"))), next(iter_lines(str(RAW / "val.de"))))
 
 
 def test_a_download_whose_text_is_not_the_releases_is_refused_and_not_kept(tmp_path, release_server, monkeypatch):

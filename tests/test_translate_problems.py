@@ -12,7 +12,7 @@ import t2t_lite.problems  # noqa: F401  (registers the problems)
 from t2t_lite.data.problem import EOS_ID, PAD_ID
 from t2t_lite.data.text_problem import CONFIG_FILE, LENGTHS, DatagenOptions
 from t2t_lite.errors import UserError
-from t2t_lite.files import iter_lines as read_lines
+from t2t_lite.files import iter_lines
 from t2t_lite.problems.translate import (
     TranslateFiles,
     WmtEnde,
@@ -247,25 +247,25 @@ def test_bad_options_are_user_errors(tmp_path):
     assert not os.path.exists(tmp_path / "data")
 
 
-def test_read_lines_handles_gzip_crlf_and_byte_order_mark(tmp_path):
+def test_iter_lines_handles_gzip_crlf_and_byte_order_mark(tmp_path):
     lines = _raw_pairs(_files("multi30k/raw/val.de", "multi30k/raw/val.en"))[:50]
     text = "".join(de + "\n" for de, _ in lines).encode("utf-8")
     with gzip.open(tmp_path / "val.de.gz", "wb") as f:
         f.write(text)
-    assert list(read_lines(str(tmp_path / "val.de.gz"))) == [de for de, _ in lines]
+    assert list(iter_lines(str(tmp_path / "val.de.gz"))) == [de for de, _ in lines]
     (tmp_path / "dos.txt").write_bytes(b"\xef\xbb\xbfeins\r\nzwei\r\n\r\ndrei")
-    assert list(read_lines(str(tmp_path / "dos.txt"))) == ["eins", "zwei", "", "drei"]
+    assert list(iter_lines(str(tmp_path / "dos.txt"))) == ["eins", "zwei", "", "drei"]
 
 
 def test_read_errors_name_the_file_and_line(tmp_path):
     (tmp_path / "bad.txt").write_bytes(b"ok\nfine\nbroken \xff here\n")
     with pytest.raises(UserError, match=r"bad.txt: line 3 is not valid UTF-8 \(bytes b'\\xff' at byte 8"):
-        list(read_lines(str(tmp_path / "bad.txt")))
+        list(iter_lines(str(tmp_path / "bad.txt")))
     with pytest.raises(UserError, match="cannot read .*missing.txt: No such file"):
-        list(read_lines(str(tmp_path / "missing.txt")))
+        list(iter_lines(str(tmp_path / "missing.txt")))
     (tmp_path / "cut.gz").write_bytes(gzip.compress(b"a\n" * 1000)[:30])
     with pytest.raises(UserError, match="cannot read .*cut.gz"):
-        list(read_lines(str(tmp_path / "cut.gz")))
+        list(iter_lines(str(tmp_path / "cut.gz")))
 
 
 def test_parallel_files_of_different_lengths_name_both_counts(tmp_path):

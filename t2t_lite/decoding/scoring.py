@@ -35,10 +35,11 @@ class TokenLogProbs:
 
     def _compute(self, inputs, targets):
         """inputs [B, T_src], targets [B, T_tgt] (EOS-terminated, PAD 0) -> float32 [B, T_tgt], 0 at PAD."""
-        logits = [tf.cast(model({"inputs": inputs, "targets": targets}, training=False), tf.float32)
-                  for model in self.models]  # [B, T, V] each
-        mean = tf.add_n([tf.gather(tf.nn.log_softmax(x), targets, axis=-1, batch_dims=2)
-                         for x in logits]) / len(logits)  # [B, T]
+        # Each model's [B, T, V] logits are cut to the targets' [B, T] before the next model's are made.
+        per_model = [tf.gather(tf.nn.log_softmax(tf.cast(model({"inputs": inputs, "targets": targets},
+                                                                  training=False), tf.float32)),
+                               targets, axis=-1, batch_dims=2) for model in self.models]
+        mean = tf.add_n(per_model) / len(per_model)  # [B, T]
         return tf.where(tf.not_equal(targets, 0), mean, tf.zeros_like(mean))
 
 

@@ -76,8 +76,9 @@ def rest_predict(url: str, lines: list[str], timeout: float) -> list[Translation
             reply = json.loads(response.read().decode("utf-8"))
     except urllib.error.HTTPError as error:
         raise UserError(f"TF Serving at {url} answered HTTP {error.code}: {_served_error(error)}") from None
-    except OSError as error:  # a URLError; or a connection reset, or a timeout (TimeoutError) while reading
-        raise UserError(f"cannot reach TF Serving at {url}: {_reason(getattr(error, 'reason', error))}") from None
+    except OSError as error:  # a URLError (its reason says why); a connection reset or a timeout while reading
+        reason = error.reason if isinstance(error, urllib.error.URLError) else error
+        raise UserError(f"cannot reach TF Serving at {url}: {_reason(reason)}") from None
     except ValueError as error:
         raise UserError(f"TF Serving at {url} did not answer JSON: {error}") from None
     return parse_rest_predictions(reply, len(lines), url)
