@@ -2,8 +2,6 @@
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -29,6 +27,7 @@ from t2t_lite.training.dev_score import DevScorer
 from t2t_lite.training.run_config import RunConfig, resolve_for
 from t2t_lite.training.trainer import Trainer
 from small_training import TINY, small_problem
+from cli_helpers import start_tool
 from checkpoint_reads import assert_every_tensor_reads
 
 
@@ -114,21 +113,23 @@ def test_training_lowers_dev_loss_and_writes_summaries_checkpoints_and_average(s
         np.testing.assert_allclose(averaged, (a + b) / 2, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.slow  # a fresh interpreter and a signal
+@pytest.mark.slow  # a process of its own and a signal
 def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):
-    command = [sys.executable, "-m", "t2t_lite.bin.trainer", "--problem=algorithmic_reverse",
-               "--hparams_set=transformer_tiny", f"--hparams={TINY}", f"--output_dir={tmp_path}",
-               "--train_steps=100000", "--save_checkpoints_steps=100000", "--log_every_steps=1", "--eval_steps=1",
-               "--nomemory_probe"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in process.stdout:
+    # Forked with TensorFlow already imported (cli_helpers.start_tool): a fresh interpreter's import costs ~5 s of
+    # CPU and is no part of what a signal does to a run.
+    process = start_tool("trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", f"--hparams={TINY}",
+                         f"--output_dir={tmp_path}", "--train_steps=100000", "--save_checkpoints_steps=100000",
+                         "--log_every_steps=1", "--eval_steps=1", "--nomemory_probe")
+    read = []
+    for line in process.stream:
+        read.append(line)
         if line.startswith("step 3/"):
             break
     else:
-        pytest.fail(f"trainer ended before step 3 (exit {process.wait()})")
+        pytest.fail(f"trainer ended before step 3 (exit {process.wait().returncode})")
     process.send_signal(signal.SIGTERM)
     start = time.monotonic()
-    output = process.communicate(timeout=60)[0]
+    output = "".join(read) + process.wait(timeout=60).stdout
     assert process.returncode == 0, output
     assert time.monotonic() - start < 30
     assert "SIGTERM received" in output
