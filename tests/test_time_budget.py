@@ -105,65 +105,71 @@ def test_training_clock_adds_this_process_seconds_to_the_restored_ones():
     assert float(training_clock.variable.numpy()) == 42.5
 
 
+# 6.5 steps' worth: the paper's schedule trains on to step 7, where the clock has counted the budget; a planned
+# last step (what end-aware schedules have) would be step 6, the last that fits.
+BUDGET_MINUTES = 6.5 * SECONDS_PER_STEP / 60
+
+
 @pytest.fixture(scope="module")
 def budgeted_run(tmp_path_factory):
-    """A run of 1 minute at 10 s a step, keeping one regular checkpoint: (trainer, output_dir, log lines)."""
+    """A run with the paper's schedule, BUDGET_MINUTES at 10 s a step, keeping one regular checkpoint:
+    (trainer, output_dir, log lines, what train() returned)."""
     output_dir, lines = tmp_path_factory.mktemp("budgeted"), []
-    trainer = make_trainer(output_dir, train_steps=1000, log=lines.append, train_minutes=1.0)
-    trainer.train()
-    return trainer, output_dir, lines
+    trainer = make_trainer(output_dir, train_steps=1000, log=lines.append, train_minutes=BUDGET_MINUTES)
+    reason = trainer.train()
+    return trainer, output_dir, lines, reason
 
 
 def test_budget_stops_saves_and_averages_the_end_whatever_keep_checkpoint_max(budgeted_run):
-    trainer, run, lines = budgeted_run
-    # 60 s at 10 s a step: the budget is spent at step 6, the last 50% of it is 30-60 s, so
-    # the three averaged checkpoints are those of 40, 50 and 60 s: steps 4, 5 and 6.
-    assert trainer.step == 6
-    assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-6")
-    assert any("time budget of 1 minutes spent at step 6" in line for line in lines)
-    assert any("remaining ~0:00:50 of the time budget" in line for line in lines)
-    assert any(line.startswith("trained steps 1-6: ") and "0:01:00 of training" in line for line in lines)
+    trainer, run, lines, _ = budgeted_run
+    # 65 s at 10 s a step: the budget is spent at step 7, the last 50% of it is 32.5-65 s, so the three
+    # averaged checkpoints are those first past 43.3, 54.2 and 65 s: steps 5, 6 and 7.
+    assert trainer.step == 7
+    assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-7")
+    assert any("time budget of 1.08333 minutes spent at step 7" in line for line in lines)
+    assert any("remaining ~0:00:55 of the time budget" in line for line in lines)
+    assert any(line.startswith("trained steps 1-7: ") and "0:01:10 of training" in line for line in lines)
     # keep_checkpoint_max=1 left one regular checkpoint; the averaging sources are all there.
-    assert tf.train.get_checkpoint_state(str(run)).all_model_checkpoint_paths == [str(run / "ckpt-6")]
+    assert tf.train.get_checkpoint_state(str(run)).all_model_checkpoint_paths == [str(run / "ckpt-7")]
     provenance = json.loads((run / "averaged" / "averaged.json").read_text())
-    assert provenance["checkpoints"] == [f"average_sources/ckpt-{s}" for s in (4, 5, 6)]
-    sources = [model_weights(trainer.hparams, run / "average_sources" / f"ckpt-{s}") for s in (4, 5, 6)]
-    averaged = model_weights(trainer.hparams, run / "averaged" / "ckpt-6")
+    assert provenance["checkpoints"] == [f"average_sources/ckpt-{s}" for s in (5, 6, 7)]
+    sources = [model_weights(trainer.hparams, run / "average_sources" / f"ckpt-{s}") for s in (5, 6, 7)]
+    averaged = model_weights(trainer.hparams, run / "averaged" / "ckpt-7")
     for mean, *values in zip(averaged, *sources):
         np.testing.assert_allclose(mean, np.mean(values, axis=0), rtol=1e-5, atol=1e-7)
     assert not np.allclose(sources[0][0], sources[2][0])  # the sources differ, so the mean is a real test
 
 
 def test_interrupted_budgeted_run_resumes_to_the_same_step_weights_and_average(budgeted_run, tmp_path):
-    straight, straight_dir, _ = budgeted_run
+    straight, straight_dir, _, _ = budgeted_run
 
     def interrupt_at_step_4(line):
         if line.startswith("step 4/"):
             os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C would; the trainer saves and returns
 
-    first = make_trainer(tmp_path, train_steps=1000, log=interrupt_at_step_4, train_minutes=1.0)
+    first = make_trainer(tmp_path, train_steps=1000, log=interrupt_at_step_4, train_minutes=BUDGET_MINUTES)
     first.train()
-    assert 4 <= first.step < 6
+    assert 4 <= first.step < 7
     assert not (tmp_path / "averaged").exists()
     lines = []
-    second = make_trainer(tmp_path, train_steps=1000, log=lines.append, train_minutes=1.0)
+    second = make_trainer(tmp_path, train_steps=1000, log=lines.append, train_minutes=BUDGET_MINUTES)
     second.train()
     assert any("resumed from" in line and f"step {first.step}" in line for line in lines)
     # The seconds trained came back with the checkpoint: the budget ends at the same step.
-    assert second.step == straight.step == 6
-    assert second.clock.seconds() == straight.clock.seconds() == 60.0
+    assert second.step == straight.step == 7
+    assert second.clock.seconds() == straight.clock.seconds() == 70.0
     for a, b in zip(straight.model.weights, second.model.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     names = json.loads((tmp_path / "averaged" / "averaged.json").read_text())["checkpoints"]
-    assert names == [f"average_sources/ckpt-{s}" for s in (4, 5, 6)]
-    for a, b in zip(model_weights(straight.hparams, straight_dir / "averaged" / "ckpt-6"),
-                    model_weights(straight.hparams, tmp_path / "averaged" / "ckpt-6")):
+    assert names == [f"average_sources/ckpt-{s}" for s in (5, 6, 7)]
+    for a, b in zip(model_weights(straight.hparams, straight_dir / "averaged" / "ckpt-7"),
+                    model_weights(straight.hparams, tmp_path / "averaged" / "ckpt-7")):
         np.testing.assert_array_equal(a, b)
     # A rerun finds the budget spent and trains nothing.
     rerun_lines = []
-    rerun = make_trainer(tmp_path, train_steps=1000, log=rerun_lines.append, train_minutes=1.0)
+    rerun = make_trainer(tmp_path, train_steps=1000, log=rerun_lines.append, train_minutes=BUDGET_MINUTES)
     rerun.train()
-    assert rerun.step == 6 and any("was spent by an earlier run" in line for line in rerun_lines)
+    assert rerun.step == 7 and any("was spent by an earlier run" in line for line in rerun_lines)
 
 
 def test_without_a_budget_the_span_is_a_fraction_of_train_steps(tmp_path):
@@ -218,10 +224,10 @@ def test_an_end_aware_schedule_reaches_zero_at_the_last_step_the_budget_allows(t
     assert f"learning rate: {max(rates):.3e} at its highest, 0.000e+00 on the last update (step 12)" in lines
 
 
-def test_the_papers_schedule_still_stops_on_the_clock(tmp_path):
-    trainer = make_trainer(tmp_path, train_steps=1000, average_last=0, train_minutes=12.5 * SECONDS_PER_STEP / 60,
-                           save_checkpoints_steps=5)
-    assert trainer.train() is StopReason.TIME_BUDGET and trainer.step == 13
+def test_the_papers_schedule_still_stops_on_the_clock(budgeted_run):
+    trainer, _, _, reason = budgeted_run
+    assert trainer.hparams.train.schedule == "rsqrt"  # the paper's
+    assert reason is StopReason.TIME_BUDGET and trainer.step == 7
 
 
 class ScriptedClock:
