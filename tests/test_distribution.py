@@ -6,9 +6,6 @@ first step is about lr * sign(gradient) whatever the gradient's size.
 """
 import contextlib
 import json
-import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -22,6 +19,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.registry import hparams_sets
 from t2t_lite.training import distribution, steps
 from t2t_lite.training.steps import BATCH_SIGNATURE, TrainStep
+from cli_helpers import run_forked, start_forked
 
 TINY = ("vocab_size=12,d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,"
         "dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=64")
@@ -81,8 +79,14 @@ def replica_target_tokens(strategy, batches):
     return [int(np.count_nonzero(t)) for t in strategy.experimental_local_results(next(iter(dataset))["targets"])]
 
 
+def print_json(case) -> None:
+    """In a process forked for it (cli_helpers): prints what case() returns as one line of JSON."""
+    print(json.dumps(case()))
+
+
 def mirrored_matches_one_device() -> dict:
-    """Run in a subprocess with the CPU split into REPLICAS devices; returns the largest differences per case."""
+    """Run in a process of its own with the CPU split into REPLICAS devices; returns the largest differences per
+    case."""
     distribution.split_cpu(REPLICAS)
     mirrored = distribution.make_strategy("mirrored")
     assert mirrored.num_replicas_in_sync == REPLICAS
@@ -137,10 +141,10 @@ def loss_is_nan_on(nan_replica: tf.Variable):
 
 @pytest.mark.slow
 def test_mirrored_on_4_cpu_devices_gives_the_one_device_update_also_with_uneven_tokens():
-    output = subprocess.run([sys.executable, __file__, "mirrored_matches_one_device"], capture_output=True,
-                            text=True, timeout=400, check=False, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    assert output.returncode == 0, output.stderr[-3000:]
-    result = json.loads(output.stdout.strip().splitlines()[-1])
+    # Forked with TensorFlow imported but not started, so the CPU can still be split; no interpreter start-up.
+    code, stdout, stderr = run_forked(print_json, mirrored_matches_one_device, timeout=400)
+    assert code == 0, stderr[-3000:]
+    result = json.loads(stdout.strip().splitlines()[-1])
     assert result.pop("nan_on_one_replica") == {"skipped": True, "max_update": 0.0}  # every replica skipped
     for case in result.values():
         assert case["max_difference"] < 1e-5
@@ -241,20 +245,15 @@ def test_a_two_worker_strategy_counts_two_workers():
     from test_multi_worker import free_ports
 
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
-    processes = [subprocess.Popen([sys.executable, __file__, "worker_count_in_cluster"], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True,
-                                  env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
-                                       "TF_CONFIG": json.dumps({"cluster": cluster,
-                                                                "task": {"type": "worker", "index": index}})})
+    # Each worker a process of its own, forked with TensorFlow imported but not started (as start_tool's trainers
+    # in test_multi_worker.py): collective ops are configured at its start, with no interpreter start-up.
+    processes = [start_forked(print_json, worker_count_in_cluster, stdout_too=False,
+                              env={"TF_CONFIG": json.dumps({"cluster": cluster,
+                                                            "task": {"type": "worker", "index": index}})})
                  for index in range(2)]
     for process in processes:
-        out, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err[-3000:]
-        assert json.loads(out.strip().splitlines()[-1]) == 2
+        result = process.wait(timeout=120)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert json.loads(result.stdout.strip().splitlines()[-1]) == 2
 
-
-if __name__ == "__main__":
-    case = {"mirrored_matches_one_device": mirrored_matches_one_device,
-            "worker_count_in_cluster": worker_count_in_cluster}[sys.argv[1]]
-    print(json.dumps(case()))
 
