@@ -26,7 +26,7 @@ from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.decoding.request import DecodeRequest, SamplingSettings
 from t2t_lite.run import RunRequest
 from t2t_lite.run_dir import HPARAMS_FILE, read_spec
-from cli_helpers import run_tool, run_tools
+from cli_helpers import run_forked, run_tool, run_tools
 from saved_model_graph import graph_nodes
 from trained_runs import multi30k_lines
 
@@ -61,9 +61,17 @@ assert not [name for name in sys.modules if name.split(".")[0] == "t2t_lite"], "
 print(json.dumps({"core": sorted(core), "text": sorted(text), "served": [t.decode("utf-8") for t in outputs]}))
 """
 
-# saved_model_cli cannot load op libraries itself: the same tool, with tensorflow-text imported first.
-SAVED_MODEL_CLI_WITH_TF_TEXT = ("import tensorflow_text; "
-                                "from tensorflow.python.tools.saved_model_cli import main; main()")
+
+def saved_model_cli(with_tensorflow_text: bool, *argv: str) -> None:
+    """saved_model_cli's main (what its console script runs) on argv, in a process forked by run_forked: the
+    tool as a user runs it, without a fresh interpreter's ~5 s of TensorFlow start-up. with_tensorflow_text:
+    import tensorflow-text first (saved_model_cli cannot load op libraries itself)."""
+    if with_tensorflow_text:
+        import tensorflow_text  # noqa: F401
+    from tensorflow.python.tools.saved_model_cli import main
+
+    sys.argv = ["saved_model_cli", *argv]
+    main()
 
 
 def python(*args, timeout=300):
@@ -111,6 +119,14 @@ def serve(loaded):
     return call
 
 
+@pytest.fixture(scope="module")
+def run_translator(run):
+    """The run's Translator with the export's decode settings, for the tests that check the export's beams
+    against the run's: one for the module, as each new one traces its search anew."""
+    return Translator.from_run(run["output_dir"], run["data_dir"], extra_length=DECODE_EXTRA_LENGTH,
+                               mixed_precision="none")
+
+
 def test_export_is_version_1_of_the_model_with_hparams_and_vocabulary_assets(run, exported):
     path = exported["path"]
     assert path == str(run["tmp"] / "exports" / "multi30k" / "1")
@@ -140,20 +156,18 @@ def test_fresh_process_with_only_tensorflow_gives_the_decoders_strings(exported,
     assert len(set(decoded)) > 1  # the run learned something input-dependent: not a vacuous match
 
 
-@pytest.mark.slow  # two fresh interpreters
+@pytest.mark.slow  # two processes of saved_model_cli, each loading the export
 def test_saved_model_cli_shows_both_signatures_and_runs_the_export(exported, serve, tmp_path):
-    show = subprocess.Popen(["saved_model_cli", "show", "--dir", exported["path"], "--all"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    # `run` loads through the TF1 session loader, the path TF Serving's C++ loader takes.
-    run = python("-c", SAVED_MODEL_CLI_WITH_TF_TEXT, "run", "--dir", exported["path"], "--tag_set", "serve",
-                 "--signature_def", "serving_default", "--input_exprs", 'inputs=["A dog runs.", "", "Two men sit."]',
-                 "--outdir", str(tmp_path))
-    shown, show_errors = show.communicate(timeout=300)
-    assert show.returncode == 0, show_errors
+    show_code, shown, show_errors = run_forked(saved_model_cli, False, "show", "--dir", exported["path"], "--all")
+    assert show_code == 0, show_errors[-3000:]
     for fragment in ("signature_def['serving_default']", "signature_def['decode_ids']", "dtype: DT_STRING",
                      "inputs['inputs']", "outputs['outputs']", "outputs['scores']", "tensorflow/serving/predict"):
         assert fragment in shown
-    assert run.returncode == 0, run.stderr
+    # `run` loads through the TF1 session loader, the path TF Serving's C++ loader takes.
+    run_code, _, run_errors = run_forked(saved_model_cli, True, "run", "--dir", exported["path"], "--tag_set", "serve",
+                                         "--signature_def", "serving_default", "--input_exprs",
+                                         'inputs=["A dog runs.", "", "Two men sit."]', "--outdir", str(tmp_path))
+    assert run_code == 0, run_errors[-3000:]
     texts, scores = serve(["A dog runs.", "", "Two men sit."])
     assert [t.decode("utf-8") for t in np.load(tmp_path / "outputs.npy", allow_pickle=True)] == texts
     np.testing.assert_allclose(np.load(tmp_path / "scores.npy"), scores, rtol=1e-5)
@@ -219,7 +233,7 @@ def test_over_long_input_is_truncated_to_max_input_length_tokens(run, loaded, se
     assert serve([long_line])[0] == [vocabulary.decode(whole["outputs"][0, 0].numpy())]
 
 
-def test_decode_ids_takes_ids_with_or_without_eos_and_gives_k_beams(run, loaded, serve):
+def test_decode_ids_takes_ids_with_or_without_eos_and_gives_k_beams(run, loaded, serve, run_translator):
     decode_ids = loaded.signatures["decode_ids"]
     vocabulary = problems.get("translate_files")(run["data_dir"]).vocabulary
     lines = ["A dog runs.", "Two men sit on a bench near the water."]
@@ -239,9 +253,7 @@ def test_decode_ids_takes_ids_with_or_without_eos_and_gives_k_beams(run, loaded,
     assert texts == serve(lines)[0]
     # Every beam, not only the best: the run's decoder with the export's settings gives the same 4 beams in
     # the same order, with their scores (a beam left unfinished would show as ids the decoder does not give).
-    decoder = Translator.from_run(run["output_dir"], run["data_dir"], extra_length=DECODE_EXTRA_LENGTH,
-                                  mixed_precision="none", nbest=4)
-    expected = decoder.hypotheses(lines)
+    expected = run_translator.hypotheses(lines, nbest=4)
     outputs, scores = without_eos["outputs"].numpy(), without_eos["scores"].numpy()
     for sentence, hypotheses in enumerate(expected):
         assert len(hypotheses) == 4
@@ -266,7 +278,7 @@ def test_8_threads_of_20_requests_give_the_one_by_one_outputs(serve):
     assert all(text == expected[line] for line, text in answers)
 
 
-def test_translator_from_export_gives_the_decoders_outputs_and_its_beams(run, exported, serve):
+def test_translator_from_export_gives_the_decoders_outputs_and_its_beams(exported, serve, run_translator):
     lines = exported["sentences"].read_text(encoding="utf-8").splitlines()[:20] + ["", "   "]
     translator = Translator.from_export(exported["path"])
     best = translator.translate(lines)
@@ -278,8 +290,7 @@ def test_translator_from_export_gives_the_decoders_outputs_and_its_beams(run, ex
     # The beams after the best are the search's own: distinct, best first, and the run decoder's 4-best.
     for hyps in nbest[:20]:
         assert len({h.ids for h in hyps}) == 4 and all(a.score >= b.score for a, b in zip(hyps, hyps[1:]))
-    from_run = Translator.from_run(run["output_dir"], data_dir=run["data_dir"], extra_length=DECODE_EXTRA_LENGTH,
-                                   mixed_precision="none").hypotheses(lines, nbest=4)
+    from_run = run_translator.hypotheses(lines, nbest=4)
     assert [[h.text for h in hyps] for hyps in nbest] == [[h.text for h in hyps] for hyps in from_run]
     np.testing.assert_allclose([[h.score for h in hyps] for hyps in nbest[:20]],
                                [[h.score for h in hyps] for hyps in from_run[:20]], rtol=1e-5)
