@@ -20,6 +20,7 @@ import t2t_lite.problems  # noqa: F401
 from t2t_lite import config
 from t2t_lite import Translator
 from t2t_lite.bin.lines import DecodeFileRequest, decode_file
+from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.errors import UserError
 from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, text_vocabulary
 from t2t_lite.registry import hparams_sets, problems
@@ -310,10 +311,15 @@ def test_decoder_command_decodes_the_saved_model_in_a_fresh_process(exported, tm
     assert (tmp_path / "out.de").read_text(encoding="utf-8") == exported["decoded"].read_text(encoding="utf-8")
 
 
-def test_second_export_is_version_2_with_the_decode_settings_asked_for(run, exported):
+def test_second_export_is_version_2_with_the_decode_settings_asked_for(run, exported, monkeypatch):
     export_dir = os.path.dirname(os.path.dirname(exported["path"]))
     run_request = RunRequest(output_dir=run["output_dir"], data_dir=run["data_dir"], decode=DecodeRequest(beam_size=1, alpha=0.0))
+    searches_traced = []
+    trace = Decoder._decode  # runs in Python only while a search is traced
+    monkeypatch.setattr(Decoder, "_decode", lambda self, inputs: searches_traced.append(1) or trace(self, inputs))
     path = export_run(ExportRequest(export_dir=export_dir, run=run_request, model_name="multi30k", max_input_length=64))
+    # One search traced per signature: tracing it again as the export is saved doubled an export's time.
+    assert len(searches_traced) == 2
     assert os.path.basename(path) == "2" and sorted(os.listdir(os.path.dirname(path))) == ["1", "2"]
     with open(os.path.join(path, "assets", "hparams.json"), encoding="utf-8") as f:
         saved = json.load(f)

@@ -69,14 +69,17 @@ class ServingModule(tf.Module):
         self._best_decoder = make_decoder(model, problem, dataclasses.replace(decode, nbest=1), step_matmul)
         self._decoder = make_decoder(model, problem, dataclasses.replace(decode, nbest=decode.beams), step_matmul)
         self._beam_size, self._max_input_length = decode.hparams.beam_size, max_input_length
-        # No Python control flow on tensors here (tf.cond is explicit), so no autograph.
-        self.serve_text = tf.function(self._serve_text, input_signature=[TEXT_SIGNATURE], autograph=False)
-        self.serve_ids = tf.function(self._serve_ids, input_signature=[IDS_SIGNATURE], autograph=False)
 
     def signatures(self) -> dict:
-        """The signature name -> concrete function map for tf.saved_model.save."""
-        return {"serving_default": self.serve_text.get_concrete_function(),
-                "decode_ids": self.serve_ids.get_concrete_function()}
+        """The signature name -> concrete function map for tf.saved_model.save.
+
+        Traced here rather than kept as the module's tf.functions: tf.saved_model.save lists a kept function's
+        concrete functions again in its own context, which traces the whole search a second time.
+        """
+        # No Python control flow on tensors here (tf.cond is explicit), so no autograph.
+        serve_text = tf.function(self._serve_text, input_signature=[TEXT_SIGNATURE], autograph=False)
+        serve_ids = tf.function(self._serve_ids, input_signature=[IDS_SIGNATURE], autograph=False)
+        return {"serving_default": serve_text.get_concrete_function(), "decode_ids": serve_ids.get_concrete_function()}
 
     def _serve_text(self, inputs):
         """inputs tf.string [B] -> {"outputs": tf.string [B], "scores": float32 [B]}."""
