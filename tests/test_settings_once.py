@@ -8,12 +8,10 @@ runs as it does for a user.
 """
 import collections
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
+from cli_helpers import run_forked
 from small_training import TINY
 
 DISTRIBUTIONS = ("auto", "one_device", "mirrored")
@@ -35,7 +33,7 @@ def counting(module, name: str, counts: collections.Counter) -> None:
 
 
 def settings_and_strategies(root: str) -> dict:
-    """Run in a fresh process: {"command"|"train": {distribution: {"check", "resolve", "strategy", "replicas"}}}."""
+    """Run in a process of its own: {"command"|"train": {distribution: {"check", "resolve", "strategy", "replicas"}}}."""
     from t2t_lite.training import distribution
 
     distribution.split_cpu(2)  # before any op, as the command's --cpu_devices does
@@ -86,10 +84,14 @@ def settings_and_strategies(root: str) -> dict:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("settings_once")
-    output = subprocess.run([sys.executable, __file__, str(root)], capture_output=True, text=True, timeout=600,
-                            check=False, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    assert output.returncode == 0, output.stderr[-3000:]
-    return json.loads(output.stdout.strip().splitlines()[-1])
+    # Forked with TensorFlow imported but not started, so the CPU can still be split; no interpreter start-up.
+    code, stdout, stderr = run_forked(print_settings_and_strategies, str(root), timeout=600)
+    assert code == 0, stderr[-3000:]
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def print_settings_and_strategies(root: str) -> None:
+    print(json.dumps(settings_and_strategies(root)))
 
 
 @pytest.mark.parametrize("path", ["command", "train"])
@@ -106,7 +108,3 @@ def test_train_makes_the_strategy_the_commands_distribution_makes_and_auto_is_th
     assert runs["train"]["default"]["strategy"] == runs["command"]["auto"]["strategy"] == "MirroredStrategy"
     assert runs["train"]["default"]["replicas"] == runs["train"]["mirrored"]["replicas"] == 2
     assert runs["train"]["one_device"]["replicas"] == 1
-
-
-if __name__ == "__main__":
-    print(json.dumps(settings_and_strategies(sys.argv[1])))
