@@ -311,7 +311,8 @@ def test_decoder_command_decodes_the_saved_model_in_a_fresh_process(exported, tm
     assert (tmp_path / "out.de").read_text(encoding="utf-8") == exported["decoded"].read_text(encoding="utf-8")
 
 
-def test_second_export_is_version_2_with_the_decode_settings_asked_for(run, exported, monkeypatch):
+def test_second_export_is_version_2_with_the_decode_settings_asked_for_each_signatures_search_traced_once(
+        run, exported, monkeypatch):
     export_dir = os.path.dirname(os.path.dirname(exported["path"]))
     run_request = RunRequest(output_dir=run["output_dir"], data_dir=run["data_dir"], decode=DecodeRequest(beam_size=1, alpha=0.0))
     searches_traced = []
