@@ -12,6 +12,7 @@ import atexit
 import concurrent.futures
 import dataclasses
 import fcntl
+import json
 import multiprocessing
 import os
 import runpy
@@ -194,6 +195,12 @@ class Started:
                 stdout = f.read()
         self._directory.cleanup()
         return Result(self.tool, self.returncode, stdout, rest if self._stdout is not None else "")
+
+
+def print_json(function, *args) -> None:
+    """Prints function(*args) as one line of JSON: run_forked(print_json, f, ...) and start_forked give a test
+    what a function returned in a process of its own."""
+    print(json.dumps(function(*args)))
 
 
 def start_tool(tool: str, *flags: str, env: dict | None = None, stdout_too: bool = True,

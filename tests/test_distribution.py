@@ -19,7 +19,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.registry import hparams_sets
 from t2t_lite.training import distribution, steps
 from t2t_lite.training.steps import BATCH_SIGNATURE, TrainStep
-from cli_helpers import run_forked, start_forked
+from cli_helpers import print_json, run_forked, start_forked
 
 TINY = ("vocab_size=12,d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1,"
         "dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=64")
@@ -77,11 +77,6 @@ def replica_target_tokens(strategy, batches):
     """The target tokens each replica receives from a distributed dataset of batches."""
     dataset = strategy.distribute_datasets_from_function(lambda context: dataset_of(batches))
     return [int(np.count_nonzero(t)) for t in strategy.experimental_local_results(next(iter(dataset))["targets"])]
-
-
-def print_json(case) -> None:
-    """In a process forked for it (cli_helpers): prints what case() returns as one line of JSON."""
-    print(json.dumps(case()))
 
 
 def mirrored_matches_one_device() -> dict:

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from cli_helpers import run_forked
+from cli_helpers import print_json, run_forked
 from small_training import TINY
 
 DISTRIBUTIONS = ("auto", "one_device", "mirrored")
@@ -85,13 +85,9 @@ def settings_and_strategies(root: str) -> dict:
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("settings_once")
     # Forked with TensorFlow imported but not started, so the CPU can still be split; no interpreter start-up.
-    code, stdout, stderr = run_forked(print_settings_and_strategies, str(root), timeout=600)
+    code, stdout, stderr = run_forked(print_json, settings_and_strategies, str(root), timeout=600)
     assert code == 0, stderr[-3000:]
     return json.loads(stdout.strip().splitlines()[-1])
-
-
-def print_settings_and_strategies(root: str) -> None:
-    print(json.dumps(settings_and_strategies(root)))
 
 
 @pytest.mark.parametrize("path", ["command", "train"])
