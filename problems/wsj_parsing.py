@@ -134,29 +134,6 @@ def phrase_tokens(pieces: Sequence[str], target_form: str) -> list[tuple[int | N
             for label in sorted(PTB_PHRASE_LABELS)]
 
 
-def words_constraint(pieces: Sequence[str], word_starts: Sequence[int]) -> TreeConstraint:
-    """The tree constraint of the "words" form over a vocabulary's pieces (whose user-defined symbols hold
-    every bracket whole).
-
-    A word is a word-start piece (WsjParsing.word_start_ids: a leaf) followed by pieces that do not begin
-    with "▁" and are not brackets (continuations); the words are the input's own pieces, in order
-    (TreeConstraint's copy_words), so the output never loses its place in the sentence.
-    """
-    ids = {piece: i for i, piece in enumerate(pieces)}
-    table = phrase_tokens(pieces, "words")
-    brackets = {ids[symbol] for symbol in WORDS_TARGET_SYMBOLS}
-    special = {i for i, piece in enumerate(pieces) if piece in ("<pad>", "</s>", "<unk>", "<s>")}
-    return TreeConstraint(
-        len(pieces),
-        phrases=[(inner, close) for _, inner, close in table],
-        leaves=word_starts,
-        word_starts=word_starts,
-        roots=[(start, close) for start, _, close in table],
-        continuations=[i for i, piece in enumerate(pieces)
-                       if not piece.startswith("▁") and i not in brackets and i not in special],
-        copy_words=True, max_opens_in_a_row=MAX_OPENS_IN_A_ROW)
-
-
 @problems.register("wsj_parsing")
 class WsjParsing(Text2TextProblem):
     """WSJ constituency parsing with a shared BPE vocabulary of 2^14, as t2t's parsing_english_ptb16k.
@@ -219,16 +196,25 @@ class WsjParsing(Text2TextProblem):
     def output_constraint(self) -> TreeConstraint:
         """Decoding that emits only well-formed trees, a POS tag (or a word) per input word (--constrained_decoding).
 
-        Phrases are PTB_PHRASE_LABELS, leaves PTB_POS_TAGS, each usable when the vocabulary holds its
-        tokens whole (a tag BPE split, rare ones such as "SYM" on a small vocabulary, cannot be emitted).
+        Phrases are PTB_PHRASE_LABELS, each usable when the vocabulary holds its tokens whole. In the tags form
+        the leaves are PTB_POS_TAGS, usable likewise (a tag BPE split, rare ones such as "SYM" on a small
+        vocabulary, cannot be emitted). In the words form, whose user-defined symbols hold every bracket whole,
+        a word is a word-start piece (word_start_ids: a leaf) followed by pieces that do not begin with "▁" and
+        are not brackets (continuations); the words are the input's own pieces, in order (TreeConstraint's
+        copy_words), so the output never loses its place in the sentence.
         """
         pieces = SentencePieceCodec(self.vocabulary.model).pieces
         word_starts = self.word_start_ids()
-        if self.target_form == "words":
-            return words_constraint(pieces, word_starts)
-        table = phrase_tokens(pieces, "tags")
+        table = phrase_tokens(pieces, self.target_form)
         phrases = [(inner, close) for _, inner, close in table if inner is not None and close is not None]
         roots = [(start, close) for start, _, close in table if start is not None and close is not None]
+        if self.target_form == "words":
+            not_continuations = {*WORDS_TARGET_SYMBOLS, "<pad>", "</s>", "<unk>", "<s>"}
+            return TreeConstraint(
+                len(pieces), phrases, leaves=word_starts, word_starts=word_starts, roots=roots,
+                continuations=[i for i, piece in enumerate(pieces)
+                               if not piece.startswith("▁") and piece not in not_continuations],
+                copy_words=True, max_opens_in_a_row=MAX_OPENS_IN_A_ROW)
         ids = {piece: i for i, piece in enumerate(pieces)}
         leaves = [ids["▁" + tag] for tag in sorted(PTB_POS_TAGS) if "▁" + tag in ids]
         return TreeConstraint(len(pieces), phrases, leaves, word_starts, roots=roots or phrases)
