@@ -35,7 +35,6 @@ PTB_POS_TAGS = frozenset({
     "VBZ", "WDT", "WP", "WP$", "WRB", "#", "$", "''", ",", "-LRB-", "-RRB-", ".", ":", "``"})
 
 _TOKEN_RE = re.compile(r"\(|\)|[^\s()]+")
-_BRACKETS = ("(", ")")
 # A bracket inside a word or label would read back as a bracket of the tree: the word "(slightly)" as a phrase
 # "slightly)" without a word, so the word would vanish. The PTB writes them as names, and so do we.
 _BRACKET_NAMES = str.maketrans({"(": "-LRB-", ")": "-RRB-"})
@@ -109,26 +108,21 @@ def parse_trees(text: str) -> list[Tree]:
     """
     tokens = _TOKEN_RE.findall(text)
     trees: list[Tree] = []
-    stack: list[tuple[str, list[Tree | str]]] = []  # open (label, children)
-    pos = 0
-    while pos < len(tokens):
-        token = tokens[pos]
+    stack: list[list] = []  # open [label, children]; a label is the token right after its "("
+    for pos, token in enumerate(tokens):
         if token == "(":
-            has_label = pos + 1 < len(tokens) and tokens[pos + 1] not in _BRACKETS
-            label = tokens[pos + 1] if has_label else ""
-            stack.append((label if stack else label or ROOT_LABEL, []))
-            pos += 2 if has_label else 1
-            continue
-        if token == ")":
+            stack.append(["", []])
+        elif token == ")":
             if not stack:
                 raise ValueError(f"unbalanced ')' at token {pos} of {text[:80]!r}...")
             label, children = stack.pop()
-            (stack[-1][1] if stack else trees).append(Tree(label, tuple(children)))
-        elif stack:
-            stack[-1][1].append(token)
-        else:
+            (stack[-1][1] if stack else trees).append(Tree(label if stack else label or ROOT_LABEL, tuple(children)))
+        elif not stack:
             raise ValueError(f"word {token!r} outside any bracket in {text[:80]!r}...")
-        pos += 1
+        elif tokens[pos - 1] == "(":
+            stack[-1][0] = token
+        else:
+            stack[-1][1].append(token)
     if stack:
         raise ValueError(f"{len(stack)} unclosed '(' at the end of {text[:80]!r}...")
     return trees
