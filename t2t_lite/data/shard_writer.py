@@ -65,8 +65,6 @@ def shard_bounds(num_examples: int, num_shards: int) -> list[tuple[int, int]]:
     >>> shard_bounds(10, 3)
     [(0, 3), (3, 6), (6, 10)]
     """
-    if num_shards < 1:
-        raise UserError(f"num_shards must be at least 1, got {num_shards}")
     return list(itertools.pairwise(num_examples * k // num_shards for k in range(num_shards + 1)))
 
 
@@ -187,7 +185,7 @@ def write_shard(path: str, records: Iterable[bytes], expected: int, progress: "P
         if os.path.exists(partial):
             os.remove(partial)
         raise
-    progress.shard_done(path)
+    progress.report(f" ({os.path.basename(path)} done)")
 
 
 class Progress:
@@ -211,10 +209,7 @@ class Progress:
     def advance(self) -> None:
         self.done += 1
         if self.done % 1000 == 0 and time.monotonic() - self._last >= self.every:
-            self.report("")
-
-    def shard_done(self, path: str) -> None:
-        self.report(f" ({os.path.basename(path)} done)")
+            self.report()
 
     def report(self, suffix: str = "") -> None:
         """Logs done/total, this run's rate and the time left, then `suffix`."""

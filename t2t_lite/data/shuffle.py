@@ -147,7 +147,7 @@ def write_shuffled_shards(pairs: PairSource, encode: Encoder, prefix: str, num_e
         records = itertools.chain.from_iterable(_shuffled_bucket(directory, b, seed) for b in buckets)
         write_shard(paths[k], records, int(sizes[layout.buckets(k)].sum()), progress)
         for b in buckets:
-            _remove(_bucket_path(directory, b))
+            os.remove(_bucket_path(directory, b))
     shutil.rmtree(directory, ignore_errors=True)
     return len(todo)
 
@@ -198,11 +198,6 @@ def _bucket_path(directory: str, bucket: int) -> str:
 def state_path(directory: str) -> str:
     """Where a scatter directory keeps its ScatterState."""
     return os.path.join(directory, "state.json")
-
-
-def _remove(path: str) -> None:
-    if os.path.exists(path):
-        os.remove(path)
 
 
 def load_state(directory: str) -> ScatterState | None:
