@@ -115,13 +115,12 @@ class PtbSampleParsing(WsjParsing):
                                 f"directory (it is downloaded there when absent)")
             directory = sample_directory(tmp_dir) or download(tmp_dir)
             for split in SPLIT_ORDER:
-                files = split_files(directory, split)
-                if not files and split != "test":
+                patterns = [os.path.join(directory, p) for p in SPLIT_GLOBS[split]]
+                if any(map(glob.glob, patterns)):
+                    kwargs[f"{split}_files"] = ",".join(p for p in patterns if glob.glob(p))
+                elif split != "test":
                     raise UserError(f"{directory} holds no {split} files of the sample "
                                     f"({', '.join(SPLIT_GLOBS[split])})")
-                if files:
-                    kwargs[f"{split}_files"] = ",".join(os.path.join(directory, p) for p in SPLIT_GLOBS[split]
-                                                        if glob.glob(os.path.join(directory, p)))
         return Text2TextProblem.generate_data(self, tmp_dir, **kwargs)
 
 
