@@ -59,8 +59,6 @@ class SentenceSample:
     """
 
     def __init__(self, size: int, seed: int = 1234):
-        if size < 1:
-            raise UserError(f"the vocabulary sample needs at least 1 sentence, got {size}")
         self.size = size
         self.sentences: list[str] = []
         self.seen = 0
@@ -130,12 +128,12 @@ class Vocabulary:
         try:
             # The op parses the model here, eagerly: a bad one fails now, not in the middle of tf.data.
             # The tensorflow_text.SentencepieceTokenizer; a SavedModel must track it to carry its model.
-            self.tokenizer = _tokenizer(model)
+            self.tokenizer = compat.sentencepiece_tokenizer_class()(_SharedModel(model))
             self.vocab_size = int(self.tokenizer.vocab_size())
         except tf.errors.OpError:
             raise UserError(f"{source} is not a SentencePiece model ({len(model):,} bytes that do not parse as "
                             "one); regenerate it with t2t-lite-datagen into a new `data_dir`") from None
-        self._pieces = SentencePieceCodec(model, source)  # decode's, in Python
+        self.codec = SentencePieceCodec(model, source)  # the same model in Python: decode's, and its pieces
 
     @classmethod
     def from_file(cls, path: str) -> "Vocabulary":
@@ -180,11 +178,11 @@ class Vocabulary:
 
     def decode(self, ids) -> str:
         """Ids -> one string, stopping at the first EOS and skipping PAD: tf_decode's text, in Python."""
-        return self._pieces.decode(ids)
+        return self.codec.decode(ids)
 
 
-def _tokenizer(model: bytes):
-    """A tensorflow_text.SentencepieceTokenizer over `model` whose parsed model lives as long as the process.
+class _SharedModel(tf.saved_model.experimental.TrackableResource):
+    """A parsed SentencePiece model under a shared name, the model's SHA-256, made at construction.
 
     tf-text's tokenizer holds its parsed model in a resource private to the
     eager kernel that made it, and TensorFlow drops that kernel, and so the
@@ -195,13 +193,7 @@ def _tokenizer(model: bytes):
     at sentencepiece_kernels.cc ... NOT_FOUND: Resource
     localhost/_0_SentencepieceOp/... does not exist" and a "Local rendezvous
     is aborting" line, even where the caller caught the error and made a new
-    tokenizer. The tokenizer made here holds a _SharedModel instead.
-    """
-    return compat.sentencepiece_tokenizer_class()(_SharedModel(model))
-
-
-class _SharedModel(tf.saved_model.experimental.TrackableResource):
-    """A parsed SentencePiece model under a shared name, the model's SHA-256, made at construction.
+    tokenizer. Vocabulary's tokenizer holds one of these instead.
 
     No kernel owns a resource with a shared name, so clearing TensorFlow's
     caches leaves it in place, and every tokenizer of one model in the
