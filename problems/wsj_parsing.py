@@ -21,7 +21,6 @@ import os
 from collections.abc import Iterator, Sequence
 
 from t2t_lite.data.input_tokenizers import PENN_TREEBANK
-from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.data.text_problem import SPLIT_ORDER, DatagenOptions, Text2TextProblem
 from t2t_lite.data.target_forms import CLOSE_MARK, OPEN_MARK, TARGET_FORMS, TargetForm
@@ -203,7 +202,7 @@ class WsjParsing(Text2TextProblem):
         are not brackets (continuations); the words are the input's own pieces, in order (TreeConstraint's
         copy_words), so the output never loses its place in the sentence.
         """
-        pieces = SentencePieceCodec(self.vocabulary.model).pieces
+        pieces = self.vocabulary.codec.pieces
         word_starts = self.word_start_ids()
         table = phrase_tokens(pieces, self.target_form)
         phrases = [(inner, close) for _, inner, close in table if inner is not None and close is not None]
@@ -224,13 +223,13 @@ class WsjParsing(Text2TextProblem):
         beginning with "▁" (a space), except the words form's brackets ("▁(NP", "▁)NP"), which no word holds.
         The tags form's labels stay: "▁S" is also the first piece of the word "S&P"."""
         brackets = set(WORDS_TARGET_SYMBOLS) if self.target_form == "words" else set()
-        return [i for i, piece in enumerate(SentencePieceCodec(self.vocabulary.model).pieces)
+        return [i for i, piece in enumerate(self.vocabulary.codec.pieces)
                 if piece.startswith("▁") and piece not in brackets]
 
     def phrase_brackets(self) -> list[tuple[list[int], int]]:
         """Each phrase label's opening tokens (at a target's start and after a space) and closing token, for
         the open_phrases decoder feature; a label the vocabulary holds no whole tokens for is left out."""
-        table = phrase_tokens(SentencePieceCodec(self.vocabulary.model).pieces, self.target_form)
+        table = phrase_tokens(self.vocabulary.codec.pieces, self.target_form)
         return [([i for i in (start, inner) if i is not None], close) for start, inner, close in table
                 if close is not None and (start is not None or inner is not None)]
 

@@ -138,6 +138,11 @@ def count_longer(lengths: LengthHistogram, max_length: int) -> int:
     return sum(count for length, count in lengths.items() if int(length) > max_length)
 
 
+def log_to_stderr(line: str) -> None:
+    """Where datagen's progress lines go unless the caller says otherwise."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def text_batches(keyed_pairs: Iterable[KeyedPair]) -> Iterator[TextBatch]:
     """The (key, (source, target)) items in batches of up to ENCODE_BATCH, in order."""
     keyed_pairs = iter(keyed_pairs)
@@ -202,7 +207,7 @@ class Progress:
 
     def __init__(self, name: str, total: int, log=None, every: float = 10.0, done: int = 0, what: str = "examples"):
         self.name, self.total, self.every, self.what = name, total, every, what
-        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.log = log or log_to_stderr
         self.done = self._first = done
         self._start = self._last = time.monotonic()
 

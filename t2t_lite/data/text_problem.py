@@ -22,7 +22,6 @@ import functools
 import hashlib
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 
@@ -30,9 +29,8 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.batching import example_length
-from t2t_lite.data.pieces import SentencePieceCodec
-from t2t_lite.data.problem import EOS_ID, Problem, strip_ids
-from t2t_lite.data.shard_writer import LengthHistogram, PairSource, count_longer, write_shards
+from t2t_lite.data.problem import EOS_ID, Problem
+from t2t_lite.data.shard_writer import LengthHistogram, PairSource, count_longer, log_to_stderr, write_shards
 from t2t_lite.data.shards import read_records, shard_paths
 from t2t_lite.data.shuffle import write_shuffled_shards
 from t2t_lite.data.vocabulary import SentenceSample, Vocabulary, train_sentencepiece
@@ -89,10 +87,6 @@ def count_longer_than(dataset: tf.data.Dataset, max_length: int) -> int:
     return sum(int(np.count_nonzero(batch > max_length)) for batch in lengths.as_numpy_iterator())
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 class Text2TextProblem(Problem):
     """A problem whose examples come from (source text, target text) pairs.
 
@@ -135,7 +129,7 @@ class Text2TextProblem(Problem):
                 raise UserError(f"`{name}` must be at least 1, got {getattr(opts, name)}")
         return opts
 
-    def generate_data(self, tmp_dir: str | None, log=_stderr, **options) -> dict:
+    def generate_data(self, tmp_dir: str | None, log=log_to_stderr, **options) -> dict:
         """Builds (or finishes building) the vocabulary and the TFRecord shards in data_dir.
 
         Args:
@@ -283,7 +277,7 @@ class Text2TextProblem(Problem):
 
     def word_start_ids(self) -> list[int]:
         """The vocabulary's pieces that begin a word: SentencePieceCodec.word_start_ids."""
-        return SentencePieceCodec(self.vocabulary.model).word_start_ids()
+        return self.vocabulary.codec.word_start_ids()
 
     def encode(self, text: str) -> list[int]:
         return self.vocabulary.encode(text)
@@ -292,7 +286,7 @@ class Text2TextProblem(Problem):
         return self.vocabulary.encode_many(texts)
 
     def decode(self, ids) -> str:
-        return self.vocabulary.decode(strip_ids(ids))
+        return self.vocabulary.decode(ids)
 
     def dataset(self, split: str) -> tf.data.Dataset:
         self.check_split(split)
