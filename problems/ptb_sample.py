@@ -115,9 +115,10 @@ class PtbSampleParsing(WsjParsing):
                                 f"directory (it is downloaded there when absent)")
             directory = sample_directory(tmp_dir) or download(tmp_dir)
             for split in SPLIT_ORDER:
-                patterns = [os.path.join(directory, p) for p in SPLIT_GLOBS[split]]
-                if any(map(glob.glob, patterns)):
-                    kwargs[f"{split}_files"] = ",".join(p for p in patterns if glob.glob(p))
+                matching = [os.path.join(directory, pattern) for pattern in SPLIT_GLOBS[split]
+                            if glob.glob(os.path.join(directory, pattern))]
+                if matching:
+                    kwargs[f"{split}_files"] = ",".join(matching)
                 elif split != "test":
                     raise UserError(f"{directory} holds no {split} files of the sample "
                                     f"({', '.join(SPLIT_GLOBS[split])})")
