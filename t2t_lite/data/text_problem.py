@@ -70,23 +70,6 @@ def is_usable(src: str, tgt: str) -> bool:
     return bool(src.strip() and tgt.strip())
 
 
-def count_longer_than(dataset: tf.data.Dataset, max_length: int) -> int:
-    """How many examples training drops as longer than `max_length` (see batching.batch_by_length), read from the data.
-
-    For data_dirs whose config holds no length histogram (Text2TextProblem.count_longer_than reads that).
-
-    Args:
-      dataset: unbatched {"inputs", "targets"} examples.
-      max_length: the training max_length.
-    Returns:
-      The number of examples with max(len(inputs), len(targets)) > max_length.
-    """
-    # Counted in batches in numpy: Dataset.reduce calls its function once per example, which is
-    # several times slower on large splits.
-    lengths = dataset.map(example_length, num_parallel_calls=tf.data.AUTOTUNE).batch(8192)
-    return sum(int(np.count_nonzero(batch > max_length)) for batch in lengths.as_numpy_iterator())
-
-
 class Text2TextProblem(Problem):
     """A problem whose examples come from (source text, target text) pairs.
 
@@ -100,11 +83,6 @@ class Text2TextProblem(Problem):
     default_vocab_size = 8000
     # Strings the vocabulary keeps as single pieces (train_sentencepiece's user_defined_symbols).
     user_defined_symbols: tuple[str, ...] = ()
-
-    def __init__(self, data_dir: str | None = None):
-        super().__init__(data_dir)
-        self._config: dict | None = None
-        self._vocabulary: Vocabulary | None = None
 
     def pair_source(self, split: str, options: DatagenOptions, tmp_dir: str | None) -> PairSource | None:
         """Where `split`'s text comes from; None when the problem has no such split.
@@ -166,19 +144,23 @@ class Text2TextProblem(Problem):
     def _save_lengths(self, config: dict, split: str, lengths: LengthHistogram) -> None:
         """Adds a split's length histogram to the config file, unless it holds one (the same: same options)."""
         counts = config["splits"][split]
-        if LENGTHS in counts:
-            return
-        counts[LENGTHS] = lengths
-        atomic_write_text(self._config_path(), json.dumps(config, indent=2) + "\n")
+        if LENGTHS not in counts:
+            counts[LENGTHS] = lengths
+            atomic_write_text(self._config_path(), json.dumps(config, indent=2) + "\n")
 
     def count_longer_than(self, split: str, max_length: int) -> int:
-        """How many examples of a split training drops as longer than `max_length`.
+        """How many examples of a split training drops as longer than `max_length` (see batching.batch_by_length):
+        those with max(len(inputs), len(targets)) > max_length.
 
         From the length histogram datagen recorded; data_dirs without one are read through.
         """
-        lengths = self.config["splits"][split].get(LENGTHS)
-        return (count_longer_than(self.dataset(split), max_length) if lengths is None
-                else count_longer(lengths, max_length))
+        histogram = self.config["splits"][split].get(LENGTHS)
+        if histogram is not None:
+            return count_longer(histogram, max_length)
+        # Counted in batches in numpy: Dataset.reduce calls its function once per example, which is
+        # several times slower on large splits.
+        lengths = self.dataset(split).map(example_length, num_parallel_calls=tf.data.AUTOTUNE).batch(8192)
+        return sum(int(np.count_nonzero(batch > max_length)) for batch in lengths.as_numpy_iterator())
 
     def _prepare(self, opts: DatagenOptions, sources: dict[str, PairSource], log) -> dict:
         """Reads the inputs once, trains the vocabulary, then writes vocab.model and the config."""
@@ -202,7 +184,8 @@ class Text2TextProblem(Problem):
                   "vocab": {"file": VOCAB_FILE, "model_type": self.model_type, "size": opts.vocab_size,
                             "sha256": hashlib.sha256(model).hexdigest()}}
         atomic_write_text(self._config_path(), json.dumps(config, indent=2) + "\n")
-        self._config, self._vocabulary = config, None
+        self.config = config
+        vars(self).pop("vocabulary", None)  # one read before now would be of an earlier vocab.model
         return config
 
     def _existing_config(self, opts: DatagenOptions) -> dict | None:
@@ -223,27 +206,25 @@ class Text2TextProblem(Problem):
     def _config_path(self) -> str:
         return os.path.join(self.data_dir or "", CONFIG_FILE)
 
-    @property
+    @functools.cached_property
     def config(self) -> dict:
         """problem_config.json of data_dir, checked to belong to this problem."""
-        if self._config is None:
-            path = self._config_path()
-            if not self.data_dir or not os.path.exists(path):
-                raise UserError(f"no {CONFIG_FILE} in `data_dir` {self.data_dir!r}; run t2t-lite-datagen "
-                                f"`problem`={self.name} `data_dir`={self.data_dir or '...'} first")
-            try:
-                config = read_json(path)
-            except (OSError, ValueError) as error:
-                raise UserError(f"{path} is unreadable or not JSON ({error}); regenerate the data with "
-                                "t2t-lite-datagen into a new `data_dir`") from None
-            if not isinstance(config, dict):
-                raise UserError(f"{path} is not a t2t-lite problem config; regenerate the data with "
-                                "t2t-lite-datagen into a new `data_dir`")
-            if config.get("problem") != self.name:
-                raise UserError(f"`data_dir` {self.data_dir} holds problem {config.get('problem')!r}, "
-                                f"not {self.name!r}")
-            self._config = config
-        return self._config
+        path = self._config_path()
+        if not self.data_dir or not os.path.exists(path):
+            raise UserError(f"no {CONFIG_FILE} in `data_dir` {self.data_dir!r}; run t2t-lite-datagen "
+                            f"`problem`={self.name} `data_dir`={self.data_dir or '...'} first")
+        try:
+            config = read_json(path)
+        except (OSError, ValueError) as error:
+            raise UserError(f"{path} is unreadable or not JSON ({error}); regenerate the data with "
+                            "t2t-lite-datagen into a new `data_dir`") from None
+        if not isinstance(config, dict):
+            raise UserError(f"{path} is not a t2t-lite problem config; regenerate the data with "
+                            "t2t-lite-datagen into a new `data_dir`")
+        if config.get("problem") != self.name:
+            raise UserError(f"`data_dir` {self.data_dir} holds problem {config.get('problem')!r}, "
+                            f"not {self.name!r}")
+        return config
 
     def vocabulary_fingerprint(self) -> str | None:
         """The sha256 of the vocabulary datagen wrote (problem_config.json); None where no data is prepared."""
@@ -252,20 +233,18 @@ class Text2TextProblem(Problem):
         except (UserError, OSError, KeyError, TypeError):
             return None
 
-    @property
+    @functools.cached_property
     def vocabulary(self) -> Vocabulary:
         """The data_dir's vocabulary, checked against the config that the shards were written with."""
-        if self._vocabulary is None:
-            path = os.path.join(self.data_dir, self.config["vocab"]["file"])
-            if not os.path.exists(path):
-                raise UserError(f"{path} is missing, so the shards in {self.data_dir} cannot be read; "
-                                "regenerate the data into a new `data_dir`")
-            vocabulary = Vocabulary.from_file(path)
-            if hashlib.sha256(vocabulary.model).hexdigest() != self.config["vocab"]["sha256"]:
-                raise UserError(f"{path} is not the vocabulary the data in {self.data_dir} was "
-                                "written with; regenerate it with t2t-lite-datagen into a new `data_dir`")
-            self._vocabulary = vocabulary
-        return self._vocabulary
+        path = os.path.join(self.data_dir, self.config["vocab"]["file"])
+        if not os.path.exists(path):
+            raise UserError(f"{path} is missing, so the shards in {self.data_dir} cannot be read; "
+                            "regenerate the data into a new `data_dir`")
+        vocabulary = Vocabulary.from_file(path)
+        if hashlib.sha256(vocabulary.model).hexdigest() != self.config["vocab"]["sha256"]:
+            raise UserError(f"{path} is not the vocabulary the data in {self.data_dir} was "
+                            "written with; regenerate it with t2t-lite-datagen into a new `data_dir`")
+        return vocabulary
 
     @property
     def splits(self) -> tuple[str, ...]:
