@@ -39,6 +39,8 @@ TEXT_SHA256 = {
     "test_2016_flickr.fr": "cb3160d69b002bb638e66cc7612fcd56cb0af82eadc9c142dedc438afb885ef6",
 }
 _TIMEOUT_SECONDS = 60
+# The files to put in tmp_dir offline, for the error that says so.
+_WANTED = ", ".join(f"{split}.{{en,de,fr}}" for split in SPLIT_NAMES.values())
 
 
 def local_file(tmp_dir: str, name: str) -> str | None:
@@ -65,7 +67,7 @@ def download(name: str, tmp_dir: str) -> str:
         compressed = fetch(url)
         text = gzip.decompress(compressed)
     except (urllib.error.URLError, OSError, EOFError) as error:  # HTTPError is a URLError; a bad gzip an OSError
-        raise UserError(f"cannot download {url} ({' '.join(str(error).split())}); offline, put {_wanted()} "
+        raise UserError(f"cannot download {url} ({' '.join(str(error).split())}); offline, put {_WANTED} "
                         f"(gzipped or not) in `tmp_dir`={tmp_dir}") from None
     digest = hashlib.sha256(text).hexdigest()
     if digest != TEXT_SHA256[name]:
@@ -74,10 +76,6 @@ def download(name: str, tmp_dir: str) -> str:
     path = os.path.join(tmp_dir, name + ".gz")
     atomic_write_bytes(path, compressed)
     return path
-
-
-def _wanted() -> str:
-    return ", ".join(f"{split}.{{en,de,fr}}" for split in SPLIT_NAMES.values())
 
 
 class Multi30kProblem(ParallelFilesProblem):

@@ -115,8 +115,7 @@ class PtbSampleParsing(WsjParsing):
                                 f"directory (it is downloaded there when absent)")
             directory = sample_directory(tmp_dir) or download(tmp_dir)
             for split in SPLIT_ORDER:
-                matching = [os.path.join(directory, pattern) for pattern in SPLIT_GLOBS[split]
-                            if glob.glob(os.path.join(directory, pattern))]
+                matching = list(filter(glob.glob, (os.path.join(directory, p) for p in SPLIT_GLOBS[split])))
                 if matching:
                     kwargs[f"{split}_files"] = ",".join(matching)
                 elif split != "test":
