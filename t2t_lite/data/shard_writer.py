@@ -101,8 +101,7 @@ def write_shards(pairs: PairSource, encode: Encoder, prefix: str, num_examples: 
 
     records = counted(encoded_examples(text_batches(_select(pairs(), wanted, num_examples)), encode))
     progress = Progress(os.path.basename(prefix), sum(stop - start for start, stop in wanted), log)
-    for k in todo:
-        start, stop = bounds[k]
+    for k, (start, stop) in zip(todo, wanted):
         write_shard(paths[k], itertools.islice(records, stop - start), stop - start, progress)
     if next(records, None) is not None:
         raise UserError(f"{os.path.basename(prefix)} text has more than the {num_examples} pairs "

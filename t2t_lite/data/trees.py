@@ -321,8 +321,6 @@ def _fill_slots(draft: _Draft, words: Iterator[str]) -> Tree | None:
 
 def _append_words(root: Tree, extra: list[Tree]) -> Tree:
     """Appends leftover preterminals to the last top-level phrase, else to the root."""
-    if not extra:
-        return root
     last = root.children[-1] if root.children else None
     if isinstance(last, Tree) and not last.is_preterminal:
         grown = Tree(last.label, last.children + tuple(extra))

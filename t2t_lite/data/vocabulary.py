@@ -69,9 +69,7 @@ class SentenceSample:
         self.seen += 1
         if len(self.sentences) < self.size:
             self.sentences.append(sentence)
-            return
-        slot = self._rng.randrange(self.seen)
-        if slot < self.size:
+        elif (slot := self._rng.randrange(self.seen)) < self.size:
             self.sentences[slot] = sentence
 
 
