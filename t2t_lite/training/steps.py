@@ -202,22 +202,20 @@ class _Accumulators:
     """
 
     def __init__(self, variables):
-        self.gradients = [_replica_local_zeros(v.shape, v.dtype) for v in variables]
-        self.loss_sum, self.tokens = _replica_local_zeros((), tf.float32), _replica_local_zeros((), tf.float32)
+        # One per gradient, then the loss sum's and the target tokens'.
+        self.totals = [_replica_local_zeros(v.shape, v.dtype) for v in variables] + [
+            _replica_local_zeros((), tf.float32) for _ in ("loss_sum", "tokens")]
 
     def add(self, gradients, loss_sum, tokens) -> None:
-        for total, gradient in zip(self.gradients, gradients):
-            total.assign_add(gradient)
-        self.loss_sum.assign_add(loss_sum)
-        self.tokens.assign_add(tokens)
+        for total, value in zip(self.totals, [*gradients, loss_sum, tokens]):
+            total.assign_add(value)
 
     def take(self, gradients, loss_sum, tokens):
         """The sums with these values added, as (gradients, loss_sum, tokens); the sums are reset to zero."""
-        totals = ([total + gradient for total, gradient in zip(self.gradients, gradients)],
-                  self.loss_sum + loss_sum, self.tokens + tokens)
-        for total in self.gradients + [self.loss_sum, self.tokens]:
+        sums = [total + value for total, value in zip(self.totals, [*gradients, loss_sum, tokens])]
+        for total in self.totals:
             total.assign(tf.zeros_like(total))
-        return totals
+        return sums[:-2], sums[-2], sums[-1]
 
 
 def _replica_local_zeros(shape, dtype) -> tf.Variable:
