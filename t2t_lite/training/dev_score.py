@@ -28,16 +28,6 @@ class DevScore:
         return f"dev {self.name} {self.value:.2f} ({self.sentences} sentences decoded in {self.seconds:.1f} s)"
 
 
-def read_dev_sample(problem: Problem, count: int) -> tuple[list[str], list[str]]:
-    """The sources and references of the first `count` dev examples (fewer if the split is smaller), turned back
-    into text by the problem, line-aligned."""
-    sources, references = [], []
-    for example in problem.dataset("dev").take(count):
-        sources.append(problem.decode(strip_ids(example["inputs"].numpy())))
-        references.append(problem.decode(strip_ids(example["targets"].numpy())))
-    return sources, references
-
-
 class DevScorer:
     """Scores one model, as its weights change during training, on a fixed dev sample.
 
@@ -56,7 +46,10 @@ class DevScorer:
         # As the decoder will decode (a run whose set asks for constrained decoding is chosen on it), scoring
         # the best output of each sentence (nbest 1).
         self.problem, self.decode = problem, run_decode(decode_hparams)
-        self.sources, self.references = read_dev_sample(problem, count)
+        # The first `count` dev examples (fewer if the split is smaller), turned back into text by the problem.
+        dev = list(problem.dataset("dev").take(count))
+        self.sources = [problem.decode(strip_ids(example["inputs"].numpy())) for example in dev]
+        self.references = [problem.decode(strip_ids(example["targets"].numpy())) for example in dev]
         self.decoder = make_decoder(model, problem, self.decode)
 
     def score(self) -> DevScore:
