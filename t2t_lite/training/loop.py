@@ -171,10 +171,10 @@ def run(take_step: Callable[[bool], StepResult], current_step: Callable[[], int]
         step, and the step's `stop` says whether any of them voted to stop.
       several_workers: a worker that decides to stop early votes, so all stop after the same step.
     """
-    vote, stopping_early = False, False
+    stopping_early = False  # this worker's vote: it decided to stop early
     rules.start(current_step())
     while (reason := rules.reason(current_step())) is None:
-        result = take_step(stop.requested or vote)
+        result = take_step(stop.requested or stopping_early)
         if result.stop:
             return StopReason.EARLY_STOPPING if stopping_early else StopReason.SIGNAL
         if result.skipped:
@@ -191,6 +191,6 @@ def run(take_step: Callable[[bool], StepResult], current_step: Callable[[], int]
             if hooks.checkpoint(step):
                 if not several_workers:
                     return StopReason.EARLY_STOPPING
-                stopping_early = vote = True  # the others learn it from the next step's vote
+                stopping_early = True  # the others learn it from the next step's vote
             rules.evaluated(step, rules.clock.seconds() - started)
     return reason
