@@ -63,14 +63,12 @@ class StopRules:
         return self.plan.last_step
 
     def reason(self, step: int) -> StopReason | None:
-        if self.on_plan is not None:
-            if should_stop(step, self.plan):
-                return StopReason.STEPS if step >= self.train_steps else StopReason.TIME_BUDGET
-            if self.budget_spent() and self.plan.last_step > step + 1:
-                self._revise(step)  # the estimate fell short: end at the next step, the rate at its floor there
-            return None
-        return (StopReason.STEPS if step >= self.train_steps
-                else StopReason.TIME_BUDGET if self.budget_spent() else None)
+        # The plan's last step (train_steps with the paper's schedule, whose run also ends once the budget is spent).
+        if should_stop(step, self.plan) or (self.on_plan is None and self.budget_spent()):
+            return StopReason.STEPS if step >= self.train_steps else StopReason.TIME_BUDGET
+        if self.on_plan is not None and self.budget_spent() and self.plan.last_step > step + 1:
+            self._revise(step)  # the estimate fell short: end at the next step, the rate at its floor there
+        return None
 
     def budget_spent(self) -> bool:
         return self.budget_seconds > 0 and self.clock.seconds() >= self.budget_seconds
