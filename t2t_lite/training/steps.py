@@ -98,7 +98,6 @@ class TrainStep:
         self.label_smoothing, self.nominal_tokens = label_smoothing, float(nominal_tokens)
         self.accumulation_steps = accumulation_steps
         self.loss_slices = loss_slices(nominal_tokens, model.vocab_size)
-        self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         self._sums = _Accumulators(model.trainable_variables) if accumulation_steps > 1 else None
         # No autograph, here and in the decoder: the steps write tf.cond and tf.while_loop themselves, and
         # converting the source of every function they call cost seconds at each process's first step.
@@ -158,7 +157,7 @@ class TrainStep:
             tf.distribute.ReduceOp.SUM, [loss_sum, tokens, not_finite, tf.identity(stop_requested)])
         rescale = self.nominal_tokens / tf.maximum(tokens, 1.0)
         variables = self.model.trainable_variables
-        if self._loss_scaled:
+        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
             # LossScaleOptimizer judges finiteness per replica (or by replica 0 alone under MirroredStrategy);
             # NaN on every replica makes all of them skip the update and lower the scale together.
             rescale = tf.where(not_finite > 0, float("nan"), rescale)
