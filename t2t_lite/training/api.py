@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from t2t_lite import config, registry
 from t2t_lite.config import HParams
 from t2t_lite.errors import UserError
 
@@ -86,7 +87,6 @@ def train_run(run: RunConfig, problem: str | None = None, hparams_set: str | Non
     """
     import tensorflow as tf
 
-    from t2t_lite import registry
     from t2t_lite import usr_dir as usr_dirs
     from t2t_lite.run_dir import RunSpec, absolute, create_or_resume, load_spec, recorded_data_dir
     from t2t_lite.training import distribution, run_config
@@ -118,8 +118,6 @@ def train_run(run: RunConfig, problem: str | None = None, hparams_set: str | Non
 
 def resolve_hparams(set_name: str, overrides: str, vocab_size: int) -> HParams:
     """The named set with overrides applied and the vocabulary size filled in."""
-    from t2t_lite import config, registry
-
     hparams = config.apply_overrides(registry.hparams_sets.get(set_name)(), overrides)
     if hparams.model.vocab_size == 0:
         hparams = dataclasses.replace(hparams, model=dataclasses.replace(hparams.model, vocab_size=vocab_size))
@@ -131,7 +129,6 @@ def resolve_hparams(set_name: str, overrides: str, vocab_size: int) -> HParams:
 
 def open_problem(name: str, data_dir: str | None):
     """The registered problem `name` on data_dir; one that reads prepared data needs a data_dir."""
-    from t2t_lite import registry
     from t2t_lite.data.text_problem import Text2TextProblem
 
     problem = registry.problems.get(name)(data_dir)

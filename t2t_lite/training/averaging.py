@@ -177,13 +177,11 @@ def finish_averaging(run_dir: RunDir, train: TrainHParams, log: Callable[[str], 
       The averaged checkpoint's prefix; None when averaging is off, there is nothing to average, or
       <output_dir>/averaged already holds the average of the checkpoints it would take.
     """
-    if train.average_last_checkpoints <= 0:
-        return None
     sources = run_dir.average_sources if train.average_span > 0 else None
     try:
         paths = checkpoints_to_average(sources or run_dir, train.average_last_checkpoints)
     except UserError:
-        return None  # no checkpoint: nothing was trained
+        return None  # averaging is off (average_last_checkpoints 0), or no checkpoint: nothing was trained
     if _averaged_sources(run_dir.averaged) == _relative(paths, run_dir):
         return None
     log(f"training ended in an earlier run, which did not write {run_dir.averaged.path}: averaging now")

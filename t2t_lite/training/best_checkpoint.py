@@ -83,8 +83,7 @@ class BestCheckpoint:
         if state.metric not in (None, metric):
             self.log(f"the best checkpoint was chosen on dev {state.metric}, now on dev {metric}: "
                      f"tracking starts again")
-            state.best_step, state.best_score, state.best_loss, state.evaluations_without_improvement = (
-                None, None, None, 0)
+            self.state = state = BestState(evaluations=state.evaluations)  # the evaluations so far are kept
         state.metric = metric
         score, loss = float(scores[metric]), scores.get("loss")
         improved = self.improves(score, loss)

@@ -18,14 +18,6 @@ from t2t_lite.metrics.bleu import problem_dev_metric
 
 
 @dataclasses.dataclass(frozen=True)
-class DevSample:
-    """The first sentences of the dev split as text, line-aligned."""
-
-    sources: list[str]
-    references: list[str]
-
-
-@dataclasses.dataclass(frozen=True)
 class DevScore:
     name: str  # e.g. "BLEU"
     value: float  # higher is better
@@ -34,24 +26,6 @@ class DevScore:
 
     def __str__(self) -> str:
         return f"dev {self.name} {self.value:.2f} ({self.sentences} sentences decoded in {self.seconds:.1f} s)"
-
-
-def read_dev_sample(problem: Problem, count: int) -> DevSample:
-    """The first `count` dev examples (fewer if the split is smaller), turned back into text by the problem."""
-    sources, references = [], []
-    for example in problem.dataset("dev").take(count):
-        sources.append(problem.decode(strip_ids(example["inputs"].numpy())))
-        references.append(problem.decode(strip_ids(example["targets"].numpy())))
-    return DevSample(sources, references)
-
-
-def score_outputs(problem: Problem, decoder: Decoder, sample: DevSample, batch_size: int) -> DevScore:
-    """Decodes sample.sources with decoder (best beam) and scores them with the problem's dev metric."""
-    start = time.perf_counter()
-    results = decode_lines(problem, decoder.decode, sample.sources, batch_size)
-    outputs = [hypotheses[0].text if hypotheses else "" for hypotheses in results]
-    name, value = problem_dev_metric(problem, outputs, sample.references, sample.sources)
-    return DevScore(name, float(value), len(sample.sources), time.perf_counter() - start)
 
 
 class DevScorer:
@@ -72,13 +46,23 @@ class DevScorer:
         # As the decoder will decode (a run whose set asks for constrained decoding is chosen on it), scoring
         # the best output of each sentence (nbest 1).
         self.problem, self.decode = problem, run_decode(decode_hparams)
-        self.sample = read_dev_sample(problem, count)
+        # The first `count` dev examples (fewer if the split is smaller), turned back into text by the problem.
+        dev = list(problem.dataset("dev").take(count))
+        self.sources = [problem.decode(strip_ids(example["inputs"].numpy())) for example in dev]
+        self.references = [problem.decode(strip_ids(example["targets"].numpy())) for example in dev]
         self.decoder = make_decoder(model, problem, self.decode)
 
     def score(self) -> DevScore:
-        return score_outputs(self.problem, self.decoder, self.sample, self.decode.hparams.batch_size)
+        return self._score(self.decoder)
 
     def score_other(self, model: keras.Model) -> DevScore:
         """The same sample's score for another model (e.g. the averaged checkpoint's)."""
-        return score_outputs(self.problem, make_decoder(model, self.problem, self.decode), self.sample,
-                             self.decode.hparams.batch_size)
+        return self._score(make_decoder(model, self.problem, self.decode))
+
+    def _score(self, decoder: Decoder) -> DevScore:
+        """Decodes the sources with decoder (best beam) and scores them with the problem's dev metric."""
+        start = time.perf_counter()
+        results = decode_lines(self.problem, decoder.decode, self.sources, self.decode.hparams.batch_size)
+        outputs = [hypotheses[0].text if hypotheses else "" for hypotheses in results]
+        name, value = problem_dev_metric(self.problem, outputs, self.references, self.sources)
+        return DevScore(name, float(value), len(self.sources), time.perf_counter() - start)

@@ -75,8 +75,7 @@ class Evaluator:
         if result.dev is not None:
             scores[result.dev.name] = result.dev.value
         metric = "loss" if self.tracked_metric == "loss" else result.dev.name
-        if self.best.record(step, metric, scores, lambda best_dir, best_json: self.save_best(checkpoint, best_dir,
-                                                                                             best_json)):
+        if self.best.record(step, metric, scores, lambda *best: self.save_best(checkpoint, *best)):
             self.log(f"best checkpoint so far ({self.best.describe_best()}) copied to {self.best.best_dir.path}")
         elif self.best.patience:
             self.log(f"no improvement on the best {self.best.describe_best()} for "

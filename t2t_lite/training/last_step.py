@@ -30,6 +30,7 @@ past evaluations, until it has measured its own. Time the clock lost (a process 
 the evaluation that followed it included) is not counted, so such a run plans lost_seconds /
 seconds_per_step steps later and still ends within the budget as its clock counts it.
 """
+import bisect
 import dataclasses
 
 
@@ -72,18 +73,14 @@ def plan_last_step(train_steps: int, step: int, budget_seconds: float = 0.0, sec
         seconds_per_step = seconds_trained / step
     remaining = budget_seconds - seconds_trained
 
-    def fits(last: int) -> bool:
-        return (last - step) * seconds_per_step + saves_after(step, last, save_every) * eval_seconds <= remaining
+    def over_budget(last: int) -> bool:
+        return (last - step) * seconds_per_step + saves_after(step, last, save_every) * eval_seconds > remaining
 
-    # The cost grows with the last step: the largest that fits, by bisection (lo fits, or is step + 1).
-    lo, hi = step + 1, train_steps
-    if fits(hi):
-        lo = hi
-    while hi - lo > 1:
-        middle = (lo + hi) // 2
-        lo, hi = (middle, hi) if fits(middle) else (lo, middle)
-    return LastStepPlan(last_step=lo, seconds_per_step=seconds_per_step, eval_seconds=eval_seconds,
-                        saves=saves_after(step, lo, save_every), limited_by="steps" if lo == train_steps else "time")
+    # The cost grows with the last step: count, by bisection, the last steps that fit; at least step + 1.
+    last = step + max(bisect.bisect_right(range(step + 1, train_steps + 1), False, key=over_budget), 1)
+    return LastStepPlan(last_step=last, seconds_per_step=seconds_per_step, eval_seconds=eval_seconds,
+                        saves=saves_after(step, last, save_every),
+                        limited_by="steps" if last == train_steps else "time")
 
 
 def saves_after(step: int, last_step: int, save_every: int) -> int:

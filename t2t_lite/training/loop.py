@@ -63,14 +63,12 @@ class StopRules:
         return self.plan.last_step
 
     def reason(self, step: int) -> StopReason | None:
-        if self.on_plan is not None:
-            if should_stop(step, self.plan):
-                return StopReason.STEPS if step >= self.train_steps else StopReason.TIME_BUDGET
-            if self.budget_spent() and self.plan.last_step > step + 1:
-                self._revise(step)  # the estimate fell short: end at the next step, the rate at its floor there
-            return None
-        return (StopReason.STEPS if step >= self.train_steps
-                else StopReason.TIME_BUDGET if self.budget_spent() else None)
+        # The plan's last step (train_steps with the paper's schedule, whose run also ends once the budget is spent).
+        if should_stop(step, self.plan) or (self.on_plan is None and self.budget_spent()):
+            return StopReason.STEPS if step >= self.train_steps else StopReason.TIME_BUDGET
+        if self.on_plan is not None and self.budget_spent() and self.plan.last_step > step + 1:
+            self._revise(step)  # the estimate fell short: end at the next step, the rate at its floor there
+        return None
 
     def budget_spent(self) -> bool:
         return self.budget_seconds > 0 and self.clock.seconds() >= self.budget_seconds
@@ -171,10 +169,10 @@ def run(take_step: Callable[[bool], StepResult], current_step: Callable[[], int]
         step, and the step's `stop` says whether any of them voted to stop.
       several_workers: a worker that decides to stop early votes, so all stop after the same step.
     """
-    vote, stopping_early = False, False
+    stopping_early = False  # this worker's vote: it decided to stop early
     rules.start(current_step())
     while (reason := rules.reason(current_step())) is None:
-        result = take_step(stop.requested or vote)
+        result = take_step(stop.requested or stopping_early)
         if result.stop:
             return StopReason.EARLY_STOPPING if stopping_early else StopReason.SIGNAL
         if result.skipped:
@@ -191,6 +189,6 @@ def run(take_step: Callable[[bool], StepResult], current_step: Callable[[], int]
             if hooks.checkpoint(step):
                 if not several_workers:
                     return StopReason.EARLY_STOPPING
-                stopping_early = vote = True  # the others learn it from the next step's vote
+                stopping_early = True  # the others learn it from the next step's vote
             rules.evaluated(step, rules.clock.seconds() - started)
     return reason

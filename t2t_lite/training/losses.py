@@ -85,17 +85,11 @@ def projected_smoothed_cross_entropy(states, kernel, labels, smoothing: float, c
       (loss_sum, token_count), float32 scalars; loss_sum differentiable with
       respect to states and kernel.
     """
-    depth = tf.shape(states)[-1]
-    flat_labels = tf.reshape(labels, [-1])
-    loss_sum = _chunked_projection_loss(tf.reshape(states, [-1, depth]), kernel, flat_labels, smoothing, chunks)
-    return loss_sum, tf.reduce_sum(tf.cast(tf.not_equal(flat_labels, 0), tf.float32))
-
-
-def _chunked_projection_loss(states, kernel, labels, smoothing: float, chunks: int):
-    """states [N, D], kernel [D, V], labels [N] -> loss_sum, with a gradient computed alongside the loss."""
+    labels = tf.reshape(labels, [-1])  # [B * T], as the states are flattened below
 
     @tf.custom_gradient
     def loss_with_gradient(states, kernel):
+        """states [N, D], kernel [D, V] -> loss_sum, with a gradient computed alongside the loss."""
         positions, vocab_size = tf.shape(states)[0], tf.shape(kernel)[1]
         rows = (positions + chunks - 1) // chunks
         # Padded positions carry label 0 (PAD): they weigh nothing.
@@ -149,4 +143,5 @@ def _chunked_projection_loss(states, kernel, labels, smoothing: float, chunks: i
 
         return loss_sum, gradient
 
-    return loss_with_gradient(states, kernel)
+    loss_sum = loss_with_gradient(tf.reshape(states, [-1, tf.shape(states)[-1]]), kernel)
+    return loss_sum, tf.reduce_sum(tf.cast(tf.not_equal(labels, 0), tf.float32))

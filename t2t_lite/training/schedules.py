@@ -25,8 +25,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def __call__(self, iterations):
         step = ops.cast(iterations, "float32") + 1.0
-        warmup = float(self.warmup_steps)
-        return self.constant * self.d_model**-0.5 * ops.minimum(ops.rsqrt(step), step * warmup**-1.5)
+        return self.constant * self.d_model**-0.5 * ops.minimum(ops.rsqrt(step), step * self.warmup_steps**-1.5)
 
     def get_config(self):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "constant": self.constant}

@@ -98,7 +98,6 @@ class TrainStep:
         self.label_smoothing, self.nominal_tokens = label_smoothing, float(nominal_tokens)
         self.accumulation_steps = accumulation_steps
         self.loss_slices = loss_slices(nominal_tokens, model.vocab_size)
-        self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         self._sums = _Accumulators(model.trainable_variables) if accumulation_steps > 1 else None
         # No autograph, here and in the decoder: the steps write tf.cond and tf.while_loop themselves, and
         # converting the source of every function they call cost seconds at each process's first step.
@@ -158,7 +157,7 @@ class TrainStep:
             tf.distribute.ReduceOp.SUM, [loss_sum, tokens, not_finite, tf.identity(stop_requested)])
         rescale = self.nominal_tokens / tf.maximum(tokens, 1.0)
         variables = self.model.trainable_variables
-        if self._loss_scaled:
+        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
             # LossScaleOptimizer judges finiteness per replica (or by replica 0 alone under MirroredStrategy);
             # NaN on every replica makes all of them skip the update and lower the scale together.
             rescale = tf.where(not_finite > 0, float("nan"), rescale)
@@ -202,22 +201,20 @@ class _Accumulators:
     """
 
     def __init__(self, variables):
-        self.gradients = [_replica_local_zeros(v.shape, v.dtype) for v in variables]
-        self.loss_sum, self.tokens = _replica_local_zeros((), tf.float32), _replica_local_zeros((), tf.float32)
+        # One per gradient, then the loss sum's and the target tokens'.
+        self.totals = [_replica_local_zeros(v.shape, v.dtype) for v in variables] + [
+            _replica_local_zeros((), tf.float32) for _ in ("loss_sum", "tokens")]
 
     def add(self, gradients, loss_sum, tokens) -> None:
-        for total, gradient in zip(self.gradients, gradients):
-            total.assign_add(gradient)
-        self.loss_sum.assign_add(loss_sum)
-        self.tokens.assign_add(tokens)
+        for total, value in zip(self.totals, [*gradients, loss_sum, tokens]):
+            total.assign_add(value)
 
     def take(self, gradients, loss_sum, tokens):
         """The sums with these values added, as (gradients, loss_sum, tokens); the sums are reset to zero."""
-        totals = ([total + gradient for total, gradient in zip(self.gradients, gradients)],
-                  self.loss_sum + loss_sum, self.tokens + tokens)
-        for total in self.gradients + [self.loss_sum, self.tokens]:
+        sums = [total + value for total, value in zip(self.totals, [*gradients, loss_sum, tokens])]
+        for total in self.totals:
             total.assign(tf.zeros_like(total))
-        return totals
+        return sums[:-2], sums[-2], sums[-1]
 
 
 def _replica_local_zeros(shape, dtype) -> tf.Variable:

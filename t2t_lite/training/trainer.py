@@ -5,6 +5,7 @@ with fallback, save, averaging sources), loop (updates until a stop rule says wh
 evaluator (dev loss, dev metric, best checkpoint, patience). What is left here is building the model and steps under the strategy and
 precision, and the end of a run.
 """
+import functools
 import time
 from collections.abc import Callable
 
@@ -59,7 +60,6 @@ class Trainer:
         self.run_dir = run.output_dir  # a RunDir since the RunConfig was made, handed to the parts that write into it
         self.strategy = strategy or tf.distribute.get_strategy()
         self.is_chief = distribution.is_chief(self.strategy)
-        self.workers = distribution.worker_count(self.strategy)
         self.clock = TrainingClock(clock)
         self.pace = PaceRecord()  # checkpointed with the clock: a resumed run plans its last step as before
         keras.utils.set_random_seed(self.run.random_seed)
@@ -87,8 +87,6 @@ class Trainer:
                             if self.is_chief and self.run.eval_bleu_sentences > 0 else None)
         # Made once: every evaluation reads the same dev batches from the start.
         self._dev_batches = eval_batches(problem, hparams, self.run.eval_steps)
-        # A model outside the strategy, built when first needed, to restore saved checkpoints into.
-        self._plain_model = None
         self.evaluator = Evaluator(
             lambda: self.dev_loss(self._eval_step), self._dev_scorer and self._dev_scorer.score,
             BestCheckpoint(self.run_dir, higher_is_better=self.run.tracked_metric != "loss",
@@ -154,7 +152,7 @@ class Trainer:
         end_aware = isinstance(self.schedule, EndAwareSchedule)
         rules = loop.StopRules(self.run.train_steps, self.run.train_minutes * 60, self.clock,
                                self.run.save_checkpoints_steps,
-                               on_plan=(lambda last: set_last_step(self.schedule, last)) if end_aware else None,
+                               on_plan=functools.partial(set_last_step, self.schedule) if end_aware else None,
                                pace=self.pace)
         if self.evaluator.should_stop:
             self.log(self.evaluator.early_stopping_line() + " (in an earlier run); raise "
@@ -199,7 +197,7 @@ class Trainer:
             reason = loop.run(lambda vote: self.train_step(iterator, vote), lambda: self.step, rules,
                               self.run.save_checkpoints_steps, self.run.log_every_steps,
                               loop.Hooks(updated, logged, checkpointed, skipped), stop,
-                              several_workers=self.workers > 1)
+                              several_workers=distribution.worker_count(self.strategy) > 1)
         if reason in (StopReason.SIGNAL, StopReason.EARLY_STOPPING):
             if averaging is not None:  # the step a stop vote came with can cross a point
                 averaging.save_if_due(self._averaging_position(), self.step)
@@ -249,17 +247,17 @@ class Trainer:
         """The dev loss and accuracy of eval_step's model (make_eval_step) over the run's dev batches."""
         return dev_loss(eval_step, self._dev_batches)
 
-    def _plain(self) -> keras.Model:
-        if self._plain_model is None:
-            self._plain_model = build_model(self.hparams)
-        return self._plain_model
+    @functools.cached_property
+    def _plain_model(self) -> keras.Model:
+        """A model outside the strategy, built when first needed, to restore saved checkpoints into."""
+        return build_model(self.hparams)
 
     def _save_best(self, checkpoint: str, best_dir: RunDir, best_json: dict) -> None:
-        save_model_weights_as_best(self._plain(), checkpoint, self.run_dir, best_dir, best_json)
+        save_model_weights_as_best(self._plain_model, checkpoint, self.run_dir, best_dir, best_json)
 
     def _score_as_best_was(self, checkpoint: str) -> float | None:
         """A checkpoint's score on the metric the best checkpoint was chosen on; None if this run cannot tell."""
-        model = self._plain()
+        model = self._plain_model
         restore_checkpoint(checkpoint, model=model)  # its own run's: a mismatch is a bug, not the user's
         if self.evaluator.best.state.metric == "loss":
             return self.dev_loss(make_eval_step(model, self.hparams.train.label_smoothing)).loss

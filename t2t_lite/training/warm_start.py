@@ -58,7 +58,7 @@ def check_same_vocabulary(source_spec, problem: Problem, checkpoint: str) -> Non
 
 
 def warm_start(model: keras.Model, optimizer: keras.optimizers.Optimizer, hparams: HParams, source: str,
-               keep_optimizer: bool = False, problem: Problem | None = None) -> str:
+               keep_optimizer: bool, problem: Problem) -> str:
     """Loads the weights (and with keep_optimizer, Adam's moments) of `source` into a fresh run's model.
 
     The step restarts at 0 either way, so the learning-rate schedule (warmup
@@ -75,8 +75,7 @@ def warm_start(model: keras.Model, optimizer: keras.optimizers.Optimizer, hparam
     checkpoint = source_checkpoint(source)
     source_spec = spec_beside(checkpoint, None)
     check_compatible(source_spec.hparams, hparams, checkpoint)
-    if problem is not None:
-        check_same_vocabulary(source_spec, problem, checkpoint)
+    check_same_vocabulary(source_spec, problem, checkpoint)
     state = {"model": model, "optimizer": optimizer} if keep_optimizer else {"model": model}
     try:
         restore_checkpoint(checkpoint, **state)
