@@ -55,6 +55,11 @@ def _gather_beams(x, index):
     return tf.gather(x, index, axis=1, batch_dims=1)
 
 
+def _taken(nest, index):
+    """Every tensor of `nest` at the rows `index` (int32 [R]): [R, ...] each."""
+    return tf.nest.map_structure(lambda t: tf.gather(t, index), nest)
+
+
 def _keep_if_done(active, new, old):
     """new for active sentences, old for done ones, which stay frozen.
 
@@ -154,16 +159,12 @@ class _BeamSearch:
         """
         keep = tf.cast(tf.where(active)[:, 0], tf.int32)  # [B']
         rows = tf.reshape(keep[:, None] * self.beam_size + tf.range(self.beam_size)[None, :], [-1])  # [N']
-
-        def by(index, nest):
-            return tf.nest.map_structure(lambda t: tf.gather(t, index), nest)
-
         state = beams.state
-        state = (SplitState(per_beam=by(rows, state.per_beam), per_sentence=by(keep, state.per_sentence))
-                 if isinstance(state, SplitState) else by(rows, state))
-        return _Beams(*by(keep, (beams.alive_seq, beams.alive_log_probs, beams.finished_seq, beams.finished_scores)),
-                      state=state, max_lengths=tf.gather(beams.max_lengths, keep),
-                      min_lengths=tf.gather(beams.min_lengths, rows), sentence=tf.gather(beams.sentence, keep))
+        state = (SplitState(per_beam=_taken(state.per_beam, rows), per_sentence=_taken(state.per_sentence, keep))
+                 if isinstance(state, SplitState) else _taken(state, rows))
+        # The other fields have a row per sentence; min_lengths, as the state, one per beam.
+        return _taken(beams._replace(state=(), min_lengths=()), keep)._replace(
+            state=state, min_lengths=tf.gather(beams.min_lengths, rows))
 
     def _grow_topk(self, step, beams):
         """Runs the model on every alive beam and keeps the 2K best extensions (t2t `grow_topk`).
@@ -224,11 +225,8 @@ class _BeamSearch:
         """
         beam = self.beam_size
         rows = tf.reshape(source_beam + beam * tf.range(tf.shape(source_beam)[0])[:, None], [-1])  # [N] b*K + source
-
-        def reorder(nest):
-            return tf.nest.map_structure(lambda t: tf.gather(t, rows), nest)  # [N, ...]
-
-        return state._replace(per_beam=reorder(state.per_beam)) if isinstance(state, SplitState) else reorder(state)
+        return (state._replace(per_beam=_taken(state.per_beam, rows)) if isinstance(state, SplitState)
+                else _taken(state, rows))  # [N, ...]
 
     def results(self, beams):
         """Finished hypotheses, or the alive ones for a sentence where none finished (as t2t)."""
