@@ -283,22 +283,13 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
     search = _BeamSearch(symbols_to_logits_fn, beam_size, vocab_size, alpha, eos_id, final_beams,
                          has_min_lengths=min_lengths is not None)
     beams = search.initial_beams(initial_state, batch_size, max_lengths, min_lengths)
-    if not compact_finished:
-        invariants = tf.nest.map_structure(lambda t: t.shape, beams)._replace(
-            state=state_shape_invariants(beams.state))
-        _, beams = tf.while_loop(
-            lambda step, beams: tf.reduce_any(search.is_active(step, beams)),
-            lambda step, beams: (step + 1, search.step(step, beams)),
-            (tf.constant(0), beams),
-            shape_invariants=(tf.TensorShape([]), invariants),
-        )
-        return search.results(beams)
-
-    # The results of every sentence of the batch, written as sentences leave it and at the end.
+    # The results of every sentence of the batch, written as sentences leave it (compact_finished) and at the end.
     results = search.results(beams)  # [B, K, T], [B, K]
 
     def body(step, beams, results):
         beams = search.step(step, beams)
+        if not compact_finished:
+            return step + 1, beams, results
         active = search.is_active(step + 1, beams)  # [B]: the sentences the next step decodes
         still = tf.reduce_sum(tf.cast(active, tf.int32))
         worth_it = (still > 0) & (tf.cast(still, tf.float32) <= COMPACT_WHEN * tf.cast(tf.size(active), tf.float32))
@@ -309,7 +300,10 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
         beams, results = tf.cond(worth_it, compact, lambda: (beams, results))
         return step + 1, beams, results
 
-    invariants = tf.nest.map_structure(rows_free, beams)._replace(state=state_shape_invariants(beams.state))
+    # Without compact_finished the beams keep their shapes (only a state may grow): a fixed-shape state's loop
+    # compiles with XLA.
+    invariants = tf.nest.map_structure(rows_free if compact_finished else lambda t: t.shape, beams)._replace(
+        state=state_shape_invariants(beams.state))
     _, beams, results = tf.while_loop(
         lambda step, beams, results: tf.reduce_any(search.is_active(step, beams)), body,
         (tf.constant(0), beams, results),
