@@ -128,8 +128,9 @@ def decode_id_batches(decode_batch: DecodeBatch, encoded: list[list[int]], batch
         # map yields in submission order, so progress counts whole batches as they finish in turn.
         for chunk, (ids, scores) in zip(chunks, pool.map(decode_chunk, chunks)):
             for row, i in enumerate(chunk):
-                results[i] = [hypothesis(beam, score, to_text)
-                              for beam, score in zip(ids[row], scores[row]) if np.isfinite(score)]
+                found = [(strip_ids(beam), float(score)) for beam, score in zip(ids[row], scores[row])
+                         if np.isfinite(score)]
+                results[i] = [Hypothesis(to_text(tokens), score, tuple(tokens)) for tokens, score in found]
             done += len(chunk)
             if progress:
                 progress(f"decoded {done}/{total} sentences ({done / (time.perf_counter() - start):.1f} sentences/s)")
@@ -144,12 +145,6 @@ def default_parallel_batches() -> int:
     second batch fills the gaps between the first's small ops: docs/performance.md), else one."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return min(cores, 2)
-
-
-def hypothesis(beam, score, to_text: Callable[[list[int]], str]) -> Hypothesis:
-    """A decoded id sequence (EOS and PAD included) and its score as a Hypothesis."""
-    ids = strip_ids(beam)
-    return Hypothesis(to_text(ids), float(score), tuple(ids))
 
 
 def decode_lines(codec: TextCodec, decode_batch: DecodeBatch, lines: list[str], batch_size: int,

@@ -55,6 +55,11 @@ def _gather_beams(x, index):
     return tf.gather(x, index, axis=1, batch_dims=1)
 
 
+def _taken(nest, index):
+    """Every tensor of `nest` at the rows `index` (int32 [R]): [R, ...] each."""
+    return tf.nest.map_structure(lambda t: tf.gather(t, index), nest)
+
+
 def _keep_if_done(active, new, old):
     """new for active sentences, old for done ones, which stay frozen.
 
@@ -154,16 +159,12 @@ class _BeamSearch:
         """
         keep = tf.cast(tf.where(active)[:, 0], tf.int32)  # [B']
         rows = tf.reshape(keep[:, None] * self.beam_size + tf.range(self.beam_size)[None, :], [-1])  # [N']
-
-        def by(index, nest):
-            return tf.nest.map_structure(lambda t: tf.gather(t, index), nest)
-
         state = beams.state
-        state = (SplitState(per_beam=by(rows, state.per_beam), per_sentence=by(keep, state.per_sentence))
-                 if isinstance(state, SplitState) else by(rows, state))
-        return _Beams(*by(keep, (beams.alive_seq, beams.alive_log_probs, beams.finished_seq, beams.finished_scores)),
-                      state=state, max_lengths=tf.gather(beams.max_lengths, keep),
-                      min_lengths=tf.gather(beams.min_lengths, rows), sentence=tf.gather(beams.sentence, keep))
+        state = (SplitState(per_beam=_taken(state.per_beam, rows), per_sentence=_taken(state.per_sentence, keep))
+                 if isinstance(state, SplitState) else _taken(state, rows))
+        # The other fields have a row per sentence; min_lengths, as the state, one per beam.
+        return _taken(beams._replace(state=(), min_lengths=()), keep)._replace(
+            state=state, min_lengths=tf.gather(beams.min_lengths, rows))
 
     def _grow_topk(self, step, beams):
         """Runs the model on every alive beam and keeps the 2K best extensions (t2t `grow_topk`).
@@ -224,11 +225,8 @@ class _BeamSearch:
         """
         beam = self.beam_size
         rows = tf.reshape(source_beam + beam * tf.range(tf.shape(source_beam)[0])[:, None], [-1])  # [N] b*K + source
-
-        def reorder(nest):
-            return tf.nest.map_structure(lambda t: tf.gather(t, rows), nest)  # [N, ...]
-
-        return state._replace(per_beam=reorder(state.per_beam)) if isinstance(state, SplitState) else reorder(state)
+        return (state._replace(per_beam=_taken(state.per_beam, rows)) if isinstance(state, SplitState)
+                else _taken(state, rows))  # [N, ...]
 
     def results(self, beams):
         """Finished hypotheses, or the alive ones for a sentence where none finished (as t2t)."""
@@ -285,22 +283,13 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
     search = _BeamSearch(symbols_to_logits_fn, beam_size, vocab_size, alpha, eos_id, final_beams,
                          has_min_lengths=min_lengths is not None)
     beams = search.initial_beams(initial_state, batch_size, max_lengths, min_lengths)
-    if not compact_finished:
-        invariants = tf.nest.map_structure(lambda t: t.shape, beams)._replace(
-            state=state_shape_invariants(beams.state))
-        _, beams = tf.while_loop(
-            lambda step, beams: tf.reduce_any(search.is_active(step, beams)),
-            lambda step, beams: (step + 1, search.step(step, beams)),
-            (tf.constant(0), beams),
-            shape_invariants=(tf.TensorShape([]), invariants),
-        )
-        return search.results(beams)
-
-    # The results of every sentence of the batch, written as sentences leave it and at the end.
+    # The results of every sentence of the batch, written as sentences leave it (compact_finished) and at the end.
     results = search.results(beams)  # [B, K, T], [B, K]
 
     def body(step, beams, results):
         beams = search.step(step, beams)
+        if not compact_finished:
+            return step + 1, beams, results
         active = search.is_active(step + 1, beams)  # [B]: the sentences the next step decodes
         still = tf.reduce_sum(tf.cast(active, tf.int32))
         worth_it = (still > 0) & (tf.cast(still, tf.float32) <= COMPACT_WHEN * tf.cast(tf.size(active), tf.float32))
@@ -311,7 +300,10 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
         beams, results = tf.cond(worth_it, compact, lambda: (beams, results))
         return step + 1, beams, results
 
-    invariants = tf.nest.map_structure(rows_free, beams)._replace(state=state_shape_invariants(beams.state))
+    # Without compact_finished the beams keep their shapes (only a state may grow): a fixed-shape state's loop
+    # compiles with XLA.
+    invariants = tf.nest.map_structure(rows_free if compact_finished else lambda t: t.shape, beams)._replace(
+        state=state_shape_invariants(beams.state))
     _, beams, results = tf.while_loop(
         lambda step, beams, results: tf.reduce_any(search.is_active(step, beams)), body,
         (tf.constant(0), beams, results),

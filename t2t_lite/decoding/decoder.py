@@ -97,10 +97,9 @@ class Decoder:
         def symbols_to_logits(ids, step, state, **shortlist):
             # ids [N, 1] -> logits [N, V]; N = B * beams, beam-major within a sentence. The state holds each
             # model's: its per-beam parts follow the beams, its per-sentence ones stay.
-            outputs = [model_step(ids, step, SplitState(*parts), **shortlist)
-                       for model_step, parts in zip(steps, zip(*state))]
-            logits = [logits for logits, _ in outputs]
-            return (logits[0] if len(logits) == 1 else mean_log_probs(logits)), _joined([s for _, s in outputs])
+            logits, states = zip(*[model_step(ids, step, SplitState(*parts), **shortlist)
+                                   for model_step, parts in zip(steps, zip(*state))])
+            return (logits[0] if len(logits) == 1 else mean_log_probs(logits)), _joined(states)
 
         search_fn, state = symbols_to_logits, _joined([model_step.initial_state for model_step in steps])
         if self.constraint is not None:
@@ -125,7 +124,7 @@ class Decoder:
         return shortlist_columns(self.constraint, inputs, rows_per_sentence)
 
 
-def _joined(states: list[SplitState]) -> SplitState:
+def _joined(states: Sequence[SplitState]) -> SplitState:
     """Several models' SplitStates as one: a tuple of their per-beam parts, a tuple of their per-sentence ones."""
     return SplitState(per_beam=tuple(s.per_beam for s in states), per_sentence=tuple(s.per_sentence for s in states))
 

@@ -140,9 +140,10 @@ def _position_table(model, max_positions: int) -> np.ndarray:
             else np.asarray(timing_signal(max_positions, model.d_model), np.float32))
 
 
-def _linear(spec, dense) -> None:
-    spec.weight = _numpy(dense.kernel).T  # Keras [in, out] -> CTranslate2 [out, in]
-    spec.bias = _numpy(dense.bias)
+def _linear(spec, *denses) -> None:
+    """One CTranslate2 linear layer of Dense layers on the same inputs, their outputs stacked."""
+    spec.weight = np.concatenate([_numpy(d.kernel).T for d in denses], axis=0)  # Keras [in, out] -> [out, in]
+    spec.bias = np.concatenate([_numpy(d.bias) for d in denses], axis=0)
 
 
 def _set_norm(spec, norm) -> None:
@@ -153,10 +154,8 @@ def _set_attention(spec, attention, norm, self_attention: bool) -> None:
     """Self-attention fuses Q, K, V into linear[0]; encoder-decoder attention has Q in linear[0], K and V in [1]."""
     query, key, value = (attention.query_proj, attention.key_proj, attention.value_proj)
     fused = [[query, key, value]] if self_attention else [[query], [key, value]]
-    for linear_spec, denses in zip(spec.linear, fused):
-        linear_spec.weight = np.concatenate([_numpy(d.kernel).T for d in denses], axis=0)  # [n * H*Dk, D]
-        linear_spec.bias = np.concatenate([_numpy(d.bias) for d in denses], axis=0)
-    _linear(spec.linear[-1], attention.output_proj)
+    for linear_spec, denses in zip(spec.linear, fused + [[attention.output_proj]]):
+        _linear(linear_spec, *denses)
     _set_norm(spec.layer_norm, norm)  # before the sub-layer under pre-norm, after the residual add under post-norm
 
 

@@ -61,10 +61,8 @@ def predict_in_batches(predict: PredictFn, lines: list[str], batch_size: int) ->
 def rest_url(server: str, model_name: str, version: int | None) -> str:
     """TF Serving's REST predict URL: <server>/v1/models/<name>[/versions/<v>]:predict."""
     base = server.rstrip("/") if "://" in server else f"http://{server}"
-    path = f"/v1/models/{urllib.request.quote(model_name)}"
-    if version is not None:
-        path += f"/versions/{version}"
-    return f"{base}{path}:predict"
+    versioned = "" if version is None else f"/versions/{version}"
+    return f"{base}/v1/models/{urllib.request.quote(model_name)}{versioned}:predict"
 
 
 def rest_predict(url: str, lines: list[str], timeout: float) -> list[Translation]:

@@ -5,7 +5,6 @@ from collections.abc import Callable
 from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.request import Engine, ResolvedDecode
 from t2t_lite.errors import UserError
-from t2t_lite.export_format import CTRANSLATE2
 from t2t_lite.inference.export_reader import ExportDir
 
 
@@ -44,9 +43,6 @@ def saved_model_backend(export: ExportDir) -> IdBatchBackend:
 
     from t2t_lite.data.vocabulary import Vocabulary
 
-    if export.format == CTRANSLATE2:
-        raise UserError(f"{export.path!r} is a CTranslate2 export, not a SavedModel; open it with "
-                        "Translator.from_export")
     signature = tf.saved_model.load(export.path).signatures["decode_ids"]
     vocabulary = Vocabulary.from_file(export.vocab_path)
 

@@ -28,9 +28,8 @@ def causal_bias(length):
     Returns:
       float32 [1, 1, T, T] with NEG_INF above the diagonal.
     """
-    rows = ops.arange(length)[:, None]
-    cols = ops.arange(length)[None, :]
-    return ops.cast(cols > rows, "float32")[None, None] * NEG_INF
+    positions = ops.arange(length)
+    return ops.cast(positions[None, :] > positions[:, None], "float32")[None, None] * NEG_INF
 
 
 def split_heads(x, heads):

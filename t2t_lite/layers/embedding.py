@@ -7,7 +7,6 @@ import tensorflow as tf
 from keras import ops
 
 
-
 def _inverse_timescales(channels, min_timescale=1.0, max_timescale=1.0e4):
     """[D // 2] float32 frequencies of t2t's `get_timing_signal_1d`."""
     num_timescales = channels // 2
@@ -46,10 +45,8 @@ class SinusoidalPosition(keras.layers.Layer):
     """Adds `timing_signal` to x [B, T, D]: of positions 0..T-1, or from `position` (an int scalar) on."""
 
     def call(self, x, position=None):
-        channels = x.shape[-1]
-        signal = (timing_signal(ops.shape(x)[1], channels) if position is None
-                  else timing_signal_at(position + ops.arange(ops.shape(x)[1]), channels))  # [T, D]
-        return x + ops.cast(signal, x.dtype)[None]
+        positions = ops.arange(ops.shape(x)[1]) + (0 if position is None else position)  # [T]
+        return x + ops.cast(timing_signal_at(positions, x.shape[-1]), x.dtype)[None]
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")

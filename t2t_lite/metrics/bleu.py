@@ -18,16 +18,13 @@ newstest2014 En-De; REFERENCE.md has the details. Scores are never reported
 without a label and a signature, so that they are never compared across
 conventions by mistake.
 """
-from __future__ import annotations
-
 import dataclasses
-from collections.abc import Sequence
-
 import re
+from collections.abc import Sequence
 
 from t2t_lite.errors import UserError
 from t2t_lite.files import read_lines
-from t2t_lite.metrics.chrf_ter import chrf_and_ter
+from t2t_lite.metrics.chrf_ter import check_aligned, chrf_and_ter
 
 # sacreBLEU tokenizer -> how a score made with it is labelled.
 TOKENIZERS = {"13a": "sacreBLEU 13a, detokenized", "intl": "t2t-bleu intl, tokenized"}
@@ -72,13 +69,10 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: 
 
     if tokenize not in TOKENIZERS:
         raise ValueError(f"tokenize must be one of {sorted(TOKENIZERS)}, got {tokenize!r}")
-    _check_aligned(hypotheses, references)
+    check_aligned(hypotheses, references, "BLEU needs")
     # force: tokenized BLEU is meant for any text, so sacreBLEU's
     # "looks tokenized" warning only makes sense for the detokenized score.
-    metric = BLEU(tokenize=tokenize, force=tokenize == "intl")
-    score = metric.corpus_score(list(hypotheses), [list(references)])
-    return BleuResult(label=TOKENIZERS[tokenize], score=score.score, signature=str(metric.get_signature()),
-                      precisions=tuple(score.precisions), brevity_penalty=score.bp)
+    return _scored(BLEU(tokenize=tokenize, force=tokenize == "intl"), hypotheses, references, TOKENIZERS[tokenize])
 
 
 COMPOUND_SPLIT_LABEL = "paper: Moses-tokenized, compound-split"
@@ -114,21 +108,18 @@ def compound_split_bleu(hypotheses: Sequence[str], references: Sequence[str], la
     """
     from sacrebleu.metrics import BLEU
 
-    _check_aligned(hypotheses, references)
-    hypotheses, references = paper_tokenize(hypotheses, language), paper_tokenize(references, language)
-    metric = BLEU(tokenize="none", smooth_method="none", force=True)
-    score = metric.corpus_score(hypotheses, [references])
-    return BleuResult(label=f"{COMPOUND_SPLIT_LABEL}, {language}", score=score.score,
-                      signature=f"{metric.get_signature()}|moses:{language}|compound:atat",
+    check_aligned(hypotheses, references, "BLEU needs")
+    return _scored(BLEU(tokenize="none", smooth_method="none", force=True), paper_tokenize(hypotheses, language),
+                   paper_tokenize(references, language), f"{COMPOUND_SPLIT_LABEL}, {language}",
+                   f"|moses:{language}|compound:atat")
+
+
+def _scored(metric, hypotheses: Sequence[str], references: Sequence[str], label: str,
+            signature_suffix: str = "") -> BleuResult:
+    """The BleuResult of sacreBLEU's BLEU `metric` over the sentences, its signature followed by signature_suffix."""
+    score = metric.corpus_score(list(hypotheses), [list(references)])
+    return BleuResult(label=label, score=score.score, signature=f"{metric.get_signature()}{signature_suffix}",
                       precisions=tuple(score.precisions), brevity_penalty=score.bp)
-
-
-def _check_aligned(hypotheses: Sequence[str], references: Sequence[str]) -> None:
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; "
-                         "BLEU needs one reference line per hypothesis line")
-    if not hypotheses:
-        raise ValueError("no sentences to score")
 
 
 def bleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[BleuResult, BleuResult]:

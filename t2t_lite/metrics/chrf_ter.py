@@ -5,8 +5,6 @@ morphology; TER (Snover et al. 2006) is the edits per reference word needed to
 turn the output into the reference (lower is better). Both use sacreBLEU's
 defaults so that figures compare with other toolkits'.
 """
-from __future__ import annotations
-
 import dataclasses
 from collections.abc import Sequence
 
@@ -37,10 +35,16 @@ def chrf_and_ter(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[
     """
     from sacrebleu.metrics import CHRF, TER
 
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; "
-                         "chrF and TER need one reference line per hypothesis line")
-    if not hypotheses:
-        raise ValueError("no sentences to score")
+    check_aligned(hypotheses, references, "chrF and TER need")
     return tuple(MetricResult(name, metric.corpus_score(list(hypotheses), [list(references)]).score,
                               str(metric.get_signature())) for name, metric in (("chrF2", CHRF()), ("TER", TER())))
+
+
+def check_aligned(hypotheses: Sequence[str], references: Sequence[str], metric_needs: str) -> None:
+    """A ValueError unless there are hypotheses and one reference for each; `metric_needs` begins the message's
+    advice, e.g. "BLEU needs" (one reference line per hypothesis line)."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; "
+                         f"{metric_needs} one reference line per hypothesis line")
+    if not hypotheses:
+        raise ValueError("no sentences to score")

@@ -16,6 +16,7 @@ counted as errors, as EVALB does.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -141,9 +142,7 @@ def evalb_brackets(tree: Tree, deleted: set[int] | None = None) -> tuple[list[st
     all_words = tree.words()
     # kept_before[i]: how many kept words precede word i (evalb.c: a deleted
     # word occupies no span position).
-    kept_before = [0]
-    for i in range(len(all_words)):
-        kept_before.append(kept_before[-1] + (i not in deleted))
+    kept_before = list(itertools.accumulate((i not in deleted for i in range(len(all_words))), initial=0))
     brackets: Counter[Bracket] = Counter()
     _collect(tree, 0, kept_before, brackets)
     return [w for i, w in enumerate(all_words) if i not in deleted], brackets

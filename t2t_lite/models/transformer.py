@@ -197,9 +197,8 @@ class Transformer(keras.Model):
     def feature_contexts(self, inputs, memory) -> dict:
         """Each decoder feature's context of the sentences: {name: DecoderFeature.context}, None left out (a
         search's state holds tensors only)."""
-        contexts = {name: feature.context(self, inputs, memory) for name, feature in zip(self.decoder_features,
-                                                                                          self.features)}
-        return {name: context for name, context in contexts.items() if context is not None}
+        return {name: context for name, feature in zip(self.decoder_features, self.features)
+                if (context := feature.context(self, inputs, memory)) is not None}
 
     def initial_feature_states(self, rows) -> dict:
         """Each decoder feature's state before a target's first position: {name: DecoderFeature.initial_state}."""

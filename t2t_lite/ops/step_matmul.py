@@ -139,15 +139,13 @@ class StepKernelMaker:
         """The product of Keras Dense layers on the same rows, as one: their kernels side by side
         ([in, out_1 + out_2 + ...]) and biases too, since a step's one larger product runs faster than its few
         small ones. One layer keeps its activation; joined ones must have none."""
-        if len(denses) == 1:
-            dense, = denses
-            return self.weight(dense.kernel, bias=dense.bias if dense.use_bias else None,
-                               activation=None if dense.activation is keras.activations.linear else dense.activation)
-        if any(dense.activation not in (None, keras.activations.linear) for dense in denses):
+        activations = [dense.activation for dense in denses if dense.activation not in (None, keras.activations.linear)]
+        if activations and len(denses) > 1:
             raise ValueError("only Dense layers without an activation can be joined")
         kernel = tf.concat([tf.cast(dense.kernel, self.dtype) for dense in denses], axis=1)
         biases = [tf.cast(dense.bias, self.dtype) if dense.use_bias else tf.zeros([dense.units], self.dtype)
                   for dense in denses]
-        return self.weight(kernel, bias=tf.concat(biases, axis=0) if any(d.use_bias for d in denses) else None)
+        return self.weight(kernel, bias=tf.concat(biases, axis=0) if any(d.use_bias for d in denses) else None,
+                           activation=activations[0] if activations else None)
 
 

@@ -34,9 +34,7 @@ class WordPointer(DecoderFeature):
     @staticmethod
     def set_word_starts(model, ids):
         """Makes the pieces `ids` the ones that begin a word."""
-        table = np.zeros([model.vocab_size], np.float32)
-        table[list(ids)] = 1
-        model.word_starts.assign(table)
+        model.word_starts.assign(np.isin(np.arange(model.vocab_size), list(ids)).astype(np.float32))
 
     def context(self, model, inputs, memory):
         """The memory at each source word's first piece: [B, T_src, D], word w in row w (T_src rows hold every

@@ -66,15 +66,12 @@ class TreeConstraint:
             kind[open_id], kind[close_id], close_of[open_id] = OPEN, CLOSE, close_id
         kind[list(leaves)] = LEAF
         kind[list(continuations)] = CONTINUATION
-        inside_open, root_open = np.zeros([vocab_size], bool), np.zeros([vocab_size], bool)
-        inside_open[[open_id for open_id, _ in phrases]] = True
-        root_open[[open_id for open_id, _ in roots]] = True
-        is_word_start = np.zeros([vocab_size], bool)
-        is_word_start[list(word_starts)] = True
+        ids = np.arange(vocab_size)
+        inside_open, root_open = (np.isin(ids, [open_id for open_id, _ in labels]) for labels in (phrases, roots))
         self.vocab_size, self.eos_id, self.max_depth, self.copy_words = vocab_size, eos_id, max_depth, copy_words
         self.max_opens_in_a_row = max_opens_in_a_row or max_depth
         self.kind, self.close_of = tf.constant(kind), tf.constant(close_of)  # [V]
-        self.is_word_start = tf.constant(is_word_start)  # [V]
+        self.is_word_start = tf.constant(np.isin(ids, list(word_starts)))  # [V]
         # The three tables in one, for a shortlist's columns: one lookup a step instead of three.
         self.code = tf.constant(kind + INSIDE_OPEN * inside_open + ROOT_OPEN * root_open)  # [V]
         # The ids any sentence may emit, whatever its words: PAD (the start id, column 0) and EOS first, then
@@ -83,25 +80,18 @@ class TreeConstraint:
         if not copy_words:
             fixed += sorted(set(leaves) | set(continuations))
         self.fixed_ids = tf.constant(list(dict.fromkeys(fixed)), tf.int32)  # [F], each id once
-        in_fixed = np.zeros([vocab_size], bool)
-        in_fixed[fixed] = True
-        self.in_fixed = tf.constant(in_fixed)  # [V]
-
-    def word_counts(self, inputs) -> tf.Tensor:
-        """int32 [B]: the words of each input: its word-start pieces, and its first if that is another piece."""
-        inputs = tf.convert_to_tensor(inputs, tf.int32)
-        starts = tf.gather(self.is_word_start, inputs)  # [B, T_src]
-        first = inputs[:, 0]  # [B]; PAD only in an empty batch row, EOS for an empty input
-        unmarked_first = (first != PAD_ID) & (first != self.eos_id) & ~starts[:, 0]
-        return tf.reduce_sum(tf.cast(starts, tf.int32), axis=1) + tf.cast(unmarked_first, tf.int32)
+        self.in_fixed = tf.constant(np.isin(ids, fixed))  # [V]
 
     def initial_state(self, inputs, max_lengths):
-        words = self.word_counts(inputs)  # [B]
+        inputs = tf.convert_to_tensor(inputs, tf.int32)
+        starts = tf.gather(self.is_word_start, inputs)  # [B, T_src]
+        # The words of each input: its word-start pieces, and its first if that is another piece.
+        first = inputs[:, 0]  # [B]; PAD only in an empty batch row, EOS for an empty input
+        unmarked_first = (first != PAD_ID) & (first != self.eos_id) & ~starts[:, 0]
+        words = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1) + tf.cast(unmarked_first, tf.int32)  # [B]
         batch = tf.shape(words)[0]
         copy = {}
         if self.copy_words:
-            inputs = tf.convert_to_tensor(inputs, tf.int32)
-            starts = tf.gather(self.is_word_start, inputs)  # [B, T_src]
             free_first = ~starts[:, 0]  # the first word has no "▁" (or there is no word)
             # The first piece to copy: the first word's, or the second word's when the first is free.
             later = tf.concat([tf.zeros_like(starts[:, :1]), starts[:, 1:]], axis=1)  # [B, T_src]
@@ -148,10 +138,10 @@ class TreeConstraint:
             free_leaf = is_leaf & state["free_first"] & (state["leaves_left"] == state["words"])  # [N]
             free = free_leaf | (is_continuation & state["in_free_word"])  # [N]: a piece of the free first word
             copied = (is_leaf | is_continuation) & ~free
-            copy = dict(source=state["source"], words=state["words"], free_first=state["free_first"],
-                        pointer=state["pointer"] + tf.cast(copied, tf.int32), in_free_word=free,
+            copy = dict(pointer=state["pointer"] + tf.cast(copied, tf.int32), in_free_word=free,
                         pieces_left=state["pieces_left"] - tf.cast(copied | free_leaf, tf.int32))
         return {
+            **state,  # what never changes: the max length, and with copy_words the source, words and free_first
             "depth": depth,
             "leaves_left": state["leaves_left"] - tf.cast(is_leaf, tf.int32),
             "closes": closes,
@@ -159,7 +149,6 @@ class TreeConstraint:
             "in_word": is_leaf | is_continuation,
             "opens_in_a_row": tf.where(is_open, state["opens_in_a_row"] + 1, 0),
             "done": state["done"] | (is_close & (depth == 0)),
-            "max_length": state["max_length"],
             **copy,
         }
 
