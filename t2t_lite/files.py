@@ -6,7 +6,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from t2t_lite.errors import UserError
 
@@ -109,7 +109,7 @@ def read_lines(path: str) -> list[str]:
     return list(iter_lines(path))
 
 
-def iter_lines(path: str, decode: Callable[[bytes, str, int], str] | None = None) -> Iterator[str]:
+def iter_lines(path: str) -> Iterator[str]:
     """The lines of a UTF-8 text file (gzip when its name ends in .gz) without their line endings, as they are read.
 
     Only "\\n" ends a line (as in the decoder's output), so a stray U+2028 or
@@ -117,8 +117,6 @@ def iter_lines(path: str, decode: Callable[[bytes, str, int], str] | None = None
     it is dropped so that CRLF files read like LF files, and so is a byte order
     mark at the start, which is no text.
 
-    Args:
-      decode: what turns each raw line into text, as decode_line (the default) does, e.g. with a message of its own.
     Raises:
       UserError: the file cannot be read (or is a damaged .gz), or a line is not
         valid UTF-8 (the message names the file and the 1-based line number).
@@ -130,7 +128,7 @@ def iter_lines(path: str, decode: Callable[[bytes, str, int], str] | None = None
     with f:
         try:
             for number, raw in enumerate(f, start=1):
-                yield (decode or decode_line)(raw, path, number)
+                yield decode_line(raw, path, number)
         except (OSError, EOFError) as error:  # a corrupt or truncated .gz
             raise UserError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
 
