@@ -64,20 +64,6 @@ def storage_fault_text(code: int) -> str:
     return f"{os.strerror(code)}; {STORAGE_FAULTS[code]}"
 
 
-def ensure_writable_dir(path: str, flag: str) -> None:
-    """Creates directory `path` if needed and checks a file can be written in it, or raises UserError.
-
-    Args:
-      path: the directory.
-      flag: how the message names it, e.g. "--output_dir".
-    """
-    try:
-        os.makedirs(path, exist_ok=True)
-        tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-").close()  # a probe file, removed when closed
-    except OSError as error:
-        raise UserError(f"cannot write to {flag} {path!r}: {error.strerror or error}") from None
-
-
 def check_dir_can_be_written(path: str, flag: str) -> None:
     """Raises UserError unless `path` is a directory this process can write in, or can be created as one.
 

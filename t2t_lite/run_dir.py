@@ -30,7 +30,7 @@ import tempfile
 from t2t_lite import config
 from t2t_lite.config import HParams
 from t2t_lite.errors import UserError
-from t2t_lite.files import atomic_write_text, ensure_writable_dir, read_json
+from t2t_lite.files import atomic_write_text, read_json
 
 HPARAMS_FILE = "hparams.json"
 CHECKPOINT_NAME = "ckpt"  # checkpoints are <dir>/ckpt-<step>
@@ -259,7 +259,11 @@ def create_or_resume(run: RunDir, requested: RunSpec, chief: bool = True) -> Run
 
 def ensure_writable(run: RunDir) -> None:
     """Creates run's directory if needed and checks a file can be written there, or raises UserError."""
-    ensure_writable_dir(run.path, "`output_dir`")
+    try:
+        os.makedirs(run.path, exist_ok=True)
+        tempfile.NamedTemporaryFile(dir=run.path, prefix=".write-test-").close()  # a probe file, removed when closed
+    except OSError as error:
+        raise UserError(f"cannot write to `output_dir` {run.path!r}: {error.strerror or error}") from None
 
 
 def check_matches(saved: RunSpec, requested: RunSpec, run: RunDir) -> None:
