@@ -70,11 +70,11 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
 
 
 class _QuietLoader(importlib.abc.Loader):
+    """Runs the real loader's exec_module inside _stderr_without_chatter. The module itself is made the default
+    way (Loader.create_module's None), as TensorFlow's source-file loader makes it."""
+
     def __init__(self, loader):
         self._loader = loader
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
 
     def exec_module(self, module):
         # The real loader is what the module keeps, as if it had been imported plainly.
