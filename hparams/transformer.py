@@ -5,21 +5,20 @@ with dataclasses.replace so the differences are visible at a glance.
 """
 import dataclasses
 
-from t2t_lite.config import DecodeHParams, HParams, ModelHParams, TrainHParams
+from t2t_lite.config import HParams
 from t2t_lite.registry import hparams_sets
 
 
-def _derive(base: HParams, model=None, train=None, decode=None) -> HParams:
-    """base with some fields of each group replaced."""
-    groups = {"model": model, "train": train, "decode": decode}
-    return dataclasses.replace(base, **{name: dataclasses.replace(getattr(base, name), **(changes or {}))
+def _derive(base: HParams, **groups: dict) -> HParams:
+    """base with some fields of each group given (model=, train=, decode=: {field: value}) replaced."""
+    return dataclasses.replace(base, **{name: dataclasses.replace(getattr(base, name), **changes)
                                         for name, changes in groups.items()})
 
 
 @hparams_sets.register("transformer_base")
 def transformer_base() -> HParams:
     """The paper's base model (Table 3 row "base"): post-norm, Adam 0.9/0.98/1e-9, warmup 4000."""
-    return HParams(model=ModelHParams(), train=TrainHParams(), decode=DecodeHParams())
+    return HParams()  # the groups' defaults are the paper's
 
 
 @hparams_sets.register("transformer_big")
