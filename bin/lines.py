@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, TextIO
 
 from t2t_lite import registry, usr_dir
 from t2t_lite.decoding.batching import Hypothesis
+from t2t_lite.decoding.request import SCORING
 from t2t_lite.bin.run_flags import PICKS_A_RUN  # the flags that pick a run, which --export_dir replaces
 from t2t_lite.errors import UserError
 from t2t_lite.export_format import CTRANSLATE2
@@ -22,6 +23,7 @@ from t2t_lite.inference.export_reader import read_export
 from t2t_lite.files import atomic_write_text, decode_line, read_lines
 from t2t_lite.inference.translator import Translator, refuse_ctranslate2_settings
 from t2t_lite.metrics.bleu import problem_report
+from t2t_lite.precision import compute_dtype
 
 if TYPE_CHECKING:  # a run's: decoding a CTranslate2 export imports none of them (they import TensorFlow)
     from t2t_lite.ops.step_matmul import StepMatmulSettings
@@ -99,8 +101,6 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     if request.export_dir:
         translator, report, source = open_export(request)
     else:
-        from t2t_lite.precision import compute_dtype
-
         translator = Translator.from_request(request.run, step_matmul=request.step_matmul)
         report = functools.partial(problem_report, translator.run.problem)
         source = f"{' + '.join(translator.run.checkpoints)} in {compute_dtype(translator.run.mixed_precision)}"
@@ -289,9 +289,6 @@ def score_file(request: ScoreFileRequest, log: Callable[[str], None] = lambda li
       log: progress lines.
       out: where the scores go without an output_file; default sys.stdout.
     """
-    from t2t_lite.precision import compute_dtype
-    from t2t_lite.decoding.request import SCORING
-
     if not request.source_file or not request.target_file:
         raise UserError("--source_file and --target_file are both required")
     if request.output_file:
