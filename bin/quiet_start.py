@@ -56,8 +56,12 @@ def _stderr_without_chatter():
                 kept = kept[os.write(2, kept):]
 
 
-class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
-    """Finds `tensorflow` once, with a loader that runs its import inside _stderr_without_chatter."""
+class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds `tensorflow` once, then loads it as its own loader would, inside _stderr_without_chatter.
+
+    The module itself is made the default way (Loader.create_module's None), as TensorFlow's source-file
+    loader makes it.
+    """
 
     def find_spec(self, name, path, target=None):
         if name != "tensorflow":
@@ -65,16 +69,8 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.loader is not None:
-            spec.loader = _QuietLoader(spec.loader)
+            self._loader, spec.loader = spec.loader, self
         return spec
-
-
-class _QuietLoader(importlib.abc.Loader):
-    """Runs the real loader's exec_module inside _stderr_without_chatter. The module itself is made the default
-    way (Loader.create_module's None), as TensorFlow's source-file loader makes it."""
-
-    def __init__(self, loader):
-        self._loader = loader
 
     def exec_module(self, module):
         # The real loader is what the module keeps, as if it had been imported plainly.
