@@ -192,9 +192,8 @@ class RunSpec:
 
 def spec_json(spec: RunSpec, **extra) -> str:
     """The text of hparams.json for spec; `extra` entries (e.g. an export's settings) are added beside it."""
-    data = {"problem": spec.problem, "hparams_set": spec.hparams_set, "hparams_overrides": spec.hparams_overrides,
-            "hparams": config.to_dict(spec.hparams), "data_dir": spec.data_dir, "usr_dir": spec.usr_dir, **extra}
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    # asdict gives the hparams as config.to_dict does (it is asdict), beside the spec's other fields.
+    return json.dumps({**dataclasses.asdict(spec), **extra}, indent=2, sort_keys=True) + "\n"
 
 
 def as_run_dir(directory: "str | os.PathLike | RunDir | None") -> RunDir | None:
