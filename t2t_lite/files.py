@@ -5,7 +5,6 @@ import gzip
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 
 from t2t_lite.errors import UserError
@@ -24,11 +23,12 @@ def atomic_write_text(path: str, text: str) -> None:
 
 def atomic_write_bytes(path: str, data: bytes) -> None:
     """Writes `data` to a temporary file beside `path`, flushes it to disk, then renames it over `path`."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp_path = os.path.join(directory, f".tmp-{os.urandom(6).hex()}{name}")
+    # Made with the mode open() gives a new file, 0666 less the umask (tempfile's are owner-only); O_EXCL: never
+    # another's file.
+    fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        # mkstemp makes the file owner-only; give it the mode open() would (0666 less the umask).
-        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -82,12 +82,6 @@ def check_dir_can_be_written(path: str, flag: str) -> None:
     else:
         return
     raise UserError(f"cannot write to {flag} {path!r}: {reason}")
-
-
-def _umask() -> int:
-    mask = os.umask(0)  # reading the umask means setting it; put it straight back
-    os.umask(mask)
-    return mask
 
 
 def read_lines(path: str) -> list[str]:
