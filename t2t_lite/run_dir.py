@@ -22,6 +22,7 @@ data and the user's registrations (--usr_dir) were, so it needs neither flag
 again while they stay put. A restart with a different problem, set or
 hparams is refused rather than allowed to overwrite or misread the checkpoints.
 """
+import contextlib
 import dataclasses
 import json
 import os
@@ -109,10 +110,9 @@ class RunDir:
         paths = list(state.all_model_checkpoint_paths) if state else []
         if kept == paths:
             return
-        for path in paths:
-            if path not in kept:
-                for name in tf.io.gfile.glob(path + ".*"):
-                    tf.io.gfile.remove(name)
+        for path in set(paths) - set(kept):
+            for name in tf.io.gfile.glob(path + ".*"):
+                tf.io.gfile.remove(name)
         if kept:
             times = dict(zip(paths, state.all_model_checkpoint_timestamps))
             tf.compat.v1.train.update_checkpoint_state(
@@ -136,10 +136,8 @@ class RunDir:
         if not recorded:
             leftovers += tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
         for path in leftovers:
-            try:
+            with contextlib.suppress(tf.errors.OpError):  # already gone; nothing else can be done about the rest
                 (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
-            except tf.errors.OpError:
-                pass  # already gone; nothing else can be done about the rest
 
     @classmethod
     def scratch(cls, parent: str | None = None, prefix: str = "t2t-lite-worker-") -> "RunDir":
