@@ -102,15 +102,11 @@ def iter_lines(path: str) -> Iterator[str]:
         valid UTF-8 (the message names the file and the 1-based line number).
     """
     try:
-        f = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
-    except OSError as error:
-        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
-    with f:
-        try:
+        with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
             for number, raw in enumerate(f, start=1):
                 yield decode_line(raw, path, number)
-        except (OSError, EOFError) as error:  # a corrupt or truncated .gz
-            raise UserError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
+    except (OSError, EOFError) as error:  # missing, unreadable, or a corrupt or truncated .gz
+        raise UserError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
 
 
 def decode_line(raw: bytes, path: str, number: int) -> str:
