@@ -51,9 +51,8 @@ def _stderr_without_chatter():
             os.dup2(saved, 2)
             os.close(saved)
             collected.seek(0)
-            kept = memoryview(b"".join(line for line in collected if not is_chatter(line)))
-            while kept:
-                kept = kept[os.write(2, kept):]
+            with open(2, "wb", closefd=False) as stderr:  # buffered: written in full however the OS splits it
+                stderr.writelines(line for line in collected if not is_chatter(line))
 
 
 class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
