@@ -186,8 +186,14 @@ def apply_overrides(hparams: HParams, overrides: str) -> HParams:
             continue
         group, name, kind = _resolve_key(key.strip())
         changes[group][name] = _parse_value(key, text.strip(), kind)
-    groups = {g: dataclasses.replace(getattr(hparams, g), **changes[g]) for g in _GROUPS}
-    return validate(dataclasses.replace(hparams, **groups))
+    return validate(derive(hparams, **changes))
+
+
+def derive(base: HParams, **groups: dict) -> HParams:
+    """base with some fields of each group given (model=, train=, decode=: {field: value}) replaced: an
+    override's result before validation, and how the bundled hparams sets derive one from another."""
+    return dataclasses.replace(base, **{name: dataclasses.replace(getattr(base, name), **changes)
+                                        for name, changes in groups.items()})
 
 
 def translate_former_features(settings: dict, features: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:
