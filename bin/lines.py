@@ -131,10 +131,7 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
             done += len(batch)
         return
     results, tokens, text = format_batch(lines)
-    if request.decode_to_file:
-        atomic_write_text(request.decode_to_file, text)
-    else:
-        out.write(text)
+    write_output(request.decode_to_file, text, out)
     if references is not None:
         outputs = [r[0].text if r else "" for r in results]
         scores = report(outputs, references, tokens)  # a parser's trees are over the tokens
@@ -238,6 +235,14 @@ def check_output_file(path: str, flag: str = "--decode_to_file") -> None:
         raise UserError(f"{flag} {path!r}: directory {directory!r} is not writable")
 
 
+def write_output(path: str | None, text: str, out: TextIO) -> None:
+    """Writes `text` to `path` atomically (its failure leaves no file), or without a path to `out`."""
+    if path:
+        atomic_write_text(path, text)
+    else:
+        out.write(text)
+
+
 def format_outputs(sources: list[str], results: list[list[Hypothesis]], nbest: int, output_format: str,
                    first_index: int = 0) -> str:
     """The output text of decoded lines, each with its newline.
@@ -304,7 +309,4 @@ def score_file(request: ScoreFileRequest, log: Callable[[str], None] = lambda li
     scores = translator.score(sources, targets, progress=log)
     # One line per pair: log_prob<TAB>tokens<TAB>score, or an empty line for a pair that was not scored.
     text = "".join("\n" if s is None else f"{s.log_prob:.6f}\t{s.tokens}\t{s.score:.6f}\n" for s in scores)
-    if request.output_file:
-        atomic_write_text(request.output_file, text)
-    else:
-        (out or sys.stdout).write(text)
+    write_output(request.output_file, text, out or sys.stdout)
