@@ -240,25 +240,27 @@ def create_or_resume(run: RunDir, requested: RunSpec, chief: bool = True) -> Run
     saved = load_spec(run)
     if saved is not None:
         check_matches(saved, requested, run)
-    if chief:
-        # A resumed run's too: a read-only output_dir would otherwise fail only at the first save.
-        ensure_writable(run)
     spec = requested if saved is None else dataclasses.replace(  # a moved data_dir or usr_dir replaces the saved one
         saved, **{name: getattr(requested, name) for name in ("data_dir", "usr_dir") if getattr(requested, name)})
-    if chief and spec != saved:  # a new run, or a resumed one that moved
-        # A failure (a full disk: an empty file still fits) is one UserError; nothing is half-written.
-        try:
-            save_spec(run, spec)
-        except OSError as error:
-            raise UserError(f"cannot write to `output_dir` {run.path!r}: {error.strerror or error}") from None
+    if chief:
+        # A resumed run's directory is checked too: a read-only output_dir would otherwise fail only at the first
+        # save. A new run's spec, or a resumed one's that moved, is written.
+        ensure_writable(run, spec if spec != saved else None)
     return spec
 
 
-def ensure_writable(run: RunDir) -> None:
-    """Creates run's directory if needed and checks a file can be written there, or raises UserError."""
+def ensure_writable(run: RunDir, spec: RunSpec | None = None) -> None:
+    """Creates run's directory if needed and checks a file can be written there, then writes `spec` (if given) as
+    its hparams.json; or raises UserError.
+
+    A failure to write the spec (a full disk: an empty probe file still fits) is the same one UserError, and
+    leaves no half-written hparams.json.
+    """
     try:
         os.makedirs(run.path, exist_ok=True)
         tempfile.NamedTemporaryFile(dir=run.path, prefix=".write-test-").close()  # a probe file, removed when closed
+        if spec is not None:
+            save_spec(run, spec)
     except OSError as error:
         raise UserError(f"cannot write to `output_dir` {run.path!r}: {error.strerror or error}") from None
 
