@@ -50,8 +50,7 @@ class Registry(Generic[T]):
         return sorted(self._entries)
 
     def __contains__(self, name: str) -> bool:
-        self._load_bundled()
-        return name in self._entries
+        return name in self.names()
 
     def _load_bundled(self) -> None:
         if self._bundled is not None:
