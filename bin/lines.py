@@ -22,7 +22,7 @@ from t2t_lite.export_format import CTRANSLATE2
 from t2t_lite.inference.export_reader import read_export
 from t2t_lite.files import atomic_write_text, decode_line, read_lines
 from t2t_lite.inference.translator import Translator, refuse_ctranslate2_settings
-from t2t_lite.metrics.bleu import problem_report
+from t2t_lite.metrics.bleu import compound_split_bleu, problem_report
 from t2t_lite.precision import compute_dtype
 
 if TYPE_CHECKING:  # a run's: decoding a CTranslate2 export imports none of them (they import TensorFlow)
@@ -136,14 +136,11 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
         outputs = [r[0].text if r else "" for r in results]
         scores = report(outputs, references, tokens)  # a parser's trees are over the tokens
         if request.paper_bleu_language:
-            from t2t_lite.metrics.bleu import compound_split_bleu
-
             try:
                 scores.append(str(compound_split_bleu(outputs, references, request.paper_bleu_language)))
             except ValueError as error:
                 raise UserError(f"--paper_bleu_language: {error}") from None
-        for line in scores:
-            out.write(line + "\n")
+        out.writelines(line + "\n" for line in scores)
 
 
 def open_export(request: DecodeFileRequest):
