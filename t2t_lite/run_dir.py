@@ -305,8 +305,7 @@ def find_checkpoint(run: RunDir | None, checkpoint_path: str | None, choice: str
                         f"(a path goes in `checkpoint_path`)")
     places = {None: (run.averaged, run), "averaged": (run.averaged,), "best": (run.best,), "latest": (run,)}[choice]
     for place in places:
-        latest = place.latest_checkpoint()
-        if latest:
+        if latest := place.latest_checkpoint():
             return latest
     if choice is None:
         raise UserError(f"no checkpoint in `output_dir` {run.path!r}; train first or pass `checkpoint_path`")
