@@ -38,7 +38,7 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         """Returns the entry called `name`; raises UserError listing close matches."""
-        if name in self:  # the bundled entries loaded
+        if name in self:  # which loads the bundled entries first
             return self._entries[name]
         close = difflib.get_close_matches(name, self._entries, n=5, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(self.names())}"
