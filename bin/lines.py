@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, TextIO
 
 from t2t_lite import registry, usr_dir
 from t2t_lite.decoding.batching import Hypothesis
+from t2t_lite.decoding.request import SCORING
 from t2t_lite.bin.run_flags import PICKS_A_RUN  # the flags that pick a run, which --export_dir replaces
 from t2t_lite.errors import UserError
 from t2t_lite.export_format import CTRANSLATE2
 from t2t_lite.inference.export_reader import read_export
 from t2t_lite.files import atomic_write_text, decode_line, read_lines
 from t2t_lite.inference.translator import Translator, refuse_ctranslate2_settings
-from t2t_lite.metrics.bleu import problem_report
+from t2t_lite.metrics.bleu import compound_split_bleu, problem_report
+from t2t_lite.precision import compute_dtype
 
 if TYPE_CHECKING:  # a run's: decoding a CTranslate2 export imports none of them (they import TensorFlow)
     from t2t_lite.ops.step_matmul import StepMatmulSettings
@@ -99,8 +101,6 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
     if request.export_dir:
         translator, report, source = open_export(request)
     else:
-        from t2t_lite.precision import compute_dtype
-
         translator = Translator.from_request(request.run, step_matmul=request.step_matmul)
         report = functools.partial(problem_report, translator.run.problem)
         source = f"{' + '.join(translator.run.checkpoints)} in {compute_dtype(translator.run.mixed_precision)}"
@@ -131,22 +131,16 @@ def decode_file(request: DecodeFileRequest, log: Callable[[str], None] = lambda 
             done += len(batch)
         return
     results, tokens, text = format_batch(lines)
-    if request.decode_to_file:
-        atomic_write_text(request.decode_to_file, text)
-    else:
-        out.write(text)
+    write_output(request.decode_to_file, text, out)
     if references is not None:
         outputs = [r[0].text if r else "" for r in results]
         scores = report(outputs, references, tokens)  # a parser's trees are over the tokens
         if request.paper_bleu_language:
-            from t2t_lite.metrics.bleu import compound_split_bleu
-
             try:
                 scores.append(str(compound_split_bleu(outputs, references, request.paper_bleu_language)))
             except ValueError as error:
                 raise UserError(f"--paper_bleu_language: {error}") from None
-        for line in scores:
-            out.write(line + "\n")
+        out.writelines(line + "\n" for line in scores)
 
 
 def open_export(request: DecodeFileRequest):
@@ -238,6 +232,14 @@ def check_output_file(path: str, flag: str = "--decode_to_file") -> None:
         raise UserError(f"{flag} {path!r}: directory {directory!r} is not writable")
 
 
+def write_output(path: str | None, text: str, out: TextIO) -> None:
+    """Writes `text` to `path` atomically (its failure leaves no file), or without a path to `out`."""
+    if path:
+        atomic_write_text(path, text)
+    else:
+        out.write(text)
+
+
 def format_outputs(sources: list[str], results: list[list[Hypothesis]], nbest: int, output_format: str,
                    first_index: int = 0) -> str:
     """The output text of decoded lines, each with its newline.
@@ -289,9 +291,6 @@ def score_file(request: ScoreFileRequest, log: Callable[[str], None] = lambda li
       log: progress lines.
       out: where the scores go without an output_file; default sys.stdout.
     """
-    from t2t_lite.precision import compute_dtype
-    from t2t_lite.decoding.request import SCORING
-
     if not request.source_file or not request.target_file:
         raise UserError("--source_file and --target_file are both required")
     if request.output_file:
@@ -307,7 +306,4 @@ def score_file(request: ScoreFileRequest, log: Callable[[str], None] = lambda li
     scores = translator.score(sources, targets, progress=log)
     # One line per pair: log_prob<TAB>tokens<TAB>score, or an empty line for a pair that was not scored.
     text = "".join("\n" if s is None else f"{s.log_prob:.6f}\t{s.tokens}\t{s.score:.6f}\n" for s in scores)
-    if request.output_file:
-        atomic_write_text(request.output_file, text)
-    else:
-        (out or sys.stdout).write(text)
+    write_output(request.output_file, text, out or sys.stdout)

@@ -51,13 +51,16 @@ def _stderr_without_chatter():
             os.dup2(saved, 2)
             os.close(saved)
             collected.seek(0)
-            kept = memoryview(b"".join(line for line in collected if not is_chatter(line)))
-            while kept:
-                kept = kept[os.write(2, kept):]
+            with open(2, "wb", closefd=False) as stderr:  # buffered: written in full however the OS splits it
+                stderr.writelines(line for line in collected if not is_chatter(line))
 
 
-class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
-    """Finds `tensorflow` once, with a loader that runs its import inside _stderr_without_chatter."""
+class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds `tensorflow` once, then loads it as its own loader would, inside _stderr_without_chatter.
+
+    The module itself is made the default way (Loader.create_module's None), as TensorFlow's source-file
+    loader makes it.
+    """
 
     def find_spec(self, name, path, target=None):
         if name != "tensorflow":
@@ -65,16 +68,8 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.loader is not None:
-            spec.loader = _QuietLoader(spec.loader)
+            self._loader, spec.loader = spec.loader, self
         return spec
-
-
-class _QuietLoader(importlib.abc.Loader):
-    def __init__(self, loader):
-        self._loader = loader
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
 
     def exec_module(self, module):
         # The real loader is what the module keeps, as if it had been imported plainly.

@@ -36,8 +36,7 @@ def main(argv) -> None:
     except ValueError as error:
         raise UserError(f"--sentence: {error}") from None
     print(f"wrote {len(paths)} plots to {FLAGS.plot_dir}", file=sys.stderr)
-    for path in paths:
-        print(path)
+    print(*paths, sep="\n")
 
 
 def run() -> None:

@@ -8,15 +8,15 @@ Section 22 without the values being reported. So the other sizes stay base:
 d_ff 2048 and 8 heads (d_k = 128), as also in tensor2tensor's
 `transformer_parsing_base`, its WSJ-only set (which kept t2t's 6 layers).
 """
-from t2t_lite.config import HParams
-from t2t_lite.hparams.transformer import _derive, transformer_base, transformer_small_data
+from t2t_lite.config import HParams, derive
+from t2t_lite.hparams.transformer import transformer_base, transformer_small_data
 from t2t_lite.registry import hparams_sets
 
 
 @hparams_sets.register("transformer_wsj_parsing")
 def transformer_wsj_parsing() -> HParams:
     """The paper's WSJ-only parser: base with 4 layers of d 1024; beam 21, alpha 0.3, extra length 300."""
-    return _derive(
+    return derive(
         transformer_base(),
         model=dict(
             num_encoder_layers=4, num_decoder_layers=4, d_model=1024,
@@ -44,9 +44,9 @@ def transformer_wsj_parsing() -> HParams:
 @hparams_sets.register("transformer_wsj_parsing_tiny")
 def transformer_wsj_parsing_tiny() -> HParams:
     """transformer_wsj_parsing at transformer_tiny's sizes (2 layers, d 128, 4 heads), for CPUs and tests."""
-    return _derive(transformer_wsj_parsing(),
-                   model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4),
-                   train=dict(batch_size=1024, warmup_steps=1000, train_steps=2000, average_last_checkpoints=0))
+    return derive(transformer_wsj_parsing(),
+                  model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4),
+                  train=dict(batch_size=1024, warmup_steps=1000, train_steps=2000, average_last_checkpoints=0))
 
 
 @hparams_sets.register("transformer_parsing_small_data")
@@ -88,8 +88,8 @@ def transformer_parsing_small_data() -> HParams:
       unlikely close, then a certain end) to writing the rest of a long sentence, and one free output in
       five stops short; 1.0 leaves one in twenty-five, and constrained F1 is as high or higher.
     """
-    return _derive(transformer_small_data(),
-                   model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4,
-                              decoder_features=("word_pointer", "open_phrases")),
-                   train=dict(max_length=512, batch_size=1024),
-                   decode=dict(beam_size=6, batch_size=128, alpha=1.0, extra_length=150, constrained_decoding=True))
+    return derive(transformer_small_data(),
+                  model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4,
+                             decoder_features=("word_pointer", "open_phrases")),
+                  train=dict(max_length=512, batch_size=1024),
+                  decode=dict(beam_size=6, batch_size=128, alpha=1.0, extra_length=150, constrained_decoding=True))

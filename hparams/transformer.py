@@ -1,61 +1,52 @@
 """Registered Transformer hparams sets: the paper's, tensor2tensor's later ones, Table 3 and small sets.
 
 Every set is a zero-argument function returning HParams, derived from another
-with dataclasses.replace so the differences are visible at a glance.
+with config.derive so the differences are visible at a glance.
 """
-import dataclasses
-
-from t2t_lite.config import DecodeHParams, HParams, ModelHParams, TrainHParams
+from t2t_lite.config import HParams, derive
 from t2t_lite.registry import hparams_sets
-
-
-def _derive(base: HParams, model=None, train=None, decode=None) -> HParams:
-    """base with some fields of each group replaced."""
-    groups = {"model": model, "train": train, "decode": decode}
-    return dataclasses.replace(base, **{name: dataclasses.replace(getattr(base, name), **(changes or {}))
-                                        for name, changes in groups.items()})
 
 
 @hparams_sets.register("transformer_base")
 def transformer_base() -> HParams:
     """The paper's base model (Table 3 row "base"): post-norm, Adam 0.9/0.98/1e-9, warmup 4000."""
-    return HParams(model=ModelHParams(), train=TrainHParams(), decode=DecodeHParams())
+    return HParams()  # the groups' defaults are the paper's
 
 
 @hparams_sets.register("transformer_big")
 def transformer_big() -> HParams:
     """The paper's big model: d 1024, d_ff 4096, 16 heads, P_drop 0.3, 300K steps, average 20."""
-    return _derive(transformer_base(),
-                   model=dict(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3),
-                   train=dict(train_steps=300_000, average_last_checkpoints=20))
+    return derive(transformer_base(),
+                  model=dict(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3),
+                  train=dict(train_steps=300_000, average_last_checkpoints=20))
 
 
 @hparams_sets.register("transformer_big_enfr")
 def transformer_big_enfr() -> HParams:
     """The paper's big En-Fr model, which used P_drop 0.1 instead of 0.3."""
-    return _derive(transformer_big(), model=dict(dropout=0.1))
+    return derive(transformer_big(), model=dict(dropout=0.1))
 
 
 @hparams_sets.register("transformer_base_v3")
 def transformer_base_v3() -> HParams:
     """tensor2tensor's later transformer_base: pre-norm, LR constant 2.0, warmup 8000, beta2 0.997."""
-    return _derive(transformer_base(),
-                   model=dict(norm_position="pre", attention_dropout=0.1, relu_dropout=0.1),
-                   train=dict(learning_rate_constant=2.0, warmup_steps=8000, adam_beta2=0.997))
+    return derive(transformer_base(),
+                  model=dict(norm_position="pre", attention_dropout=0.1, relu_dropout=0.1),
+                  train=dict(learning_rate_constant=2.0, warmup_steps=8000, adam_beta2=0.997))
 
 
 @hparams_sets.register("transformer_base_v3_single_gpu")
 def transformer_base_v3_single_gpu() -> HParams:
     """t2t's *_single_gpu variant: warmup 16000 for the smaller per-step batch."""
-    return _derive(transformer_base_v3(), train=dict(warmup_steps=16000))
+    return derive(transformer_base_v3(), train=dict(warmup_steps=16000))
 
 
 @hparams_sets.register("transformer_big_v3")
 def transformer_big_v3() -> HParams:
     """tensor2tensor's transformer_big: base_v3 with the big sizes, dropout 0.3, 2048 tokens per GPU."""
-    return _derive(transformer_base_v3(),
-                   model=dict(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3),
-                   train=dict(batch_size=2048, train_steps=300_000, average_last_checkpoints=20))
+    return derive(transformer_base_v3(),
+                  model=dict(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3),
+                  train=dict(batch_size=2048, train_steps=300_000, average_last_checkpoints=20))
 
 
 # Table 3 of the paper: each row changes the base model in one respect.
@@ -89,7 +80,7 @@ _TABLE3 = [
 
 def _register_table3(suffix: str, model: dict, train: dict) -> None:
     def table3_set() -> HParams:
-        return _derive(transformer_base(), model=model, train=train)
+        return derive(transformer_base(), model=model, train=train)
 
     table3_set.__doc__ = f"Paper Table 3 variant {suffix}: base with {model or train}."
     hparams_sets.register(f"transformer_table3_{suffix}")(table3_set)
@@ -102,17 +93,17 @@ for _suffix, _model, _train in _TABLE3:
 @hparams_sets.register("transformer_small")
 def transformer_small() -> HParams:
     """t2t's transformer_small sizes (2 layers, d 256, 4 heads) for CPU experiments."""
-    return _derive(transformer_base_v3(),
-                   model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=256, d_ff=1024, num_heads=4),
-                   train=dict(batch_size=2048, warmup_steps=4000, train_steps=20_000, average_last_checkpoints=0))
+    return derive(transformer_base_v3(),
+                  model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=256, d_ff=1024, num_heads=4),
+                  train=dict(batch_size=2048, warmup_steps=4000, train_steps=20_000, average_last_checkpoints=0))
 
 
 @hparams_sets.register("transformer_tiny")
 def transformer_tiny() -> HParams:
     """t2t's transformer_tiny sizes (2 layers, d 128, 4 heads): trains on a CPU in minutes."""
-    return _derive(transformer_small(),
-                   model=dict(d_model=128, d_ff=512, num_heads=4),
-                   train=dict(batch_size=1024, warmup_steps=1000, train_steps=2000))
+    return derive(transformer_small(),
+                  model=dict(d_model=128, d_ff=512, num_heads=4),
+                  train=dict(batch_size=1024, warmup_steps=1000, train_steps=2000))
 
 
 @hparams_sets.register("transformer_small_data")
@@ -143,10 +134,10 @@ def transformer_small_data() -> HParams:
     - decode batch_size 64 sentences: a small model's step is mostly fixed costs per op, which a larger
       batch shares; 64 decoded Multi30k test faster than 32 and 128 (docs/performance.md).
     """
-    return _derive(transformer_base_v3(),
-                   model=dict(num_encoder_layers=3, num_decoder_layers=3, d_model=256, d_ff=1024, num_heads=4,
-                              dropout=0.1, attention_dropout=0.1, relu_dropout=0.1),
-                   train=dict(schedule="linear_decay", warmup_fraction=0.1, learning_rate_constant=0.5,
-                              warmup_steps=200, label_smoothing=0.1, batch_size=4096,
-                              train_steps=5000, average_last_checkpoints=5, average_span=0.1),
-                   decode=dict(batch_size=64))
+    return derive(transformer_base_v3(),
+                  model=dict(num_encoder_layers=3, num_decoder_layers=3, d_model=256, d_ff=1024, num_heads=4,
+                             dropout=0.1, attention_dropout=0.1, relu_dropout=0.1),
+                  train=dict(schedule="linear_decay", warmup_fraction=0.1, learning_rate_constant=0.5,
+                             warmup_steps=200, label_smoothing=0.1, batch_size=4096,
+                             train_steps=5000, average_last_checkpoints=5, average_span=0.1),
+                  decode=dict(batch_size=64))

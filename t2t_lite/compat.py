@@ -80,11 +80,10 @@ class PrivateUse:
 
 def _has(module: str, path: str) -> bool:
     """Whether `module` (imported) has the dotted attribute `path`."""
-    value = importlib.import_module(module)
-    for part in path.split("."):
-        if not hasattr(value, part):
-            return False
-        value = getattr(value, part)
+    try:
+        functools.reduce(getattr, path.split("."), importlib.import_module(module))
+    except AttributeError:
+        return False
     return True
 
 

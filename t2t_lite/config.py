@@ -150,11 +150,6 @@ class HParams:
 _GROUPS = ("model", "train", "decode")
 
 
-def _field_types(group_cls: type) -> dict[str, type]:
-    hints = typing.get_type_hints(group_cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(group_cls)}
-
-
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 # How an override's text becomes each field type's value; a tuple is "+"-separated, as "," separates overrides.
 _PARSERS = {bool: lambda text: _BOOLEANS[text.lower()], int: int, float: float, str: str,
@@ -185,16 +180,20 @@ def apply_overrides(hparams: HParams, overrides: str) -> HParams:
             raise UserError(f"hparams override {item!r} is not of the form key=value")
         former = key.strip().removeprefix("model.")
         if former in FORMER_SETTINGS:
-            _, features = translate_former_features(
-                {former: _parse_value(key, text.strip(), bool)},
-                changes["model"].get("decoder_features", hparams.model.decoder_features))
-            changes["model"]["decoder_features"] = features
+            features = changes["model"].get("decoder_features", hparams.model.decoder_features)
+            changes["model"]["decoder_features"] = translate_former_features(
+                {former: _parse_value(key, text.strip(), bool)}, features)[1]
             continue
-        group, name = _resolve_key(key.strip())
-        kind = _field_types(type(getattr(hparams, group)))[name]
+        group, name, kind = _resolve_key(key.strip())
         changes[group][name] = _parse_value(key, text.strip(), kind)
-    groups = {g: dataclasses.replace(getattr(hparams, g), **changes[g]) for g in _GROUPS}
-    return validate(dataclasses.replace(hparams, **groups))
+    return validate(derive(hparams, **changes))
+
+
+def derive(base: HParams, **groups: dict) -> HParams:
+    """base with some fields of each group given (model=, train=, decode=: {field: value}) replaced: an
+    override's result before validation, and how the bundled hparams sets derive one from another."""
+    return dataclasses.replace(base, **{name: dataclasses.replace(getattr(base, name), **changes)
+                                        for name, changes in groups.items()})
 
 
 def translate_former_features(settings: dict, features: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:
@@ -219,16 +218,18 @@ def translate_former_features(settings: dict, features: tuple[str, ...]) -> tupl
     return settings, tuple(features)
 
 
-def _resolve_key(key: str) -> tuple[str, str]:
-    group_fields = {g: _field_types(type(getattr(HParams(), g))) for g in _GROUPS}
+def _resolve_key(key: str) -> tuple[str, str, type]:
+    """The group, field and field type an override's key names, or a UserError."""
+    # Every annotation of a group is one of its fields.
+    group_fields = {g: typing.get_type_hints(type(getattr(HParams(), g))) for g in _GROUPS}
     if "." in key:
         group, _, name = key.partition(".")
-        if group in group_fields and name in group_fields[group]:
-            return group, name
+        if name in group_fields.get(group, {}):
+            return group, name, group_fields[group][name]
     else:
         owners = [g for g in _GROUPS if key in group_fields[g]]
         if len(owners) == 1:
-            return owners[0], key
+            return owners[0], key, group_fields[owners[0]][key]
         if len(owners) > 1:
             raise UserError(f"hparams key {key!r} is ambiguous; write one of " + ", ".join(f"{g}.{key}" for g in owners))
     valid = sorted(f"{g}.{n}" for g in _GROUPS for n in group_fields[g])

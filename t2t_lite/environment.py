@@ -27,8 +27,8 @@ def step_matmul_settings() -> StepMatmulSettings:
 
     A value neither names is a UserError naming the variable and the values it takes.
     """
-    return StepMatmulSettings(layout=choice(LAYOUT_VARIABLE, (IN_OUT, OUT_IN), AUTO, "a kernel layout") or AUTO,
-                              op=choice(OP_VARIABLE, (MATMUL, BATCH_MATMUL), AUTO, "a step matmul op") or AUTO,
+    return StepMatmulSettings(layout=choice(LAYOUT_VARIABLE, (IN_OUT, OUT_IN), "a kernel layout"),
+                              op=choice(OP_VARIABLE, (MATMUL, BATCH_MATMUL), "a step matmul op"),
                               layout_record=os.path.join(cache_dir(), LAYOUT_RECORD))
 
 
@@ -38,15 +38,13 @@ def cache_dir() -> str:
             os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "t2t_lite"))
 
 
-def choice(variable: str, choices: tuple[str, ...], automatic: str, kind: str) -> str | None:
-    """The value of `variable` (case and surrounding spaces ignored), or None when it is unset or `automatic`.
+def choice(variable: str, choices: tuple[str, ...], kind: str) -> str:
+    """The value of `variable` (case and surrounding spaces ignored), AUTO when it is unset.
 
-    Any other value is a UserError naming the variable, what it is (`kind`, e.g. "a kernel layout")
-    and the values it takes.
+    Any other value than `choices` and AUTO is a UserError naming the variable, what it is (`kind`, e.g.
+    "a kernel layout") and the values it takes.
     """
-    value = os.environ.get(variable, "").strip().lower()
-    if value in ("", automatic):
-        return None
-    if value not in choices:
-        raise UserError(f"{variable}={value!r} is not {kind}: use {', '.join(choices)} or {automatic}")
+    value = os.environ.get(variable, "").strip().lower() or AUTO
+    if value not in (*choices, AUTO):
+        raise UserError(f"{variable}={value!r} is not {kind}: use {', '.join(choices)} or {AUTO}")
     return value

@@ -5,8 +5,7 @@ import gzip
 import json
 import os
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from t2t_lite.errors import UserError
 
@@ -24,11 +23,12 @@ def atomic_write_text(path: str, text: str) -> None:
 
 def atomic_write_bytes(path: str, data: bytes) -> None:
     """Writes `data` to a temporary file beside `path`, flushes it to disk, then renames it over `path`."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp_path = os.path.join(directory, f".tmp-{os.urandom(6).hex()}{name}")
+    # Made with the mode open() gives a new file, 0666 less the umask (tempfile's are owner-only); O_EXCL: never
+    # another's file.
+    fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        # mkstemp makes the file owner-only; give it the mode open() would (0666 less the umask).
-        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -64,20 +64,6 @@ def storage_fault_text(code: int) -> str:
     return f"{os.strerror(code)}; {STORAGE_FAULTS[code]}"
 
 
-def ensure_writable_dir(path: str, flag: str) -> None:
-    """Creates directory `path` if needed and checks a file can be written in it, or raises UserError.
-
-    Args:
-      path: the directory.
-      flag: how the message names it, e.g. "--output_dir".
-    """
-    try:
-        os.makedirs(path, exist_ok=True)
-        tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-").close()  # a probe file, removed when closed
-    except OSError as error:
-        raise UserError(f"cannot write to {flag} {path!r}: {error.strerror or error}") from None
-
-
 def check_dir_can_be_written(path: str, flag: str) -> None:
     """Raises UserError unless `path` is a directory this process can write in, or can be created as one.
 
@@ -98,18 +84,12 @@ def check_dir_can_be_written(path: str, flag: str) -> None:
     raise UserError(f"cannot write to {flag} {path!r}: {reason}")
 
 
-def _umask() -> int:
-    mask = os.umask(0)  # reading the umask means setting it; put it straight back
-    os.umask(mask)
-    return mask
-
-
 def read_lines(path: str) -> list[str]:
     """Every line of a UTF-8 text file (gzip when its name ends in .gz), as iter_lines gives them."""
     return list(iter_lines(path))
 
 
-def iter_lines(path: str, decode: Callable[[bytes, str, int], str] | None = None) -> Iterator[str]:
+def iter_lines(path: str) -> Iterator[str]:
     """The lines of a UTF-8 text file (gzip when its name ends in .gz) without their line endings, as they are read.
 
     Only "\\n" ends a line (as in the decoder's output), so a stray U+2028 or
@@ -117,22 +97,16 @@ def iter_lines(path: str, decode: Callable[[bytes, str, int], str] | None = None
     it is dropped so that CRLF files read like LF files, and so is a byte order
     mark at the start, which is no text.
 
-    Args:
-      decode: what turns each raw line into text, as decode_line (the default) does, e.g. with a message of its own.
     Raises:
       UserError: the file cannot be read (or is a damaged .gz), or a line is not
         valid UTF-8 (the message names the file and the 1-based line number).
     """
     try:
-        f = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
-    except OSError as error:
-        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
-    with f:
-        try:
+        with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
             for number, raw in enumerate(f, start=1):
-                yield (decode or decode_line)(raw, path, number)
-        except (OSError, EOFError) as error:  # a corrupt or truncated .gz
-            raise UserError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
+                yield decode_line(raw, path, number)
+    except (OSError, EOFError) as error:  # missing, unreadable, or a corrupt or truncated .gz
+        raise UserError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
 
 
 def decode_line(raw: bytes, path: str, number: int) -> str:

@@ -38,8 +38,7 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         """Returns the entry called `name`; raises UserError listing close matches."""
-        self._load_bundled()
-        if name in self._entries:
+        if name in self:  # which loads the bundled entries first
             return self._entries[name]
         close = difflib.get_close_matches(name, self._entries, n=5, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(self.names())}"
@@ -51,8 +50,7 @@ class Registry(Generic[T]):
         return sorted(self._entries)
 
     def __contains__(self, name: str) -> bool:
-        self._load_bundled()
-        return name in self._entries
+        return name in self.names()
 
     def _load_bundled(self) -> None:
         if self._bundled is not None:

@@ -22,6 +22,7 @@ data and the user's registrations (--usr_dir) were, so it needs neither flag
 again while they stay put. A restart with a different problem, set or
 hparams is refused rather than allowed to overwrite or misread the checkpoints.
 """
+import contextlib
 import dataclasses
 import json
 import os
@@ -30,7 +31,7 @@ import tempfile
 from t2t_lite import config
 from t2t_lite.config import HParams
 from t2t_lite.errors import UserError
-from t2t_lite.files import atomic_write_text, ensure_writable_dir, read_json
+from t2t_lite.files import atomic_write_text, read_json
 
 HPARAMS_FILE = "hparams.json"
 CHECKPOINT_NAME = "ckpt"  # checkpoints are <dir>/ckpt-<step>
@@ -109,10 +110,9 @@ class RunDir:
         paths = list(state.all_model_checkpoint_paths) if state else []
         if kept == paths:
             return
-        for path in paths:
-            if path not in kept:
-                for name in tf.io.gfile.glob(path + ".*"):
-                    tf.io.gfile.remove(name)
+        for path in set(paths) - set(kept):
+            for name in tf.io.gfile.glob(path + ".*"):
+                tf.io.gfile.remove(name)
         if kept:
             times = dict(zip(paths, state.all_model_checkpoint_timestamps))
             tf.compat.v1.train.update_checkpoint_state(
@@ -136,10 +136,8 @@ class RunDir:
         if not recorded:
             leftovers += tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
         for path in leftovers:
-            try:
+            with contextlib.suppress(tf.errors.OpError):  # already gone; nothing else can be done about the rest
                 (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
-            except tf.errors.OpError:
-                pass  # already gone; nothing else can be done about the rest
 
     @classmethod
     def scratch(cls, parent: str | None = None, prefix: str = "t2t-lite-worker-") -> "RunDir":
@@ -192,9 +190,8 @@ class RunSpec:
 
 def spec_json(spec: RunSpec, **extra) -> str:
     """The text of hparams.json for spec; `extra` entries (e.g. an export's settings) are added beside it."""
-    data = {"problem": spec.problem, "hparams_set": spec.hparams_set, "hparams_overrides": spec.hparams_overrides,
-            "hparams": config.to_dict(spec.hparams), "data_dir": spec.data_dir, "usr_dir": spec.usr_dir, **extra}
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    # asdict gives the hparams as config.to_dict does (it is asdict), beside the spec's other fields.
+    return json.dumps({**dataclasses.asdict(spec), **extra}, indent=2, sort_keys=True) + "\n"
 
 
 def as_run_dir(directory: "str | os.PathLike | RunDir | None") -> RunDir | None:
@@ -243,23 +240,29 @@ def create_or_resume(run: RunDir, requested: RunSpec, chief: bool = True) -> Run
     saved = load_spec(run)
     if saved is not None:
         check_matches(saved, requested, run)
-    if chief:
-        # A resumed run's too: a read-only output_dir would otherwise fail only at the first save.
-        ensure_writable(run)
     spec = requested if saved is None else dataclasses.replace(  # a moved data_dir or usr_dir replaces the saved one
         saved, **{name: getattr(requested, name) for name in ("data_dir", "usr_dir") if getattr(requested, name)})
-    if chief and spec != saved:  # a new run, or a resumed one that moved
-        # A failure (a full disk: an empty file still fits) is one UserError; nothing is half-written.
-        try:
-            save_spec(run, spec)
-        except OSError as error:
-            raise UserError(f"cannot write to `output_dir` {run.path!r}: {error.strerror or error}") from None
+    if chief:
+        # A resumed run's directory is checked too: a read-only output_dir would otherwise fail only at the first
+        # save. A new run's spec, or a resumed one's that moved, is written.
+        ensure_writable(run, spec if spec != saved else None)
     return spec
 
 
-def ensure_writable(run: RunDir) -> None:
-    """Creates run's directory if needed and checks a file can be written there, or raises UserError."""
-    ensure_writable_dir(run.path, "`output_dir`")
+def ensure_writable(run: RunDir, spec: RunSpec | None = None) -> None:
+    """Creates run's directory if needed and checks a file can be written there, then writes `spec` (if given) as
+    its hparams.json; or raises UserError.
+
+    A failure to write the spec (a full disk: an empty probe file still fits) is the same one UserError, and
+    leaves no half-written hparams.json.
+    """
+    try:
+        os.makedirs(run.path, exist_ok=True)
+        tempfile.NamedTemporaryFile(dir=run.path, prefix=".write-test-").close()  # a probe file, removed when closed
+        if spec is not None:
+            save_spec(run, spec)
+    except OSError as error:
+        raise UserError(f"cannot write to `output_dir` {run.path!r}: {error.strerror or error}") from None
 
 
 def check_matches(saved: RunSpec, requested: RunSpec, run: RunDir) -> None:
@@ -302,8 +305,7 @@ def find_checkpoint(run: RunDir | None, checkpoint_path: str | None, choice: str
                         f"(a path goes in `checkpoint_path`)")
     places = {None: (run.averaged, run), "averaged": (run.averaged,), "best": (run.best,), "latest": (run,)}[choice]
     for place in places:
-        latest = place.latest_checkpoint()
-        if latest:
+        if latest := place.latest_checkpoint():
             return latest
     if choice is None:
         raise UserError(f"no checkpoint in `output_dir` {run.path!r}; train first or pass `checkpoint_path`")

@@ -35,14 +35,13 @@ def import_usr_dir(path: str) -> str:
     location = os.path.abspath(os.path.expanduser(path))
     if location in _imported:
         return location
-    if os.path.isdir(location) and os.path.exists(os.path.join(location, "__init__.py")):
-        parent, name = os.path.dirname(location), os.path.basename(location)
-    elif os.path.isfile(location) and location.endswith(".py"):
-        parent, name = os.path.dirname(location), os.path.basename(location)[:-3]
-    elif os.path.exists(location):
-        raise UserError(f"`usr_dir` {path!r} is neither a package (a directory with __init__.py) nor a .py file")
-    else:
+    parent, name = os.path.split(location)
+    if os.path.isfile(location) and name.endswith(".py"):
+        name = name.removesuffix(".py")
+    elif not os.path.exists(location):
         raise UserError(f"`usr_dir` {path!r} does not exist")
+    elif not os.path.exists(os.path.join(location, "__init__.py")):  # a package is a directory with one
+        raise UserError(f"`usr_dir` {path!r} is neither a package (a directory with __init__.py) nor a .py file")
     if not name.isidentifier():
         raise UserError(f"`usr_dir` {path!r}: {name!r} is not a Python module name; rename it "
                         f"(letters, digits and underscores)")

@@ -97,10 +97,9 @@ def _plot_heads(heads: np.ndarray, rows: list[str], cols: list[str], title: str,
     columns = min(num_heads, 4)
     grid_rows = -(-num_heads // columns)
     figure, axes = plt.subplots(grid_rows, columns, figsize=(3.2 * columns, 3.2 * grid_rows), squeeze=False)
-    for head, axis in enumerate(axes.flat):
-        if head >= num_heads:  # a grid cell beyond the last head stays blank
-            axis.axis("off")
-            continue
+    for axis in axes.flat[num_heads:]:  # a grid cell beyond the last head stays blank
+        axis.axis("off")
+    for head, axis in enumerate(axes.flat[:num_heads]):
         axis.imshow(heads[head], cmap="viridis", vmin=0.0, vmax=1.0)
         axis.set_title(f"head {head}", fontsize=8)
         axis.set_xticks(range(len(cols)), cols, rotation=90, fontsize=6)

@@ -297,7 +297,7 @@ def test_a_read_only_output_dir_is_refused_before_training_when_resuming_too(tmp
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
-    monkeypatch.setattr(files.tempfile, "NamedTemporaryFile", read_only)  # the probe ensure_writable writes
+    monkeypatch.setattr(run_dir.tempfile, "NamedTemporaryFile", read_only)  # the probe ensure_writable writes
     for output_dir in (run, tmp_path / "new"):
         with pytest.raises(UserError, match=f"^cannot write to `output_dir` '{output_dir}': Read-only file system$"):
             run_dir.create_or_resume(RunDir(str(output_dir)), spec)
