@@ -50,7 +50,8 @@ class Registry(Generic[T]):
         return sorted(self._entries)
 
     def __contains__(self, name: str) -> bool:
-        return name in self.names()
+        self._load_bundled()
+        return name in self._entries  # a dict lookup: get() asks this on every lookup
 
     def _load_bundled(self) -> None:
         if self._bundled is not None:
