@@ -5,8 +5,8 @@ import pytest
 from t2t_lite.layers.attention import MultiHeadAttention, causal_bias, padding_bias
 
 
-def numpy_attention(layer, query, memory, bias):
-    """softmax(Q K^T / sqrt(dk) + bias) V, per head, then W^O, from the layer's own weights."""
+def numpy_weights_and_values(layer, query, memory, bias):
+    """softmax(Q K^T / sqrt(dk) + bias) [B, H, T_q, T_k] and V [B, H, T_k, dv], from the layer's own weights."""
     def dense(x, d):
         return x @ d.kernel.numpy() + d.bias.numpy()
 
@@ -16,9 +16,14 @@ def numpy_attention(layer, query, memory, bias):
     v = dense(memory, layer.value_proj).reshape(*memory.shape[:2], h, dv).transpose(0, 2, 1, 3)
     logits = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dk) + bias
     weights = np.exp(logits - logits.max(-1, keepdims=True))
-    weights /= weights.sum(-1, keepdims=True)
-    context = (weights @ v).transpose(0, 2, 1, 3).reshape(query.shape[0], query.shape[1], h * dv)
-    return dense(context, layer.output_proj)
+    return weights / weights.sum(-1, keepdims=True), v
+
+
+def numpy_attention(layer, query, memory, bias):
+    """softmax(Q K^T / sqrt(dk) + bias) V, per head, then W^O, from the layer's own weights."""
+    weights, v = numpy_weights_and_values(layer, query, memory, bias)
+    context = (weights @ v).transpose(0, 2, 1, 3).reshape(query.shape[0], query.shape[1], -1)
+    return context @ layer.output_proj.kernel.numpy() + layer.output_proj.bias.numpy()
 
 
 @pytest.fixture
@@ -56,3 +61,15 @@ def test_precomputed_memory_cache_equals_projecting_memory(layer):
     direct = layer(query, memory=memory)
     cached = layer(query, memory=layer.memory_cache(memory))
     np.testing.assert_allclose(cached.numpy(), direct.numpy(), atol=1e-6)
+
+
+def test_attention_weights_are_the_softmax_of_the_query_against_the_memorys_keys(layer):
+    rng = np.random.default_rng(4)
+    query = rng.normal(size=(2, 3, 12)).astype(np.float32)
+    memory = rng.normal(size=(2, 5, 12)).astype(np.float32)
+    bias = np.asarray(padding_bias(np.array([[7, 8, 9, 1, 0], [7, 1, 0, 0, 0]], np.int32)))
+    layer(query, memory=memory)  # builds it
+    np.testing.assert_allclose(layer.attention_weights(query, memory, bias).numpy(),
+                               numpy_weights_and_values(layer, query, memory, bias)[0], atol=1e-6)
+    np.testing.assert_allclose(layer.attention_weights(query).numpy(),
+                               numpy_weights_and_values(layer, query, query, 0.0)[0], atol=1e-6)

@@ -13,7 +13,7 @@ from scripted_logits import VOCAB, bigram_fn, seqs
 
 from t2t_lite.decoding.beam_search import _Beams, _BeamSearch, beam_search
 from t2t_lite.decoding.sampling import greedy_decode
-from t2t_lite.decoding.search_state import NEG_INF, SplitState
+from t2t_lite.decoding.search_state import NEG_INF, SplitState, repeated_rows
 
 
 def search(fn, max_lengths, beam_size=2, alpha=0.0, min_lengths=None, final_beams=None):
@@ -387,3 +387,14 @@ def test_two_stage_top_k_picks_what_one_top_k_over_all_extensions_picks():
         np.testing.assert_array_equal(candidates.beam[b], order // vocab)
         np.testing.assert_array_equal(candidates.seq[b, :, 0], order % vocab)
         np.testing.assert_allclose(candidates.log_probs[b], extensions[b, order], rtol=1e-6)
+
+
+@pytest.mark.parametrize("times", [3, tf.constant(2)])
+def test_repeated_rows_repeats_each_row_of_every_tensor_in_place_as_numpy_repeat(times):
+    rng = np.random.default_rng(0)
+    nest = {"a": rng.normal(size=(4, 2, 3)).astype(np.float32), "b": (np.arange(4, dtype=np.int32) * 7,)}
+    repeated = repeated_rows(tf.nest.map_structure(tf.constant, nest), times)
+    count = int(times)
+    np.testing.assert_array_equal(repeated["a"].numpy(), np.repeat(nest["a"], count, axis=0))
+    np.testing.assert_array_equal(repeated["b"][0].numpy(), np.repeat(nest["b"][0], count, axis=0))
+    assert repeated_rows((), count) == ()

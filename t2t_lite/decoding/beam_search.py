@@ -28,6 +28,7 @@ from t2t_lite.decoding.search_state import (
     allowed_logits,
     columns_of,
     read_position,
+    repeated_rows,
     rows_free,
     state_shape_invariants,
     write_position,
@@ -119,7 +120,7 @@ class _BeamSearch:
         finished_scores = tf.fill([batch, beam], NEG_INF)  # [B, K]
         # A SplitState's per_beam part is [N, ...] already.
         state = (initial_state if isinstance(initial_state, SplitState)
-                 else tf.nest.map_structure(lambda t: tf.repeat(t, beam, axis=0), initial_state))  # [N, ...]
+                 else repeated_rows(initial_state, beam))  # [N, ...]
         min_lengths = tf.zeros([batch * beam], tf.int32) if min_lengths is None else min_lengths
         return _Beams(seq, alive_log_probs, seq, finished_scores, state, max_lengths, min_lengths,
                       tf.range(batch))

@@ -27,7 +27,7 @@ dropout, which a step, only ever decoding, leaves out).
 """
 from keras import ops
 
-from t2t_lite.decoding.search_state import Shortlist, SplitState
+from t2t_lite.decoding.search_state import Shortlist, SplitState, repeated_rows
 from t2t_lite.layers.attention import attend, scaled_softmax
 from t2t_lite.ops.kernel_layout import OUT_IN
 from t2t_lite.ops.step_matmul import StepKernelMaker, StepMatmulSettings
@@ -139,7 +139,7 @@ class CachedStep:
             by_sentence = ops.reshape(states, (-1, self.beams, states.shape[-1]))  # [B, K, D]
             logits = ops.matmul(by_sentence, ops.transpose(columns["embeddings"], (0, 2, 1)))  # [B, K, C]
             return (ops.reshape(ops.cast(logits, "float32"), (rows, -1)),
-                    ops.reshape(ops.repeat(columns["ids"], self.beams, axis=0), (rows, -1)))  # [N, C]
+                    repeated_rows(columns["ids"], self.beams))  # [N, C]
 
         return Shortlist(*ops.cond(whole_vocabulary, every_id, shortlisted)), grown_state
 

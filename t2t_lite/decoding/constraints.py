@@ -17,7 +17,14 @@ from typing import Protocol
 
 import tensorflow as tf
 
-from t2t_lite.decoding.search_state import NEG_INF, Shortlist, SplitState, SymbolsToLogitsFn, columns_of
+from t2t_lite.decoding.search_state import (
+    NEG_INF,
+    Shortlist,
+    SplitState,
+    SymbolsToLogitsFn,
+    columns_of,
+    repeated_rows,
+)
 from t2t_lite.errors import UserError
 
 
@@ -71,7 +78,7 @@ def constrain(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, constraint
     start = constraint.initial_state(inputs, tf.convert_to_tensor(max_lengths, tf.int32))  # [B, ...]
     # A SplitState's per-beam part has a row per beam already; a plain state the search repeats K times itself.
     if isinstance(initial_state, SplitState):
-        start = tf.nest.map_structure(lambda t: tf.repeat(t, rows_per_sentence, axis=0), start)  # [N, ...]
+        start = repeated_rows(start, rows_per_sentence)  # [N, ...]
 
     def constrained_fn(ids, step, state):
         if isinstance(state, SplitState):

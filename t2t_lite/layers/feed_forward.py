@@ -1,6 +1,8 @@
 """The position-wise feed-forward network (paper 3.3)."""
 import keras
+from keras import ops
 
+from t2t_lite.layers.attention import positions
 from t2t_lite.layers.dropout import Dropout
 
 
@@ -28,8 +30,9 @@ class FeedForward(keras.layers.Layer):
 
     def call(self, x, training=None):
         """x [B, T, D] -> [B, T, D]."""
-        hidden = self.hidden_dropout(self.hidden(x), training=training)  # [B, T, F]
-        return self.output_proj(hidden)
+        rows, batch, length = positions(x)  # [B*T, D]: each Dense one 2-D product
+        hidden = self.hidden_dropout(self.hidden(rows), training=training)  # [B*T, F]
+        return ops.reshape(self.output_proj(hidden), (batch, length, self.d_model))
 
     def get_config(self):
         config = super().get_config()

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.problem import PAD_ID
+from t2t_lite.decoding.search_state import repeated_rows
 
 # Token kinds in TreeConstraint's table; OTHER covers PAD (the start id), EOS and everything else.
 OTHER, OPEN, CLOSE, LEAF, CONTINUATION = 0, 1, 2, 3, 4
@@ -197,7 +198,7 @@ class TreeConstraint:
             token, code = tf.range(self.vocab_size)[None, :], self.code[None, :]  # [1, V]
         else:  # looked up per sentence, then repeated for its rows (beams)
             rows_per_sentence = tf.shape(depth)[0] // tf.shape(tokens)[0]
-            token, code = (tf.repeat(t, rows_per_sentence, axis=0) for t in (tokens, tf.gather(self.code, tokens)))
+            token, code = repeated_rows((tokens, tf.gather(self.code, tokens)), rows_per_sentence)
         kind = code % INSIDE_OPEN  # [1|N, V|W]
         leaves = kind == LEAF
         continuation_ok = state["in_word"] & (shortest_finish + 1 <= room)  # a piece more than a word's first
