@@ -2,7 +2,6 @@
 import keras
 from keras import ops
 
-from t2t_lite.layers.attention import positions
 from t2t_lite.layers.dropout import Dropout
 
 
@@ -29,10 +28,11 @@ class FeedForward(keras.layers.Layer):
         self.output_proj.build((None, None, self.d_ff))
 
     def call(self, x, training=None):
-        """x [B, T, D] -> [B, T, D]."""
-        rows, batch, length = positions(x)  # [B*T, D]: each Dense one 2-D product
-        hidden = self.hidden_dropout(self.hidden(rows), training=training)  # [B*T, F]
-        return ops.reshape(self.output_proj(hidden), (batch, length, self.d_model))
+        """x [..., D] (e.g. [B, T, D]) -> [..., D]."""
+        # One row per position: each Dense then multiplies through one MatMul (attention.positions says why).
+        rows = ops.reshape(x, (-1, self.d_model))  # [R, D]
+        hidden = self.hidden_dropout(self.hidden(rows), training=training)  # [R, F]
+        return ops.reshape(self.output_proj(hidden), (*ops.shape(x)[:-1], self.d_model))
 
     def get_config(self):
         config = super().get_config()
