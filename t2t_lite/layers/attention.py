@@ -134,10 +134,12 @@ class MultiHeadAttention(keras.layers.Layer):
         """Attends from `query` [B, T_q, D]; returns the output [B, T_q, D]."""
         rows, batch, length = positions(query)  # [B*T_q, D]
         q = split_heads(self.query_proj(rows), self.num_heads, batch, length)  # [B, H, T_q, Dk]
-        if isinstance(memory, dict):
+        if memory is None:  # self-attention: the query's own rows
+            kv = self._keys_and_values(rows, batch, length)
+        elif isinstance(memory, dict):
             kv = memory
         else:
-            kv = self._keys_and_values(rows, batch, length) if memory is None else self.memory_cache(memory)
+            kv = self.memory_cache(memory)
         context = attend(q, kv["key"], kv["value"], bias, self.weights_dropout, training)  # [B, H, T_q, Dv]
         return ops.reshape(self.output_proj(merge_heads(context)), (batch, length, self.d_model))
 
