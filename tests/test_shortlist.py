@@ -53,13 +53,16 @@ def walk_checking_columns(constraint, inputs, rows_per_sentence, steps, rng):
     state = constraint.initial_state(tf.constant(inputs), tf.fill([len(inputs)], max_length))
     ids = np.zeros([len(inputs)], np.int32)
     whole = []
+    # Compiled, as the search calls them (and eager ops one by one would take most of the test's time).
+    advance, allowed, needs_whole_vocabulary = (tf.function(f, autograph=False) for f in (
+        constraint.advance, constraint.allowed, constraint.needs_whole_vocabulary))
     for step in range(steps):
-        state = constraint.advance(state, tf.constant(ids))
-        every = constraint.allowed(state, tf.constant(step)).numpy()  # [N, V]
-        shortlisted = constraint.allowed(state, tf.constant(step), tf.constant(columns)).numpy()  # [N, C]
+        state = advance(state, tf.constant(ids))
+        every = allowed(state, tf.constant(step)).numpy()  # [N, V]
+        shortlisted = allowed(state, tf.constant(step), tf.constant(columns)).numpy()  # [N, C]
         row_columns = np.repeat(columns, rows_per_sentence, axis=0)  # [N, C]: a sentence's rows share its columns
         np.testing.assert_array_equal(shortlisted, np.take_along_axis(every, row_columns, axis=1))
-        if constraint.needs_whole_vocabulary(state).numpy():
+        if needs_whole_vocabulary(state).numpy():
             whole.append(step)
         else:
             for row in range(len(inputs)):
