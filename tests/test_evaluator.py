@@ -81,6 +81,10 @@ def test_the_averaged_checkpoints_line_names_the_better_one_and_nothing_is_said_
     assert lines[-1].endswith("dev loss 2.5; best checkpoint: dev loss 2 at step 10; the best checkpoint scored better")
     evaluator.compare_with_best("run/averaged/ckpt-10", 2.0)
     assert lines[-1].endswith("dev loss 2; best checkpoint: dev loss 2 at step 10; both scored the same")
+    # Scores that differ past the fourth digit are printed with the digits that tell them apart.
+    evaluator.compare_with_best("run/averaged/ckpt-10", 2.00003)
+    assert lines[-1].endswith("dev loss 2.00003; best checkpoint: dev loss 2 at step 10; the best checkpoint "
+                              "scored better")
 
 
 def test_without_a_dev_metric_the_line_has_the_loss_and_accuracy_only(tmp_path):

@@ -98,9 +98,9 @@ class BestCheckpoint:
         atomic_write_text(self.run_dir.dev_scores_file, json.dumps(dataclasses.asdict(state), indent=2) + "\n")
         return improved
 
-    def describe_best(self) -> str:
-        """E.g. "dev BLEU 17.00 at step 400"."""
-        return f"dev {self.state.metric} {self.state.best_score:.4g} at step {self.state.best_step}"
+    def describe_best(self, digits: int = 4) -> str:
+        """E.g. "dev BLEU 17 at step 400", the score to `digits` significant digits."""
+        return f"dev {self.state.metric} {self.state.best_score:.{digits}g} at step {self.state.best_step}"
 
 
 def load_state(run_dir: RunDir) -> BestState:

@@ -99,5 +99,15 @@ class Evaluator:
             return
         verdict = ("both scored the same" if score == state.best_score
                    else f"the {'averaged' if self.best.improves(score) else 'best'} checkpoint scored better")
-        self.log(f"averaged checkpoint {name}: dev {state.metric} {score:.4g}; best checkpoint: "
-                 f"{self.best.describe_best()}; {verdict}")
+        digits = digits_to_tell_apart(score, state.best_score)
+        self.log(f"averaged checkpoint {name}: dev {state.metric} {score:.{digits}g}; best checkpoint: "
+                 f"{self.best.describe_best(digits)}; {verdict}")
+
+
+def digits_to_tell_apart(a: float, b: float) -> int:
+    """The fewest significant digits, at least 4, at which a and b print differently (4 when they are equal):
+    two dev losses a verdict calls different must not print alike (0.5084 and 0.5084)."""
+    for digits in range(4, 18):
+        if f"{a:.{digits}g}" != f"{b:.{digits}g}":
+            return digits
+    return 4
