@@ -16,6 +16,9 @@
 # SEEDS (e.g. "1234 42 7") spends the budget on an ensemble instead: one run per seed, each trained for SECONDS
 # divided by their number, WORK/run for the first and WORK/run_seed<S> for the others, and the dev split decoded
 # by the ensemble of the runs (--checkpoint_path=WORK/run,WORK/run_seed42,...).
+# MEMBERS (e.g. "decoder_features=word_pointer+open_phrases;decoder_features=word_pointer") does the same with
+# one run per ';'-separated entry of hparams overrides (each after HPARAMS), WORK/run for the first and
+# WORK/run_member<N> for the others: members that differ in their features, not their seed (docs/parsing.md).
 # benchmarks/parsing_side_by_side.sh runs this script for t2t-lite's side, with TRAIN_FLAGS keeping a checkpoint
 # every CHECKPOINT_STEPS steps for its curve; WORK_DIR/train.start records when training was launched.
 set -euo pipefail
@@ -25,6 +28,9 @@ PTB=${PTB_DIR:-$WORK/tmp}
 SET=${HPARAMS_SET:-transformer_parsing_small_data}
 PROBLEM=${PROBLEM:-parsing_ptb_sample_words}
 USR=(${USR_DIR:+--usr_dir="$USR_DIR"})
+if [ -n "${SEEDS:-}" ] && [ -n "${MEMBERS:-}" ]; then
+  echo "parsing_quality.sh: give SEEDS or MEMBERS, not both" >&2; exit 2
+fi
 mkdir -p "$WORK"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 
@@ -67,25 +73,37 @@ with open(f"{work}/dev.words", "w", encoding="utf-8") as words, open(f"{work}/de
 print(f"dev split: {len(pairs)} sentences")
 EOF
 
-SEED_LIST=(${SEEDS:-""})
-MINUTES=$(python3 -c "print($SECONDS_BUDGET / 60 / ${#SEED_LIST[@]})")
+if [ -n "${MEMBERS:-}" ]; then
+  IFS=';' read -r -a MEMBER_LIST <<< "$MEMBERS"
+  SEED_LIST=()
+  for _ in "${MEMBER_LIST[@]}"; do SEED_LIST+=(""); done  # each member with the default (or TRAIN_FLAGS') seed
+else
+  SEED_LIST=(${SEEDS:-""})
+  MEMBER_LIST=()
+fi
+COUNT=${#SEED_LIST[@]}
+MINUTES=$(python3 -c "print($SECONDS_BUDGET / 60 / $COUNT)")
 date +%s.%N > "$WORK/train.start"  # parsing_side_by_side.sh's F1 curve measures checkpoint times from here
 RUNS=()
 : > "$WORK/train.log"
-for seed in "${SEED_LIST[@]}"; do
+for i in $(seq 0 $((COUNT - 1))); do
+  seed=${SEED_LIST[$i]}
+  member=${MEMBER_LIST[$i]:-}
   run="$WORK/run"
-  [ "${#RUNS[@]}" -gt 0 ] && run="$WORK/run_seed$seed"
+  [ "$i" -gt 0 ] && run="$WORK/run_${MEMBERS:+member$((i + 1))}${SEEDS:+seed$seed}"
   RUNS+=("$run")
+  overrides="${HPARAMS:-}${member:+${HPARAMS:+,}$member}"
   t2t-lite-trainer "${USR[@]}" --problem="$PROBLEM" --data_dir="$WORK/data" --hparams_set="$SET" \
-    --hparams="${HPARAMS:-}" --output_dir="$run" --train_minutes="$MINUTES" --train_steps=1000000 \
+    --hparams="$overrides" --output_dir="$run" --train_minutes="$MINUTES" --train_steps=1000000 \
     --eval_bleu_sentences=0 ${seed:+--random_seed="$seed"} ${TRAIN_FLAGS:-} 2>&1 | tee -a "$WORK/train.log"
 done
-MEMBERS=$(IFS=,; echo "${RUNS[*]}")
+ENSEMBLE=()
+[ "$COUNT" -gt 1 ] && ENSEMBLE=(--checkpoint_path="$(IFS=,; echo "${RUNS[*]}")")
 
 start=$(date +%s)
 # dev.words holds the treebank's own tokens: --input_tokenized, so they are parsed as they are rather than
 # tokenized again (which would turn a closing '' into ``).
-t2t-lite-decoder "${USR[@]}" --output_dir="$WORK/run" ${SEEDS:+--checkpoint_path="$MEMBERS"} \
+t2t-lite-decoder "${USR[@]}" --output_dir="$WORK/run" "${ENSEMBLE[@]}" \
   --decode_from_file="$WORK/dev.words" --input_tokenized --decode_to_file="$WORK/dev.hyp" \
   --decode_reference="$WORK/dev.trees" ${DECODE_FLAGS:-} 2>&1 | tee "$WORK/decode.log"
 echo "decode wall time: $(( $(date +%s) - start )) s"
