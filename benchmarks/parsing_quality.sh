@@ -73,21 +73,17 @@ with open(f"{work}/dev.words", "w", encoding="utf-8") as words, open(f"{work}/de
 print(f"dev split: {len(pairs)} sentences")
 EOF
 
-if [ -n "${MEMBERS:-}" ]; then
-  IFS=';' read -r -a MEMBER_LIST <<< "$MEMBERS"
-  SEED_LIST=()
-  for _ in "${MEMBER_LIST[@]}"; do SEED_LIST+=(""); done  # each member with the default (or TRAIN_FLAGS') seed
-else
-  SEED_LIST=(${SEEDS:-""})
-  MEMBER_LIST=()
-fi
-COUNT=${#SEED_LIST[@]}
+SEED_LIST=(${SEEDS:-""})
+MEMBER_LIST=()
+[ -n "${MEMBERS:-}" ] && IFS=';' read -r -a MEMBER_LIST <<< "$MEMBERS"
+# One run per seed, or per member (each with the default seed, or TRAIN_FLAGS').
+COUNT=$(( ${#MEMBER_LIST[@]} > ${#SEED_LIST[@]} ? ${#MEMBER_LIST[@]} : ${#SEED_LIST[@]} ))
 MINUTES=$(python3 -c "print($SECONDS_BUDGET / 60 / $COUNT)")
 date +%s.%N > "$WORK/train.start"  # parsing_side_by_side.sh's F1 curve measures checkpoint times from here
 RUNS=()
 : > "$WORK/train.log"
 for i in $(seq 0 $((COUNT - 1))); do
-  seed=${SEED_LIST[$i]}
+  seed=${SEED_LIST[$i]:-}
   member=${MEMBER_LIST[$i]:-}
   run="$WORK/run"
   [ "$i" -gt 0 ] && run="$WORK/run_${MEMBERS:+member$((i + 1))}${SEEDS:+seed$seed}"
