@@ -56,6 +56,7 @@ setup(
             "t2t-lite-scorer=t2t_lite.bin.scorer:run",
             "t2t-lite-bleu=t2t_lite.bin.bleu:run",
             "t2t-lite-avg-checkpoints=t2t_lite.bin.avg_checkpoints:run",
+            "t2t-lite-ensemble=t2t_lite.bin.ensemble:run",
             "t2t-lite-visualize=t2t_lite.bin.visualize:run",
             "t2t-lite-exporter=t2t_lite.bin.exporter:run",
             "t2t-lite-query=t2t_lite.bin.query:run",

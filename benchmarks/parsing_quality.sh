@@ -13,12 +13,13 @@
 # a model that has not learned to end its trees runs every sentence to the set's extra_length (150 with
 # beam 4 for the default set; 300 with beam 21 for transformer_wsj_parsing), so a smoke run wants e.g.
 # DECODE_FLAGS='--beam_size=1 --extra_length=5').
-# SEEDS (e.g. "1234 42 7") spends the budget on an ensemble instead: one run per seed, each trained for SECONDS
-# divided by their number, WORK/run for the first and WORK/run_seed<S> for the others, and the dev split decoded
-# by the ensemble of the runs (--checkpoint_path=WORK/run,WORK/run_seed42,...).
-# MEMBERS (e.g. "decoder_features=word_pointer+open_phrases;decoder_features=word_pointer") does the same with
-# one run per ';'-separated entry of hparams overrides (each after HPARAMS), WORK/run for the first and
-# WORK/run_member<N> for the others: members that differ in their features, not their seed (docs/parsing.md).
+# MEMBERS spends the budget on an ensemble: one run per ';'-separated entry of hparams overrides (each after
+# HPARAMS), each trained for SECONDS divided by their number, WORK/run for the first and WORK/run_member<N> for
+# the others, named WORK/run's partners (t2t-lite-ensemble), so that the dev decode, and any later
+# --output_dir=WORK/run, decodes them as one ensemble. For the default set it defaults to the recipe
+# "decoder_features=word_pointer+open_phrases;decoder_features=word_pointer": a run of the set beside one with the
+# word pointer alone (docs/parsing.md#a-set-run-beside-a-word-pointer-run); MEMBERS= (empty) trains one run of the set.
+# SEEDS (e.g. "1234 42 7") does the same with one run of the set per seed, WORK/run_seed<S> for the others.
 # benchmarks/parsing_side_by_side.sh runs this script for t2t-lite's side, with TRAIN_FLAGS keeping a checkpoint
 # every CHECKPOINT_STEPS steps for its curve; WORK_DIR/train.start records when training was launched.
 set -euo pipefail
@@ -30,6 +31,9 @@ PROBLEM=${PROBLEM:-parsing_ptb_sample_words}
 USR=(${USR_DIR:+--usr_dir="$USR_DIR"})
 if [ -n "${SEEDS:-}" ] && [ -n "${MEMBERS:-}" ]; then
   echo "parsing_quality.sh: give SEEDS or MEMBERS, not both" >&2; exit 2
+fi
+if [ -z "${SEEDS:-}" ] && [ "$SET" = transformer_parsing_small_data ]; then
+  MEMBERS=${MEMBERS-"decoder_features=word_pointer+open_phrases;decoder_features=word_pointer"}
 fi
 mkdir -p "$WORK"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
@@ -93,13 +97,14 @@ for i in $(seq 0 $((COUNT - 1))); do
     --hparams="$overrides" --output_dir="$run" --train_minutes="$MINUTES" --train_steps=1000000 \
     --eval_bleu_sentences=0 ${seed:+--random_seed="$seed"} ${TRAIN_FLAGS:-} 2>&1 | tee -a "$WORK/train.log"
 done
-ENSEMBLE=()
-[ "$COUNT" -gt 1 ] && ENSEMBLE=(--checkpoint_path="$(IFS=,; echo "${RUNS[*]}")")
+if [ "$COUNT" -gt 1 ]; then
+  t2t-lite-ensemble "${USR[@]}" --output_dir="$WORK/run" --partners="$(IFS=,; echo "${RUNS[*]:1}")"
+fi
 
 start=$(date +%s)
 # dev.words holds the treebank's own tokens: --input_tokenized, so they are parsed as they are rather than
 # tokenized again (which would turn a closing '' into ``).
-t2t-lite-decoder "${USR[@]}" --output_dir="$WORK/run" "${ENSEMBLE[@]}" \
+t2t-lite-decoder "${USR[@]}" --output_dir="$WORK/run" \
   --decode_from_file="$WORK/dev.words" --input_tokenized --decode_to_file="$WORK/dev.hyp" \
   --decode_reference="$WORK/dev.trees" ${DECODE_FLAGS:-} 2>&1 | tee "$WORK/decode.log"
 echo "decode wall time: $(( $(date +%s) - start )) s"

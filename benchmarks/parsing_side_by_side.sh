@@ -47,7 +47,8 @@ if [[ "${SKIP_T2T_LITE:-0}" == "1" ]]; then
   [[ -f "$OURS/dev.hyp" && -f "$OURS/data/vocab.model" ]] || {
     echo "parsing_side_by_side.sh: SKIP_T2T_LITE=1 but $OURS holds no finished parsing_quality.sh run" >&2; exit 2; }
 else
-  PTB_DIR=$PTB HPARAMS_SET=$SET \
+  # One model against the peer's one: MEMBERS only when asked (the recipe's ensemble has no peer counterpart here).
+  PTB_DIR=$PTB HPARAMS_SET=$SET MEMBERS=${MEMBERS-} \
     TRAIN_FLAGS="--save_checkpoints_steps=$CHECKPOINT_STEPS --keep_checkpoint_max=100000 ${TRAIN_FLAGS:-}" \
     bash "$HERE/parsing_quality.sh" "$OURS" "$SECONDS_BUDGET" 2>&1 | tee "$WORK/t2t_lite.log"
 fi

@@ -13,6 +13,7 @@ RunRequest also when it decodes a CTranslate2 export, where there is none.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import TYPE_CHECKING
 
 from t2t_lite import precision, registry, usr_dir
@@ -23,8 +24,8 @@ from t2t_lite.errors import UserError
 # Finding the checkpoint and its spec is the run directory's (training's warm start does it too); these names
 # stay importable from here, where the decoding side has always found them.
 from t2t_lite.run_dir import CHECKPOINT_CHOICES  # noqa: F401
-from t2t_lite.run_dir import (CheckpointMismatch, RunDir, RunSpec, as_run_dir, find_checkpoint, recorded_data_dir,
-                               restore_checkpoint, spec_beside)
+from t2t_lite.run_dir import (CheckpointMismatch, RunDir, RunSpec, as_run_dir, find_checkpoint, load_partners,
+                               load_spec, recorded_data_dir, restore_checkpoint, save_partners, spec_beside)
 
 if TYPE_CHECKING:
     import keras
@@ -36,9 +37,10 @@ if TYPE_CHECKING:
 class RunRequest:
     """Which run to open and how; None means "the run's own" (its problem, its decode hparams)."""
 
-    # A training run (its averaged checkpoint if any, else its newest), or one checkpoint;
-    # several comma-separated checkpoints open an ensemble (the models must share a vocabulary). A path given
-    # for output_dir is made a RunDir when the request is made.
+    # A training run (its averaged checkpoint if any, else its newest; with the partners name_partners gave it,
+    # the ensemble of them all), or one checkpoint; several comma-separated checkpoints (or runs, each standing
+    # for its own checkpoint alone) open an ensemble (the models must share a vocabulary). A path given for
+    # output_dir is made a RunDir when the request is made.
     output_dir: RunDir | None = None
     checkpoint_path: str | None = None
     # Which checkpoint of output_dir: "averaged", "best" or "latest"; None: averaged if any, else latest.
@@ -101,7 +103,8 @@ def open_run(request: RunRequest, ensemble: bool = False, engine: Engine = RUN) 
       engine: what will decode the run (RUN, SCORING, an exporter's): request.decode is resolved against it, with
         the run's hparams.decode as its settings.
     """
-    paths = [path for path in (request.checkpoint_path or "").split(",") if path] or [None]
+    paths = [path for path in (request.checkpoint_path or "").split(",") if path] or default_members(
+        request.output_dir, ensemble)
     if len(paths) > 1 and not ensemble:
         raise UserError(f"`checkpoint_path` names {len(paths)} checkpoints but this command opens one; "
                         f"ensembles are for t2t-lite-decoder and t2t-lite-scorer")
@@ -111,10 +114,7 @@ def open_run(request: RunRequest, ensemble: bool = False, engine: Engine = RUN) 
     # Refused before anything is loaded: what the engine cannot do with these settings.
     decode = request.decode.resolve(dataclasses.replace(engine, settings=spec.hparams.decode))
     for other, checkpoint in zip(specs[1:], checkpoints[1:]):
-        if other.hparams.model.vocab_size != spec.hparams.model.vocab_size:
-            raise UserError(f"checkpoint {checkpoint!r} has a vocabulary of {other.hparams.model.vocab_size} ids "
-                            f"but {checkpoints[0]!r} has {spec.hparams.model.vocab_size}; an ensemble's models "
-                            f"must share one vocabulary")
+        check_shared_vocabulary(f"checkpoint {checkpoints[0]!r}", spec, f"checkpoint {checkpoint!r}", other)
     for each in specs:  # an ensemble's runs may come from different usr dirs
         usr_dir.import_for_run(request.usr_dir, each.usr_dir)
     problem_name = request.problem or spec.problem
@@ -126,6 +126,58 @@ def open_run(request: RunRequest, ensemble: bool = False, engine: Engine = RUN) 
     decode = dataclasses.replace(decode, mixed_precision=precision.resolve(decode.mixed_precision))
     models = [restore_model(s, c, decode.mixed_precision) for s, c in zip(specs, checkpoints)]
     return OpenedRun(tuple(checkpoints), spec, problem_name, problem, decode, tuple(models))
+
+
+def default_members(run: RunDir | None, ensemble: bool) -> list[str | None]:
+    """What a request naming no checkpoint_path opens: [None] (run's own checkpoint), or, for a run with
+    partners, run and its partners as an ensemble's members."""
+    partners = load_partners(run) if run is not None else []
+    if not partners:
+        return [None]
+    names = ", ".join(repr(partner.path) for partner in partners)
+    if not ensemble:
+        raise UserError(f"`output_dir` {run.path!r} decodes as an ensemble with {names} (t2t-lite-ensemble); this "
+                        f"command opens one model: pass `checkpoint_path`={run.path} for the run's own")
+    for partner in partners:
+        if load_spec(partner) is None:
+            raise UserError(f"`output_dir` {run.path!r} names {partner.path!r} as an ensemble partner, but it is not "
+                            f"a run directory (moved or deleted?); name its partners again with t2t-lite-ensemble")
+    return [run.path] + [partner.path for partner in partners]
+
+
+def name_partners(output_dir: "str | RunDir", partners: "list[str | RunDir]") -> None:
+    """Makes the runs `partners` decode with the run in `output_dir` by default, as one ensemble.
+
+    Every reader of the run that takes an ensemble (t2t-lite-decoder, t2t-lite-scorer, Translator.from_run) then
+    opens it with its partners, each at the checkpoint `checkpoint` picks; a `checkpoint_path` still opens
+    exactly what it names, and naming the run there opens it alone. A partner's own partners are not followed.
+    No partners make the run decode alone again.
+    Raises:
+      UserError: output_dir or a partner is not a run directory, a partner is the run itself or named twice, or
+        a partner's vocabulary differs from the run's.
+    """
+    run = as_run_dir(output_dir)
+    spec = load_spec(run) if run is not None else None
+    if spec is None:
+        raise UserError(f"`output_dir` {output_dir!r} is not a t2t-lite run directory (no hparams.json)")
+    members = [as_run_dir(partner) for partner in partners]
+    seen = {os.path.realpath(run.path)}
+    for partner in members:
+        other = load_spec(partner)
+        if other is None:
+            raise UserError(f"partner {partner.path!r} is not a t2t-lite run directory (no hparams.json)")
+        if os.path.realpath(partner.path) in seen:
+            raise UserError(f"partner {partner.path!r} is named twice or is the run itself; name each other run once")
+        seen.add(os.path.realpath(partner.path))
+        check_shared_vocabulary(f"run {run.path!r}", spec, f"partner {partner.path!r}", other)
+    save_partners(run, members)
+
+
+def check_shared_vocabulary(first_name: str, first: RunSpec, other_name: str, other: RunSpec) -> None:
+    """Raises UserError unless two of an ensemble's models (their specs, named for the message) share a vocabulary."""
+    if other.hparams.model.vocab_size != first.hparams.model.vocab_size:
+        raise UserError(f"{other_name} has a vocabulary of {other.hparams.model.vocab_size} ids but {first_name} has "
+                        f"{first.hparams.model.vocab_size}; an ensemble's models must share one vocabulary")
 
 
 def restore_model(spec: RunSpec, checkpoint: str, mixed_precision: str = "none") -> keras.Model:

@@ -9,6 +9,7 @@
       best/               the best checkpoint so far on the dev metric, with best.json and hparams.json
       averaged/           the mean of the last checkpoints, with averaged.json and hparams.json
       average_sources/    the end-of-run checkpoints averaged under train.average_span
+      ensemble.json       the runs decoded with this one by default, as one ensemble (t2t-lite-ensemble)
 
 This module is the only one that knows those names: the rest of the library
 reaches them through RunDir, and finds checkpoints with `find_checkpoint`. A public
@@ -42,6 +43,7 @@ BEST_FILE = "best.json"  # in best/: the best checkpoint's step and scores
 AVERAGED_FILE = "averaged.json"  # in averaged/ (or t2t-lite-avg-checkpoints' --destination_dir): its sources
 SOURCES_SUBDIR = "average_sources"
 DEV_SCORES_FILE = "dev_scores.json"
+PARTNERS_FILE = "ensemble.json"  # its "partners": run directories, relative to the run's
 TRAIN_LOGS, EVAL_LOGS = "train", "eval"
 # Which checkpoint of a run directory `find_checkpoint` may be asked for.
 CHECKPOINT_CHOICES = ("averaged", "best", "latest")
@@ -170,6 +172,10 @@ class RunDir:
     def dev_scores_file(self) -> str:
         return os.path.join(self.path, DEV_SCORES_FILE)
 
+    @property
+    def partners_file(self) -> str:
+        return os.path.join(self.path, PARTNERS_FILE)
+
     def logs(self, name: str) -> str:
         """The TensorBoard log directory `name` (TRAIN_LOGS or EVAL_LOGS)."""
         return os.path.join(self.path, name)
@@ -223,6 +229,33 @@ def read_spec(path: str) -> RunSpec | None:
         raise UserError(f"{path}: {error}") from None
     except (OSError, ValueError, KeyError) as error:
         raise UserError(f"{path} is unreadable or not a t2t-lite hparams file: {error}") from None
+
+
+def save_partners(run: RunDir, partners: list[RunDir]) -> None:
+    """Records `partners` as the runs decoded with `run` by default; none removes the record.
+
+    The paths are kept relative to run, so that a directory holding the runs together can move or be copied.
+    """
+    if not partners:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(run.partners_file)
+        return
+    names = [os.path.relpath(os.path.abspath(partner.path), os.path.abspath(run.path)) for partner in partners]
+    atomic_write_text(run.partners_file, json.dumps({"partners": names}, indent=2) + "\n")
+
+
+def load_partners(run: RunDir) -> list[RunDir]:
+    """The runs `run` is decoded with by default (save_partners), in their order; [] when it has none."""
+    if not os.path.exists(run.partners_file):
+        return []
+    try:
+        names = read_json(run.partners_file)["partners"]
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            raise ValueError("'partners' is not a list of paths")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UserError(f"{run.partners_file} is unreadable ({error}); name the run's partners again with "
+                        f"t2t-lite-ensemble") from None
+    return [RunDir(os.path.normpath(os.path.join(run.path, name))) for name in names]
 
 
 def absolute(path: str | None) -> str | None:

@@ -1,6 +1,7 @@
 """The decoder's outputs: n-best lists in Moses and JSON Lines form, sampling, ensembles and the paper's BLEU."""
 import io
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from t2t_lite.metrics.bleu import COMPOUND_SPLIT_LABEL, compound_split_bleu
 from t2t_lite.decoding.request import DecodeRequest, SamplingSettings
 from t2t_lite.run import RunRequest, open_run
 
-from cli_helpers import run_tools
+from cli_helpers import run_tool, run_tools
 
 LINES = ["0123456", "", "98", "5550011", "1"]
 
@@ -92,6 +93,39 @@ def test_an_ensemble_of_the_model_with_itself_decodes_as_the_model(reverse_run, 
     for row, hyps in zip(rows, expected):
         assert [h["text"] for h in row["hypotheses"]] == [h.text for h in hyps]
         np.testing.assert_allclose([h["score"] for h in row["hypotheses"]], [h.score for h in hyps], atol=1e-5)
+
+
+def untrained_partner(reverse_run, directory) -> None:
+    """A run of reverse_run's spec holding one checkpoint of untrained weights (seed 3)."""
+    import keras
+    import tensorflow as tf
+
+    from t2t_lite.models import build_model
+    from t2t_lite.run_dir import RunDir, load_spec, save_spec
+
+    spec = load_spec(RunDir(reverse_run))
+    directory.mkdir()
+    save_spec(RunDir(str(directory)), spec)
+    keras.utils.set_random_seed(3)
+    model = build_model(spec.hparams)
+    model({"inputs": np.ones([1, 3], np.int32), "targets": np.ones([1, 2], np.int32)})
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(directory), 1, checkpoint_name="ckpt").save(1)
+
+
+def test_a_run_named_with_a_partner_decodes_as_their_ensemble(reverse_run, source, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    shutil.copytree(reverse_run, first)
+    untrained_partner(reverse_run, second)
+    named = run_tool("ensemble", f"--output_dir={first}", f"--partners={second}", timeout=120)
+    assert named.returncode == 0 and f"{first} decodes with {second} as one ensemble" in named.stderr
+    settings = {"decode": {"beam_size": 3, "nbest": 3}, "output_format": "jsonl"}
+    by_default = decoded(str(first), source, **settings)
+    assert by_default == decoded(str(first), source, run={"checkpoint_path": f"{first},{second}"}, **settings)
+    assert by_default != decoded(str(first), source, run={"checkpoint_path": str(first)}, **settings)
+
+    refused = run_tool("ensemble", f"--output_dir={first}", f"--partners={tmp_path / 'nowhere'}", timeout=120)
+    assert refused.returncode == 2 and refused.error.startswith(f"partner {str(tmp_path / 'nowhere')!r} is not")
+    assert json.loads((first / "ensemble.json").read_text()) == {"partners": ["../second"]}  # unchanged
 
 
 def test_paper_bleu_is_printed_with_its_name_beside_the_other_scores(reverse_run, tmp_path):

@@ -14,7 +14,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 from t2t_lite.decoding.request import DecodeRequest
-from t2t_lite.run import RunRequest, find_checkpoint, open_run, spec_beside
+from t2t_lite.run import RunRequest, find_checkpoint, name_partners, open_run, spec_beside
 from t2t_lite.run_dir import (AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, RunDir, RunSpec, load_spec, save_spec,
                                spec_json)
 
@@ -181,3 +181,72 @@ def test_several_checkpoints_open_an_ensemble_only_where_the_caller_takes_one(ru
     save_run(str(other), tiny_spec(vocab_size=20), (100,))
     with pytest.raises(UserError, match="has a vocabulary of 20 ids but .* has 12; an ensemble's models must share"):
         open_run(RunRequest(checkpoint_path=f"{output_dir}/ckpt-100,{other}/ckpt-100"), ensemble=True)
+
+
+@pytest.fixture
+def partnered(run, tmp_path):
+    """A copy of `run` and a second run beside it (seed 2, ckpt-300), the copy naming the second as its partner."""
+    output_dir, _ = run
+    first, second = tmp_path / "runs" / "first", tmp_path / "runs" / "second"
+    shutil.copytree(output_dir, first)
+    second_model = save_run(str(second), tiny_spec(), (300,), seed=2)
+    name_partners(str(first), [str(second)])
+    return first, second, second_model
+
+
+def test_a_run_with_partners_opens_with_them_as_one_ensemble_and_alone_when_named(partnered):
+    first, second, second_model = partnered
+    opened = open_run(RunRequest(output_dir=str(first)), ensemble=True)
+    assert opened.checkpoints == (f"{first}/{AVERAGED_SUBDIR}/ckpt-200", f"{second}/ckpt-300")
+    for reopened, original in zip(opened.models[1].weights, second_model.weights):
+        np.testing.assert_array_equal(reopened.numpy(), original.numpy())
+    latest = open_run(RunRequest(output_dir=str(first), checkpoint="latest"), ensemble=True)
+    assert latest.checkpoints == (f"{first}/ckpt-200", f"{second}/ckpt-300")
+    # A checkpoint_path opens what it names: the run alone.
+    alone = open_run(RunRequest(output_dir=str(first), checkpoint_path=str(first)), ensemble=True)
+    assert alone.checkpoints == (f"{first}/{AVERAGED_SUBDIR}/ckpt-200",)
+    # One model's commands are refused rather than given one member silently.
+    with pytest.raises(UserError, match=r"^`output_dir` '.*first' decodes as an ensemble with '.*second' "
+                                        r"\(t2t-lite-ensemble\); this command opens one model: pass `checkpoint_path`"):
+        open_run(RunRequest(output_dir=str(first)))
+
+    # The partners are kept relative to the run: the directory holding both can move.
+    moved = first.parent.parent / "moved"
+    first.parent.rename(moved)
+    assert open_run(RunRequest(output_dir=str(moved / "first")), ensemble=True).checkpoints == (
+        f"{moved}/first/{AVERAGED_SUBDIR}/ckpt-200", f"{moved}/second/ckpt-300")
+
+    name_partners(str(moved / "first"), [])
+    assert not (moved / "first" / "ensemble.json").exists()
+    assert open_run(RunRequest(output_dir=str(moved / "first"))).checkpoints == (
+        f"{moved}/first/{AVERAGED_SUBDIR}/ckpt-200",)
+
+
+def test_partners_that_cannot_join_are_refused_and_nothing_is_recorded(run, tmp_path):
+    output_dir, _ = run
+    first = tmp_path / "first"
+    shutil.copytree(output_dir, first)
+    other_vocab = tmp_path / "other_vocab"
+    save_run(str(other_vocab), tiny_spec(vocab_size=20), (100,))
+    for partners, message in [([str(tmp_path / "nowhere")], r"^partner '.*nowhere' is not a t2t-lite run directory"),
+                              ([str(first)], r"is named twice or is the run itself"),
+                              ([output_dir, output_dir], r"is named twice or is the run itself"),
+                              ([str(other_vocab)], r"^partner '.*other_vocab' has a vocabulary of 20 ids but run "
+                                                   r"'.*first' has 12; an ensemble's models must share one")]:
+        with pytest.raises(UserError, match=message):
+            name_partners(str(first), partners)
+        assert not (first / "ensemble.json").exists()
+    with pytest.raises(UserError, match=r"^`output_dir` '.*nowhere' is not a t2t-lite run directory"):
+        name_partners(str(tmp_path / "nowhere"), [output_dir])
+
+
+def test_a_partner_gone_or_an_unreadable_record_is_one_clear_error(partnered):
+    first, second, _ = partnered
+    (first / "ensemble.json").write_text("{not json")
+    with pytest.raises(UserError, match=r"ensemble.json is unreadable .*; name the run's partners again"):
+        open_run(RunRequest(output_dir=str(first)), ensemble=True)
+    name_partners(str(first), [str(second)])
+    shutil.rmtree(second)
+    with pytest.raises(UserError, match=r"^`output_dir` '.*first' names '.*second' as an ensemble partner, but it "
+                                        r"is not a run directory"):
+        open_run(RunRequest(output_dir=str(first)), ensemble=True)
