@@ -13,7 +13,7 @@ from t2t_lite.decoding.constraints import shortlist_columns
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.parsing.tree_constraint import TreeConstraint
 from t2t_lite.registry import problems
-from t2t_lite.run import RunRequest, open_run
+from t2t_lite.run import RunRequest, open_run, restore_model
 
 SENTENCES = 24
 
@@ -103,3 +103,22 @@ def test_a_parser_decodes_the_same_outputs_and_scores_with_its_shortlist_as_with
     np.testing.assert_array_equal(short_ids, ids)
     np.testing.assert_allclose(short_scores, scores, rtol=1e-5)
     assert np.isfinite(scores[:, 0]).all()
+
+
+@pytest.mark.isa
+def test_an_ensemble_decodes_the_same_outputs_and_scores_with_its_shortlist_as_without(parser):
+    # A second member: the parser's weights, each scaled by its own noise (the same vocabulary, other predictions).
+    other = restore_model(parser.spec, parser.checkpoint)
+    rng = np.random.default_rng(0)
+    other.set_weights([w * (1 + 0.5 * rng.standard_normal(w.shape)).astype(w.dtype) for w in other.get_weights()])
+    hparams = parser.decode_hparams.__class__(**{**parser.decode_hparams.__dict__, "beam_size": 4, "extra_length": 40})
+    inputs = dev_inputs(parser.problem, SENTENCES)
+    constraint = parser.problem.output_constraint()
+    decoded = [Decoder(models, hparams, constraint=constraint, shortlist=shortlist).decode(inputs)
+               for models, shortlist in (((parser.model, other), False), ((parser.model, other), True),
+                                         (parser.model, True))]
+    (ids, scores), (short_ids, short_scores), (alone_ids, _) = [(i.numpy(), s.numpy()) for i, s in decoded]
+    np.testing.assert_array_equal(short_ids, ids)
+    np.testing.assert_allclose(short_scores, scores, rtol=1e-5)
+    assert np.isfinite(scores[:, 0]).all()
+    assert (ids[:, 0] != alone_ids[:, 0]).any(), "the second member changes no output: the test checks nothing"

@@ -117,9 +117,9 @@ class Decoder:
 
     def _shortlist(self, inputs, rows_per_sentence):
         """The constraint's columns per sentence (shortlist_columns), or None: no constraint, or one that gives
-        none, or a decode the shortlist would change. Sampling draws from the allowed tokens in their order
-        in a row, and an ensemble averages each model's log-probs normalised over its whole row."""
-        if not self.shortlist or self.constraint is None or self.sampling is not None or len(self.models) > 1:
+        none, or a decode the shortlist would change: sampling draws from the allowed tokens in their order
+        in a row. Every model of an ensemble scores the same columns (ensemble.mean_log_probs)."""
+        if not self.shortlist or self.constraint is None or self.sampling is not None:
             return None
         return shortlist_columns(self.constraint, inputs, rows_per_sentence)
 
