@@ -78,8 +78,9 @@ class Translator:
           output_dir: the run directory (the trainer's --output_dir), a path or a t2t_lite.run_dir.RunDir.
           data_dir: the problem's prepared data (its vocabulary); None for problems without one.
           checkpoint: None picks what t2t-lite-decoder would (the averaged checkpoint if any, else the
-            newest); "best", "latest" or "averaged" picks that one of output_dir; anything else is a
-            checkpoint path, or several comma-separated for an ensemble.
+            newest; a run with partners, t2t_lite.run.name_partners, opens with theirs as one ensemble);
+            "best", "latest" or "averaged" picks that one of output_dir (and of its partners); anything else
+            is a checkpoint path, or several comma-separated for an ensemble.
           step_matmul: how a decoding step multiplies on a CPU (t2t_lite.ops.StepMatmulSettings);
             None is its default, which chooses for this machine.
           settings: any t2t_lite.decoding.request.DecodeRequest field (e.g. beam_size=8, alpha=1.0,
