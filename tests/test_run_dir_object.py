@@ -1,7 +1,7 @@
 """A run directory travels as a RunDir: made once at the public entries, and only run_dir.py lists, probes and
 restores its checkpoints or reads and rewrites its `checkpoint` list.
 
-The entries: t2t_lite.train, Translator.from_run and average_checkpoints take a path or a RunDir; RunConfig (what
+The entries: t2t_lite.train, Translator.from_run, average_checkpoints and run.name_partners take a path or a RunDir; RunConfig (what
 train and t2t-lite-trainer make) and RunRequest (what from_run and the decoder, scorer, exporter and visualiser
 make) turn a path given as their output_dir into a RunDir when made, each with run_dir.as_run_dir.
 
@@ -158,6 +158,7 @@ ENTRIES = {
     "t2t_lite.training.run_config.from_settings": {"output_dir"},
     "t2t_lite.training.averaging.average_checkpoints": {"output_dir", "destination_dir"},
     "t2t_lite.inference.translator.Translator.from_run": {"output_dir"},
+    "t2t_lite.run.name_partners": {"output_dir"},  # t2t-lite-ensemble's
 }
 # Not a function below the entries but what `train` hands back: the path, as the user gave it.
 RESULTS = {"t2t_lite.training.api.TrainedRun.__init__": {"output_dir"}}
