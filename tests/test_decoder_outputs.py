@@ -13,8 +13,10 @@ from t2t_lite.bin.lines import DecodeFileRequest, decode_file, format_outputs
 from t2t_lite.metrics.bleu import COMPOUND_SPLIT_LABEL, compound_split_bleu
 from t2t_lite.decoding.request import DecodeRequest, SamplingSettings
 from t2t_lite.run import RunRequest, open_run
+from t2t_lite.run_dir import RunDir, load_spec
 
 from cli_helpers import run_tool, run_tools
+from saved_runs import save_run
 
 LINES = ["0123456", "", "98", "5550011", "1"]
 
@@ -95,27 +97,10 @@ def test_an_ensemble_of_the_model_with_itself_decodes_as_the_model(reverse_run, 
         np.testing.assert_allclose([h["score"] for h in row["hypotheses"]], [h.score for h in hyps], atol=1e-5)
 
 
-def untrained_partner(reverse_run, directory) -> None:
-    """A run of reverse_run's spec holding one checkpoint of untrained weights (seed 3)."""
-    import keras
-    import tensorflow as tf
-
-    from t2t_lite.models import build_model
-    from t2t_lite.run_dir import RunDir, load_spec, save_spec
-
-    spec = load_spec(RunDir(reverse_run))
-    directory.mkdir()
-    save_spec(RunDir(str(directory)), spec)
-    keras.utils.set_random_seed(3)
-    model = build_model(spec.hparams)
-    model({"inputs": np.ones([1, 3], np.int32), "targets": np.ones([1, 2], np.int32)})
-    tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(directory), 1, checkpoint_name="ckpt").save(1)
-
-
 def test_a_run_named_with_a_partner_decodes_as_their_ensemble(reverse_run, source, tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
     shutil.copytree(reverse_run, first)
-    untrained_partner(reverse_run, second)
+    save_run(str(second), load_spec(RunDir(reverse_run)), (1,), seed=3)  # untrained weights
     named = run_tool("ensemble", f"--output_dir={first}", f"--partners={second}", timeout=120)
     assert named.returncode == 0 and f"{first} decodes with {second} as one ensemble" in named.stderr
     settings = {"decode": {"beam_size": 3, "nbest": 3}, "output_format": "jsonl"}

@@ -2,7 +2,6 @@
 import os
 import shutil
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -11,12 +10,13 @@ import t2t_lite.hparams  # noqa: F401
 import t2t_lite.problems  # noqa: F401
 from t2t_lite import config, precision
 from t2t_lite.errors import UserError
-from t2t_lite.models import build_model
 from t2t_lite.registry import hparams_sets
 from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.run import RunRequest, find_checkpoint, name_partners, open_run, spec_beside
 from t2t_lite.run_dir import (AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, RunDir, RunSpec, load_spec, save_spec,
                                spec_json)
+
+from saved_runs import save_run
 
 TINY = "d_model=32,d_ff=64,num_heads=4,num_encoder_layers=1,num_decoder_layers=1"
 REVERSE_VOCAB_SIZE = 12  # algorithmic_reverse: 10 digits, PAD and EOS
@@ -25,20 +25,6 @@ REVERSE_VOCAB_SIZE = 12  # algorithmic_reverse: 10 digits, PAD and EOS
 def tiny_spec(vocab_size: int = REVERSE_VOCAB_SIZE) -> RunSpec:
     hparams = config.apply_overrides(hparams_sets.get("transformer_tiny")(), f"{TINY},vocab_size={vocab_size}")
     return RunSpec("algorithmic_reverse", "transformer_tiny", TINY, hparams)
-
-
-def save_run(directory: str, spec: RunSpec, steps: tuple[int, ...], seed: int = 0) -> keras.Model:
-    """A run directory as the trainer leaves it: hparams.json and ckpt-<step> for each step (untrained weights)."""
-    os.makedirs(directory, exist_ok=True)
-    save_spec(RunDir(directory), spec)
-    keras.utils.set_random_seed(seed)
-    model = build_model(spec.hparams)
-    model({"inputs": np.ones([1, 3], np.int32), "targets": np.ones([1, 2], np.int32)})  # creates the weights
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), directory, max_to_keep=5,
-                                         checkpoint_name="ckpt")
-    for step in steps:
-        manager.save(checkpoint_number=step)
-    return model
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,8 @@ the same outputs.
 The tree constraint's columns against its own whole-vocabulary mask along random walks on real sentences,
 and a trained parser decoded with and without the shortlist.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -93,8 +95,7 @@ def test_a_tags_constraint_lists_every_leaf_and_never_needs_the_whole_vocabulary
 @pytest.mark.isa  # two ways of multiplying by the output embeddings; test_forced_isa.py runs it on AVX2 too
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_a_parser_decodes_the_same_outputs_and_scores_with_its_shortlist_as_without(parser, beam_size):
-    hparams = parser.decode_hparams.__class__(**{**parser.decode_hparams.__dict__, "beam_size": beam_size,
-                                                 "extra_length": 40})
+    hparams = dataclasses.replace(parser.decode_hparams, beam_size=beam_size, extra_length=40)
     inputs = dev_inputs(parser.problem, SENTENCES)
     constraint = parser.problem.output_constraint()
     decoded = [Decoder(parser.model, hparams, constraint=constraint, shortlist=shortlist).decode(inputs)
@@ -111,7 +112,7 @@ def test_an_ensemble_decodes_the_same_outputs_and_scores_with_its_shortlist_as_w
     other = restore_model(parser.spec, parser.checkpoint)
     rng = np.random.default_rng(0)
     other.set_weights([w * (1 + 0.5 * rng.standard_normal(w.shape)).astype(w.dtype) for w in other.get_weights()])
-    hparams = parser.decode_hparams.__class__(**{**parser.decode_hparams.__dict__, "beam_size": 4, "extra_length": 40})
+    hparams = dataclasses.replace(parser.decode_hparams, beam_size=4, extra_length=40)
     inputs = dev_inputs(parser.problem, SENTENCES)
     constraint = parser.problem.output_constraint()
     decoded = [Decoder(models, hparams, constraint=constraint, shortlist=shortlist).decode(inputs)
