@@ -2,7 +2,7 @@
 # A parser in the same CPU budget, t2t-lite and OpenNMT-tf 2.32 one after the other on this machine (run it on an
 # idle one), on PROBLEM (parsing_ptb_sample_words by default: NLTK's WSJ sample, docs/parsing.md#parsing_ptb_sample):
 #   1. t2t-lite: benchmarks/parsing_quality.sh (datagen, SECONDS of training, dev decoded with the set's beam),
-#      keeping a checkpoint every CHECKPOINT_STEPS steps for the curve;
+#      keeping a checkpoint every CHECKPOINT_STEPS steps for the curve (unless CURVE=0);
 #   2. OpenNMT-tf: the same train split as text (benchmarks/peers/parsing/prepare.py), encoded with t2t-lite's own
 #      SentencePiece model (same vocabulary and size), a Transformer of the t2t-lite set's sizes, dropouts,
 #      optimiser, learning-rate schedule (Noam at the same peak where the set's schedule is not rsqrt), batch and decoding settings (benchmarks/peers/parsing/make_onmt.py),
@@ -48,8 +48,13 @@ if [[ "${SKIP_T2T_LITE:-0}" == "1" ]]; then
     echo "parsing_side_by_side.sh: SKIP_T2T_LITE=1 but $OURS holds no finished parsing_quality.sh run" >&2; exit 2; }
 else
   # One model against the peer's one: MEMBERS only when asked (the recipe's ensemble has no peer counterpart here).
+  # The curve's checkpoints (each one also scores the dev split, inside the budget) only when it is drawn.
+  CURVE_FLAGS=""
+  if [[ "${CURVE:-1}" != "0" ]]; then
+    CURVE_FLAGS="--save_checkpoints_steps=$CHECKPOINT_STEPS --keep_checkpoint_max=100000"
+  fi
   PTB_DIR=$PTB HPARAMS_SET=$SET MEMBERS=${MEMBERS-} \
-    TRAIN_FLAGS="--save_checkpoints_steps=$CHECKPOINT_STEPS --keep_checkpoint_max=100000 ${TRAIN_FLAGS:-}" \
+    TRAIN_FLAGS="$CURVE_FLAGS ${TRAIN_FLAGS:-}" \
     bash "$HERE/parsing_quality.sh" "$OURS" "$SECONDS_BUDGET" 2>&1 | tee "$WORK/t2t_lite.log"
 fi
 
