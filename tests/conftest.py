@@ -7,12 +7,6 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 from trained_runs import multi30k_run, reverse_run  # noqa: E402,F401  (session fixtures)
 from tiny_parsers import words_parser  # noqa: E402,F401  (a session fixture)
 
-
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto` (pyproject.toml): one worker more than the cores, so that a worker waiting (on a command it
-    forked, or on the lock of a shared run another is training) leaves no core idle; --maxprocesses caps it."""
-    return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1
-
 # pytest-xdist (--dist loadfile) hands whole modules to whichever worker is free, in collection order
 # (--no-loadscope-reorder in pyproject.toml; by default it would order them by their number of tests).
 # Starting with the longest modules leaves the short ones to fill in at the end (longest-first scheduling);
