@@ -3,6 +3,15 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+_ONEDNN_CHOSEN = "TF_ENABLE_ONEDNN_OPTS" in os.environ
+
+from t2t_lite import precision  # noqa: E402  (imports no TensorFlow: the switch below still takes effect)
+
+# The bfloat16 tests run on every CPU (precisions.py). With ONEDNN_MAX_CPU_ISA capped below AVX-512 on a CPU
+# that has it, TensorFlow would send their matmuls to a oneDNN without bfloat16 kernels and crash; the session
+# then runs without oneDNN, as TensorFlow runs bfloat16 on a CPU without AVX-512, unless the caller chose.
+if not _ONEDNN_CHOSEN and precision.onednn_crashes_bfloat16():
+    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
 
 from trained_runs import multi30k_run, reverse_run  # noqa: E402,F401  (session fixtures)
 from tiny_parsers import words_parser  # noqa: E402,F401  (a session fixture)

@@ -30,7 +30,7 @@ def test_python_started_in_the_checkout_opens_a_run_and_decodes_after_a_plain_in
     sentences = ["1234", "567"]  # algorithmic_reverse reads digit strings
     code = ("import sys; from t2t_lite import Translator; import t2t_lite\n"
             f"assert t2t_lite.__file__.startswith({str(CHECKOUT)!r}), t2t_lite.__file__\n"
-            f"print(Translator.from_run({reverse_run!r}).translate({sentences!r}))\n")
+            f"print(Translator.from_run({reverse_run!r}, mixed_precision='none').translate({sentences!r}))\n")
     # -S: no .pth files, so the editable install the test session may run from (its import finder) is not
     # there; only the plain install and this interpreter's dependencies are on the path.
     path = ":".join([str(installed), *site.getsitepackages()])
@@ -38,4 +38,4 @@ def test_python_started_in_the_checkout_opens_a_run_and_decodes_after_a_plain_in
                           env={"PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"},
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == repr(Translator.from_run(reverse_run).translate(sentences))
+    assert done.stdout.strip().splitlines()[-1] == repr(Translator.from_run(reverse_run, mixed_precision="none").translate(sentences))

@@ -160,7 +160,8 @@ def cli(run, tmp_path_factory):
         (tmp / name).mkdir()
     commands = {
         "order": ("decoder", [f"--output_dir={run}", f"--decode_from_file={tmp / 'order.txt'}",
-                              f"--decode_to_file={tmp / 'order.out'}", "--batch_size=2", "--parallel_batches=2"]),
+                              f"--decode_to_file={tmp / 'order.out'}", "--batch_size=2", "--parallel_batches=2",
+                              "--mixed_precision=none"]),
         "bf16": ("decoder", [f"--output_dir={run}", f"--decode_from_file={tmp / 'bf16.txt'}",
                              "--mixed_precision=mixed_bfloat16"]),
         **{name: ("decoder", [f"--output_dir={run}", *flags, f"--decode_to_file={tmp / name / 'out.txt'}"])
@@ -175,7 +176,7 @@ def test_decoder_cli_keeps_input_order_and_empty_lines(run, cli):
     outputs = (tmp / "order.out").read_text().split("\n")[:-1]
     assert len(outputs) == 6 and outputs[1] == "" and outputs[4] == ""
     # Each output equals decoding that line on its own (order restored after length sorting).
-    opened = open_run(RunRequest(output_dir=run))
+    opened = open_run(RunRequest(output_dir=run, decode=DecodeRequest(mixed_precision="none")))
     decoder = Decoder(opened.model, opened.decode_hparams)
     lines = ORDER_INPUT.split("\n")[:-1]
     alone = [decode_lines(opened.problem, decoder.decode, [line], batch_size=1)[0] for line in lines if line.strip()]

@@ -31,14 +31,15 @@ def source(reverse_run, tmp_path_factory):
 @pytest.fixture(scope="module")
 def expected(reverse_run):
     """Every line's beam-3 hypotheses as the library decodes them."""
-    opened = open_run(RunRequest(output_dir=reverse_run, decode=DecodeRequest(beam_size=3)))
+    opened = open_run(RunRequest(output_dir=reverse_run, decode=DecodeRequest(beam_size=3, mixed_precision="none")))
     return decode_lines(opened.problem, Decoder(opened.models, opened.decode_hparams).decode, LINES, batch_size=2)
 
 
 def decoded(reverse_run, source, run=None, decode=None, **settings) -> str:
     """decode_file's standard output for `source`: `run` RunRequest fields, `decode` DecodeRequest fields
-    (batch size 2 unless given), `settings` DecodeFileRequest fields."""
-    request = RunRequest(output_dir=reverse_run, **(run or {}), decode=DecodeRequest(**{"batch_size": 2, **(decode or {})}))
+    (batch size 2 and float32 unless given), `settings` DecodeFileRequest fields."""
+    decode = DecodeRequest(**{"batch_size": 2, "mixed_precision": "none", **(decode or {})})
+    request = RunRequest(output_dir=reverse_run, **(run or {}), decode=decode)
     out = io.StringIO()
     decode_file(DecodeFileRequest(request, str(source), **settings), out=out)
     return out.getvalue()

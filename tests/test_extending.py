@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import run_tool, run_tools
+from precisions import PRECISIONS, full_pass_logits, log_softmax, score_tolerance
 from trained_runs import REVERSE_TINY
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
@@ -140,16 +141,19 @@ def feature_run(tmp_path_factory):
     return root
 
 
-def test_a_feature_from_its_own_file_trains_and_the_beam_search_carries_its_state(feature_run):
+@pytest.mark.parametrize("mixed_precision", PRECISIONS)
+def test_a_feature_from_its_own_file_trains_and_the_beam_search_carries_its_state(feature_run, mixed_precision):
     """The run records the feature; every beam the search returns scores as the full pass over its ids, which
     computes the feature from the whole prefix: the step's context and per-beam state are the feature's."""
     from t2t_lite.config import DecodeHParams
     from t2t_lite.decoding.decoder import Decoder
+    from t2t_lite.decoding.request import DecodeRequest
     from t2t_lite.run import RunRequest, open_run
 
     spec = json.loads((feature_run / "run" / "hparams.json").read_text())
     assert spec["hparams"]["model"]["decoder_features"] == ["tokens_left"]
-    run = open_run(RunRequest(output_dir=str(feature_run / "run")))  # imports the recorded usr dir
+    run = open_run(RunRequest(output_dir=str(feature_run / "run"),  # imports the recorded usr dir
+                              decode=DecodeRequest(mixed_precision=mixed_precision)))
     model = run.models[0]
     assert model.decoder_features == ("tokens_left",) and model.tokens_left_embedding.built
     inputs = np.array([[5, 6, 7, 8, 9, 1], [4, 3, 1, 0, 0, 0]], np.int32)
@@ -163,11 +167,9 @@ def test_a_feature_from_its_own_file_trains_and_the_beam_search_carries_its_stat
                 continue
             ends = np.flatnonzero(ids[b, k] == 1)
             hypothesis = ids[b, k][:ends[0] + 1] if ends.size else ids[b, k]
-            logits = model({"inputs": inputs[b:b + 1], "targets": hypothesis[None]}, training=False).numpy()[0]
-            shifted = logits - logits.max(axis=-1, keepdims=True)
-            log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # [T, V]
-            np.testing.assert_allclose(scores[b, k], log_probs[np.arange(len(hypothesis)), hypothesis].sum(),
-                                       atol=1e-3)
+            logits = full_pass_logits(model, list(inputs[b]), list(hypothesis))  # [T, V]
+            expected = log_softmax(logits)[np.arange(len(hypothesis)), hypothesis].sum()
+            assert abs(scores[b, k] - expected) <= score_tolerance(mixed_precision, logits, alpha=0.0), (b, k)
             checked += 1
     assert checked >= 4
 

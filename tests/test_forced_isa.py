@@ -32,20 +32,21 @@ TESTS = Path(__file__).resolve().parent
 
 
 @pytest.mark.slow  # fresh interpreters, each importing TensorFlow
-@pytest.mark.parametrize("marker, extra", [("isa", {}), ("isa_bfloat16", {"TF_ENABLE_ONEDNN_OPTS": "0"})])
-def test_the_isa_tests_pass_with_avx2_forced(multi30k_run, words_parser, tmp_path_factory, tmp_path, marker, extra):
+@pytest.mark.parametrize("marker, extra", [("isa", {"TF_ENABLE_ONEDNN_OPTS": "1"}),
+                                           ("isa_bfloat16", {"TF_ENABLE_ONEDNN_OPTS": "0"})])
+def test_the_isa_tests_pass_with_avx2_forced(reverse_run, multi30k_run, words_parser, tmp_path_factory, tmp_path,
+                                             marker, extra):
     if "avx512f" not in precision.cpu_flags():
         pytest.skip("this CPU has no AVX-512: the isa tests already ran here as on an AVX2 CPU")
     forced = {**FORCED_AVX2, **extra}
-    # The session's shared runs (trained natively) are read, not trained again. Only multi30k_run and
-    # words_parser: no test marked isa reads reverse_run, so this test neither waits for it nor, run alone,
-    # trains it. A marked test that read it would fail in the forced pass (made_once makes no run in a session
-    # another started).
+    # The session's shared runs (trained natively) are read, not trained again: every one a marked test reads
+    # is requested above (made_once makes no run in a session another started, so one left out fails there).
     env = {**os.environ, **forced, SHARED_RUNS_VARIABLE: str(shared_runs_root(tmp_path_factory))}
     env = {k: v for k, v in env.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
-    # Only the modules that hold such tests: collecting every module would import them all again.
+    # Only the modules that hold such tests (marked themselves, or run in both PRECISIONS, which carry the
+    # marks): collecting every module would import them all again.
     modules = sorted(str(p) for p in TESTS.glob("test_*.py")
-                     if re.search(rf"mark\.{marker}\b", p.read_text(encoding="utf-8")))
+                     if re.search(rf"mark\.{marker}\b|\bPRECISIONS\b", p.read_text(encoding="utf-8")))
     done = subprocess.run([sys.executable, "-m", "pytest", "-m", marker, "-n", "0", "-q", "-p", "no:cacheprovider",
                            f"--basetemp={tmp_path / 'forced'}", "-W", "ignore", *modules],
                           cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=900)

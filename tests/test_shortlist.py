@@ -13,17 +13,21 @@ import tensorflow as tf
 import t2t_lite.problems  # noqa: F401  (registers the problems)
 from t2t_lite.decoding.constraints import shortlist_columns
 from t2t_lite.decoding.decoder import Decoder
+from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.parsing.tree_constraint import TreeConstraint
 from t2t_lite.registry import problems
 from t2t_lite.run import RunRequest, open_run, restore_model
 
+from precisions import PRECISIONS
+
 SENTENCES = 24
 
 
-@pytest.fixture(scope="module")
-def parser(words_parser):
+@pytest.fixture(scope="module", params=PRECISIONS)
+def parser(words_parser, request):
     output_dir, data_dir, _ = words_parser
-    return open_run(RunRequest(output_dir=output_dir, data_dir=data_dir))
+    return open_run(RunRequest(output_dir=output_dir, data_dir=data_dir,
+                               decode=DecodeRequest(mixed_precision=request.param)))
 
 
 def dev_inputs(problem, count):
@@ -92,7 +96,7 @@ def test_a_tags_constraint_lists_every_leaf_and_never_needs_the_whole_vocabulary
                                  rng=np.random.default_rng(1)) == []
 
 
-@pytest.mark.isa  # two ways of multiplying by the output embeddings; test_forced_isa.py runs it on AVX2 too
+# Two ways of multiplying by the output embeddings, in both PRECISIONS (whose marks send it to test_forced_isa.py).
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_a_parser_decodes_the_same_outputs_and_scores_with_its_shortlist_as_without(parser, beam_size):
     hparams = dataclasses.replace(parser.decode_hparams, beam_size=beam_size, extra_length=40)
@@ -106,10 +110,9 @@ def test_a_parser_decodes_the_same_outputs_and_scores_with_its_shortlist_as_with
     assert np.isfinite(scores[:, 0]).all()
 
 
-@pytest.mark.isa
 def test_an_ensemble_decodes_the_same_outputs_and_scores_with_its_shortlist_as_without(parser):
     # A second member: the parser's weights, each scaled by its own noise (the same vocabulary, other predictions).
-    other = restore_model(parser.spec, parser.checkpoint)
+    other = restore_model(parser.spec, parser.checkpoint, parser.mixed_precision)
     rng = np.random.default_rng(0)
     other.set_weights([w * (1 + 0.5 * rng.standard_normal(w.shape)).astype(w.dtype) for w in other.get_weights()])
     hparams = dataclasses.replace(parser.decode_hparams, beam_size=4, extra_length=40)

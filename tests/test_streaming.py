@@ -45,11 +45,12 @@ def test_stdin_cannot_go_to_a_file_or_be_scored(reverse_run, tmp_path):
 
 @pytest.mark.slow  # a fresh interpreter on a pipe
 def test_a_pipe_gets_each_lines_outputs_before_its_input_is_closed(reverse_run):
-    opened = open_run(RunRequest(output_dir=reverse_run, decode=DecodeRequest(beam_size=2)))
+    opened = open_run(RunRequest(output_dir=reverse_run, decode=DecodeRequest(beam_size=2, mixed_precision="none")))
     lines = ["0123", "98", ""]
     expected = decode_lines(opened.problem, Decoder(opened.models, opened.decode_hparams).decode, lines, batch_size=1)
     process = subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.decoder", f"--output_dir={reverse_run}",
-                                "--decode_from_file=-", "--beam_size=2", "--nbest=2"],
+                                "--decode_from_file=-", "--beam_size=2", "--nbest=2",
+                                "--mixed_precision=none"],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=ENV)
     outputs = queue.Queue()

@@ -17,10 +17,12 @@ def test_a_run_trained_by_t2t_lite_train_decodes_the_same_through_translator_and
     assert spec["data_dir"] == multi30k_run["data_dir"] and spec["problem"] == "translate_files"
     sources = multi30k_lines("val", "en", 12)
     (tmp_path / "src.en").write_text(sources, encoding="utf-8")
-    translator = t2t_lite.Translator.from_run(multi30k_run["output_dir"])  # no data_dir: the run's own
+    # no data_dir: the run's own
+    translator = t2t_lite.Translator.from_run(multi30k_run["output_dir"], mixed_precision="none")
     in_python = translator.translate(sources.splitlines())
     decoded = run_tool("decoder", f"--output_dir={multi30k_run['output_dir']}",
-                       f"--decode_from_file={tmp_path / 'src.en'}", f"--decode_to_file={tmp_path / 'out.de'}")
+                       f"--decode_from_file={tmp_path / 'src.en'}", f"--decode_to_file={tmp_path / 'out.de'}",
+                       "--mixed_precision=none")
     assert decoded.returncode == 0, decoded.stderr[-3000:]
     assert (tmp_path / "out.de").read_text(encoding="utf-8").splitlines() == in_python
     assert len(set(in_python)) > 1  # input-dependent outputs, so the comparison can fail

@@ -9,6 +9,7 @@ import tensorflow as tf
 from t2t_lite import Translator
 from t2t_lite.decoding.batching import decode_lines
 from t2t_lite.decoding.decoder import Decoder
+from t2t_lite.decoding.request import DecodeRequest
 from t2t_lite.decoding.sampling import SamplingSettings
 from t2t_lite.errors import UserError
 from t2t_lite.run import RunRequest, open_run, restore_model
@@ -17,13 +18,14 @@ from t2t_lite.run_dir import (AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, RunDir
 from t2t_lite.training.checkpoint_dir import write_model_dir
 
 from cli_helpers import run_forked
+from precisions import PRECISIONS, full_pass_logits, score_tolerance
 
 LINES = ["1234", "", "98765", "305"]
 
 
-@pytest.fixture(scope="module")
-def translator(reverse_run):
-    return Translator.from_run(reverse_run)
+@pytest.fixture(scope="module", params=PRECISIONS)
+def translator(reverse_run, request):
+    return Translator.from_run(reverse_run, mixed_precision=request.param)
 
 
 def test_translate_keeps_empty_lines_and_the_input_order(translator):
@@ -33,7 +35,8 @@ def test_translate_keeps_empty_lines_and_the_input_order(translator):
 
 
 def test_translate_gives_the_decoders_outputs_and_scores_for_each_beam_size(translator, reverse_run):
-    run = open_run(RunRequest(output_dir=reverse_run))
+    run = open_run(RunRequest(output_dir=reverse_run,
+                              decode=DecodeRequest(mixed_precision=translator.decode.mixed_precision)))
     for beam_size in (1, 3):
         decoder = Decoder(run.model, dataclasses.replace(run.decode_hparams, beam_size=beam_size))
         expected = decode_lines(run.problem, decoder.decode, LINES, batch_size=2)
@@ -114,10 +117,13 @@ def test_the_score_of_each_translation_is_the_score_beam_search_gave_it(translat
     hypotheses = translator.hypotheses(LINES)
     scores = translator.score(LINES, [hyps[0].text for hyps in hypotheses])
     assert scores[1] is None  # the empty line
+    run = translator.run
     for hyps, score, line in zip(hypotheses, scores, LINES):
         if line:
             assert score.tokens == len(hyps[0].ids) + 1  # with EOS
-            np.testing.assert_allclose(score.score, hyps[0].score, rtol=1e-4)
+            logits = full_pass_logits(run.model, [*run.problem.encode(line), 1], [*hyps[0].ids, 1])
+            tolerance = score_tolerance(translator.decode.mixed_precision, logits, translator.decode.hparams.alpha)
+            assert abs(score.score - hyps[0].score) <= tolerance, (line, hyps[0].text, tolerance)
 
 
 def test_sampling_is_reproducible_and_gives_one_output(translator):
@@ -128,15 +134,15 @@ def test_sampling_is_reproducible_and_gives_one_output(translator):
         translator.hypotheses(LINES, nbest=2, sampling=settings)
 
 
-def _translate_as_a_library_user(run: str) -> None:
+def _translate_as_a_library_user(run: str, mixed_precision: str) -> None:
     """In a process of its own: `from t2t_lite import Translator` and nothing else, as the README shows."""
     import sys
 
     assert "t2t_lite.problems" not in sys.modules and "t2t_lite.hparams" not in sys.modules
-    print("\n".join(Translator.from_run(run).translate(LINES)))
+    print("\n".join(Translator.from_run(run, mixed_precision=mixed_precision).translate(LINES)))
 
 
 def test_a_library_user_needs_no_import_to_register_the_bundled_problems_and_sets(reverse_run, translator):
-    code, out, err = run_forked(_translate_as_a_library_user, reverse_run)
+    code, out, err = run_forked(_translate_as_a_library_user, reverse_run, translator.decode.mixed_precision)
     assert code == 0, err[-2000:]
     assert out.splitlines() == translator.translate(LINES)

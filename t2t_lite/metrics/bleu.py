@@ -10,11 +10,11 @@
 * The paper's convention (`compound_split_bleu`): t2t's `get_ende_bleu.sh`,
   i.e. Moses' tokenizer.perl on both sides, hyphenated compounds split as
   "a ##AT##-##AT## b", then multi-bleu.perl (cased, no smoothing). The
-  paper's 27.3 / 28.4 (En-De) and 38.1 / 41.0 (En-Fr) are in this convention,
-  as are GNMT's and ConvS2S's.
+  paper's 27.3 / 28.4 (En-De) and 38.1 / 41.8 (En-Fr; 41.0 in its early versions) are in this
+  convention, as are GNMT's and ConvS2S's.
 
 On Google's released base checkpoint the first two are 27.5 and 28.3 on
-newstest2014 En-De; REFERENCE.md has the details. Scores are never reported
+newstest2014 En-De (docs/reproduce_wmt14.md). Scores are never reported
 without a label and a signature, so that they are never compared across
 conventions by mistake.
 """
