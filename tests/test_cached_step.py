@@ -11,7 +11,7 @@ from t2t_lite.data.ids import EOS_ID
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.decoding.length_penalty import length_penalty
 from t2t_lite.decoding import cached_step
-from t2t_lite.decoding.cached_step import CachedStep, shared_attention, slot_attention
+from t2t_lite.decoding.cached_step import CachedStep, ancestry_bias
 from t2t_lite.layers.attention import MultiHeadAttention, causal_bias, padding_bias
 from t2t_lite.models import build_model
 from t2t_lite.models.transformer import shift_right
@@ -36,39 +36,37 @@ def dense(x, d):
     return x @ d.kernel.numpy() + d.bias.numpy()
 
 
-def joined_qkv(layer, x):
-    """[N, D] -> [N, H*(2 Dk + Dv)]: what the step's joined product gives."""
-    return np.concatenate([dense(x, p) for p in (layer.query_proj, layer.key_proj, layer.value_proj)], axis=1)
-
-
-def empty_slots(sentences, beams):
-    keys = np.zeros((sentences, HEADS, 0, beams, DK), np.float32)
-    values = np.zeros((sentences, HEADS, 0, beams, DV), np.float32)
-    return {"key": keys, "value": values, "recent_key": keys, "recent_value": values}
+def prepared(layer, fixed_memory=False):
+    """The layer's products as a decoding step prepares them (float32, Keras's layout, MatMul)."""
+    return layer.prepared_products(cached_step.StepKernelMaker("float32", IN_OUT).prepare, fixed_memory)
 
 
 @pytest.mark.isa
 @pytest.mark.parametrize("settle_every", [2, 3, 16])
-def test_one_beam_per_sentence_equals_the_full_causal_pass(layer, settle_every, monkeypatch):
+@pytest.mark.parametrize("with_products", [False, True])
+def test_one_position_at_a_time_through_the_cache_equals_the_full_causal_pass(layer, settle_every, with_products,
+                                                                            monkeypatch):
     monkeypatch.setattr(cached_step, "SETTLE_EVERY", settle_every)
     rng = np.random.default_rng(2)
     x = rng.normal(size=(2, 7, D)).astype(np.float32)
     full = layer(x, bias=causal_bias(7))
-    cache, steps = empty_slots(2, 1), []
+    cache, steps = layer.empty_cache(2, "float32"), []
+    products = prepared(layer) if with_products else None
     for i in range(7):
-        ancestry = np.ones((2, i + 1, 1), np.float32)  # every position of a row's history is in slot 0
-        context, cache = slot_attention(layer, joined_qkv(layer, x[:, i]), cache, ancestry)
-        steps.append(dense(context.numpy()[:, 0], layer.output_proj))
-        # The recent part is folded into the settled part every settle_every positions.
+        output, cache = layer(x[:, i:i + 1], bias=np.zeros((2, 1, 1, i + 1), np.float32), cache=cache,
+                              products=products)
+        cache = cached_step._settle(cache, beams=1)
+        steps.append(output.numpy()[:, 0])
+        # The recent block is folded into the settled one every settle_every positions.
         assert cache["key"].shape[2] == (i + 1) // settle_every * settle_every
     np.testing.assert_allclose(np.stack(steps, 1), full.numpy(), atol=1e-5)
     # Settled then recent, the caches hold every position's keys and values, in order.
     for name in ("key", "value"):
-        grown = np.concatenate([cache[name], cache[f"recent_{name}"]], axis=2)[:, :, :, 0]
+        grown = np.concatenate([cache[name], cache[f"recent_{name}"]], axis=2)
         np.testing.assert_allclose(grown, layer.memory_cache(x)[name].numpy(), atol=1e-6)
 
 
-def test_beam_rows_attend_to_their_own_history_across_cache_slots(layer):
+def test_beams_as_query_positions_attend_to_their_own_history_across_cache_slots(layer):
     # 2 sentences x 3 beams; the caches hold 4 past positions in each beam's slot, and each
     # row's ancestry picks, position by position, the slot its history is in.
     sentences, beams, past = 2, 3, 4
@@ -80,10 +78,13 @@ def test_beam_rows_attend_to_their_own_history_across_cache_slots(layer):
     own = np.arange(sentences * beams) % beams
     ancestry = np.eye(beams, dtype=np.float32)[np.concatenate([slots, own[:, None]], axis=1)]  # [N, 5, K]
     x = rng.normal(size=(sentences * beams, D)).astype(np.float32)
-    # Three positions settled, one recent.
-    cache = {"key": cached_keys[:, :, :3], "value": cached_values[:, :, :3], "recent_key": cached_keys[:, :, 3:],
-             "recent_value": cached_values[:, :, 3:]}
-    context, grown = slot_attention(layer, joined_qkv(layer, x), cache, ancestry)
+    # Three positions settled, one recent; K slots a position, position-major.
+    def flat(x):
+        return x.reshape(sentences, HEADS, -1, x.shape[-1])
+
+    cache = {"key": flat(cached_keys[:, :, :3]), "value": flat(cached_values[:, :, :3]),
+             "recent_key": flat(cached_keys[:, :, 3:]), "recent_value": flat(cached_values[:, :, 3:])}
+    output, grown = layer(x.reshape(sentences, beams, D), bias=ancestry_bias(ancestry), cache=cache)
 
     q = dense(x, layer.query_proj).reshape(-1, HEADS, DK)  # [N, H, Dk]
     new_k = dense(x, layer.key_proj).reshape(-1, HEADS, DK)
@@ -98,23 +99,26 @@ def test_beam_rows_attend_to_their_own_history_across_cache_slots(layer):
         weights = np.exp(logits - logits.max(-1, keepdims=True))
         weights /= weights.sum(-1, keepdims=True)
         expected[n] = np.einsum("ht,thd->hd", weights, v).reshape(-1)
-    np.testing.assert_allclose(context.numpy()[:, 0], expected, atol=1e-5)
+    np.testing.assert_allclose(output.numpy().reshape(-1, D), dense(expected, layer.output_proj), atol=1e-5)
     # The new position goes into each row's own slot; the past stays where it was.
-    np.testing.assert_allclose(grown["recent_key"].numpy()[:, :, -1], new_k.reshape(sentences, beams, HEADS, DK)
+    np.testing.assert_allclose(grown["recent_key"].numpy()[:, :, -beams:], new_k.reshape(sentences, beams, HEADS, DK)
                                .transpose(0, 2, 1, 3), atol=1e-6)
-    np.testing.assert_array_equal(grown["recent_value"].numpy()[:, :, :-1], cached_values[:, :, 3:])
-    np.testing.assert_array_equal(np.asarray(grown["value"]), cached_values[:, :, :3])
+    np.testing.assert_array_equal(grown["recent_value"].numpy()[:, :, :-beams], flat(cached_values[:, :, 3:]))
+    np.testing.assert_array_equal(np.asarray(grown["value"]), flat(cached_values[:, :, :3]))
 
 
-def test_beams_sharing_one_memory_row_equal_attending_to_a_repeated_memory(layer):
+@pytest.mark.parametrize("with_products", [False, True])
+def test_beams_sharing_one_memory_row_equal_attending_to_a_repeated_memory(layer, with_products):
     rng = np.random.default_rng(4)
     beams = 3
     query = rng.normal(size=(2 * beams, D)).astype(np.float32)  # rows b*3 .. b*3+2 belong to sentence b
     memory = rng.normal(size=(2, 4, D)).astype(np.float32)
     bias = np.asarray(padding_bias(np.array([[5, 6, 1, 0], [5, 6, 7, 1]], np.int32)))  # [2, 1, 1, 4]
     repeated = layer(query[:, None], memory=np.repeat(memory, beams, axis=0), bias=np.repeat(bias, beams, axis=0))
-    context = shared_attention(layer, dense(query, layer.query_proj), layer.memory_cache(memory), bias)
-    np.testing.assert_allclose(dense(context.numpy()[:, 0], layer.output_proj), repeated.numpy()[:, 0], atol=1e-5)
+    # A sentence's beams as its query positions, against one copy of its memory's keys.
+    shared = layer(query.reshape(2, beams, D), memory=layer.memory_cache(memory), bias=bias,
+                   products=prepared(layer, fixed_memory=True) if with_products else None)
+    np.testing.assert_allclose(shared.numpy().reshape(-1, D), repeated.numpy()[:, 0], atol=1e-5)
 
 
 def tiny(overrides=""):

@@ -9,6 +9,7 @@ import tensorflow as tf
 from t2t_lite import environment
 from t2t_lite.errors import UserError
 from t2t_lite.layers.feed_forward import FeedForward
+from t2t_lite.layers.prepared import dense_product
 from t2t_lite.ops import kernel_layout, matmul_threads, step_matmul
 from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN, STEP_ROWS
 from t2t_lite.ops.matmul_threads import BATCH_MATMUL, MATMUL
@@ -59,7 +60,7 @@ def test_a_dense_prepared_as_a_step_kernel_matches_numpy(activation, use_bias, l
     if activation == "relu":
         expected = np.maximum(expected, 0.0)
         assert (expected == 0).any() and (expected > 0).any()  # the activation is exercised
-    out = StepKernelMaker("float32", layout).dense(dense)(rows)
+    out = dense_product(StepKernelMaker("float32", layout).prepare, dense)(rows)
     assert out.shape == (6, 5)
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
 
@@ -69,7 +70,7 @@ def test_a_dense_prepared_as_a_step_kernel_matches_numpy(activation, use_bias, l
 @pytest.mark.parametrize("biases", [(True, True), (True, False), (False, False)])
 def test_joined_denses_multiply_like_their_products_side_by_side_in_numpy(layout, biases):
     denses = [_dense(units, use_bias=bias, seed=seed) for units, bias, seed in zip((5, 3), biases, (4, 5))]
-    joined = StepKernelMaker("float32", layout).dense(*denses)
+    joined = dense_product(StepKernelMaker("float32", layout).prepare, *denses)
     rows = np.random.default_rng(6).normal(size=(4, 6)).astype(np.float32)
     expected = np.concatenate([rows @ dense.kernel.numpy() + (dense.bias.numpy() if dense.use_bias else 0.0)
                                for dense in denses], axis=1)  # [4, 5 + 3]
@@ -78,7 +79,7 @@ def test_joined_denses_multiply_like_their_products_side_by_side_in_numpy(layout
 
 def test_only_denses_without_activation_can_be_joined():
     with pytest.raises(ValueError, match="without an activation"):
-        StepKernelMaker("float32", IN_OUT).dense(_dense(5), _dense(5, activation="relu"))
+        dense_product(StepKernelMaker("float32", IN_OUT).prepare, _dense(5), _dense(5, activation="relu"))
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -99,7 +100,7 @@ def test_kernels_are_snapshots_that_follow_later_weight_updates_only_when_remade
     rows = np.random.default_rng(5).normal(size=(4, 6)).astype(np.float32)  # [R, D]
 
     def through(maker):  # the network's two products, hidden (with its ReLU) then output, through step kernels
-        hidden, output = maker.dense(ffn.hidden), maker.dense(ffn.output_proj)
+        hidden, output = dense_product(maker.prepare, ffn.hidden), dense_product(maker.prepare, ffn.output_proj)
         return lambda x: output(hidden(x)).numpy()
 
     prepared = through(StepKernelMaker("float32", IN_OUT))
@@ -117,7 +118,7 @@ def test_kernels_are_snapshots_that_follow_later_weight_updates_only_when_remade
 def test_kernels_are_cast_to_the_compute_dtype(layout):
     dense = _dense(5, dtype="mixed_bfloat16")  # float32 variables, bfloat16 products
     x = np.random.default_rng(6).normal(size=(2, 6)).astype("bfloat16")
-    out = StepKernelMaker("bfloat16", layout).dense(dense)(x)
+    out = dense_product(StepKernelMaker("bfloat16", layout).prepare, dense)(x)
     assert out.dtype == "bfloat16"
     expected = x.astype(np.float32) @ dense.kernel.numpy() + dense.bias.numpy()
     np.testing.assert_allclose(out.numpy().astype(np.float32), expected, rtol=0.05, atol=0.1)
@@ -143,7 +144,7 @@ def test_kernels_ask_for_their_op_at_a_decoding_steps_rows_in_their_dtype(monkey
     for layout in LAYOUTS:
         asked.clear()
         maker = StepKernelMaker("bfloat16", layout)
-        kernels = [maker.dense(ffn.hidden), maker.dense(ffn.output_proj)]
+        kernels = [dense_product(maker.prepare, ffn.hidden), dense_product(maker.prepare, ffn.output_proj)]
         assert sorted(asked) == [(STEP_ROWS, 6, 8, tf.bfloat16), (STEP_ROWS, 8, 6, tf.bfloat16)]  # [in, out] shapes
         assert all(kernel.op == BATCH_MATMUL for kernel in kernels)
 

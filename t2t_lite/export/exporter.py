@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from t2t_lite.config import DecodeHParams, ModelHParams
 from t2t_lite.data.vocabulary import Vocabulary
-from t2t_lite.decoding.cached_step import step_kernels
+from t2t_lite.decoding.cached_step import step_products
 from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export import ctranslate2_export, layout
@@ -56,7 +56,7 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
     vocabulary = text_vocabulary(run.problem, run.problem_name)
     mixed_precision, dtype = run.mixed_precision, run.model.compute_dtype
     # The layout and ops the decoder resolves here, resolved once so that what is recorded is what is traced.
-    products = step_kernels(run.model, dtype, request.step_matmul)[0]
+    products = step_products(run.model, dtype, request.step_matmul)[0]
     step_matmul = dataclasses.replace(request.step_matmul, layout=products.layout)
     module = ServingModule(run.model, run.problem, vocabulary, run.decode, max_input_length, step_matmul)
     model_dir = layout.make_model_dir(request.export_dir, model_name)

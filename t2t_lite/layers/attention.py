@@ -3,6 +3,7 @@ import keras
 from keras import ops
 
 from t2t_lite.layers.dropout import Dropout
+from t2t_lite.layers.prepared import dense_product, plain_denses
 
 # Added to the logits of positions that must not be attended to. The logits are
 # float32 whatever the compute dtype (softmax runs in float32), so -1e9 is safe
@@ -67,8 +68,7 @@ def attention_weights(q, keys, bias):
 
 
 def scaled_softmax(logits, key_dim, bias=None):
-    """softmax(logits / sqrt(key_dim) + bias) over the last axis, in float32: eq. 1's weights from q k^T, written
-    once for the layers and for the beam search's step (decoding/cached_step.py), whatever their layouts."""
+    """softmax(logits / sqrt(key_dim) + bias) over the last axis, in float32: eq. 1's weights from q k^T."""
     logits = ops.cast(logits, "float32") * (key_dim**-0.5)
     if bias is not None:
         logits = logits + ops.cast(bias, "float32")  # Keras casts float inputs to the compute dtype
@@ -78,12 +78,25 @@ def scaled_softmax(logits, key_dim, bias=None):
 def attend(q, keys, values, bias, weights_dropout=None, training=None):
     """Scaled dot-product attention (paper eq. 1) per head: [B, H, T_q, Dk] x [B, H, T_k, Dk|Dv] -> [B, H, T_q, Dv].
 
+    keys and values may each be a list of blocks [B, H, T_i, Dk|Dv] that together are the T_k keys, in order
+    (a cache's settled and recent positions): the blocks are never joined, each is read once.
+
     weights_dropout: a dropout layer applied to the weights, or None.
     """
-    weights = ops.cast(attention_weights(q, keys, bias), values.dtype)
+    keys, values = (list(x) if isinstance(x, (list, tuple)) else [x] for x in (keys, values))
+    logits = [ops.einsum("bhqd,bhkd->bhqk", q, block) for block in keys]  # each [B, H, T_q, T_i]
+    weights = ops.cast(scaled_softmax(logits[0] if len(logits) == 1 else ops.concatenate(logits, axis=-1),
+                                      q.shape[-1], bias), values[0].dtype)  # [B, H, T_q, T_k]
     if weights_dropout is not None:
         weights = weights_dropout(weights, training=training)
-    return ops.einsum("bhqk,bhkd->bhqd", weights, values)  # [B, H, T_q, Dv]
+    if len(values) == 1:
+        return ops.einsum("bhqk,bhkd->bhqd", weights, values[0])  # [B, H, T_q, Dv]
+    context, start = 0, 0
+    for block in values:  # each block's weights against its values
+        end = start + ops.shape(block)[2]
+        context = context + ops.einsum("bhqk,bhkd->bhqd", weights[..., start:end], block)
+        start = end
+    return context  # [B, H, T_q, Dv]
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -94,8 +107,9 @@ class MultiHeadAttention(keras.layers.Layer):
       - memory a tensor: attention from `query` to `memory` (encoder-decoder).
       - memory a dict from `memory_cache`: the same with the memory's keys and
         values projected once.
-    A beam search's step (decoding/cached_step.py) runs the projections
-    itself, over caches laid out for its beams.
+      - cache a dict from `empty_cache` (self-attention, a few positions at a
+        time: incremental decoding): the earlier positions' keys and values,
+        which this call's positions join.
 
     Args:
       num_heads: H.
@@ -125,23 +139,70 @@ class MultiHeadAttention(keras.layers.Layer):
         """Projects a fixed memory [B, T_src, D] once into {"key", "value"} [B, H, T_src, Dk|Dv]."""
         return self._keys_and_values(*positions(memory))
 
+    def empty_cache(self, batch, dtype):
+        """A self-attention cache holding no positions yet, for `call`'s `cache`.
+
+        The keys and values [B, H, T, Dk|Dv] of the positions so far, in two blocks: "key"/"value" (settled)
+        and "recent_key"/"recent_value". A call's positions join the recent block; whoever holds the cache may
+        fold the recent block into the settled one when it likes (an append copies the block it grows, so a
+        small recent block keeps each step's copy small). The call reads both blocks and never joins them.
+        """
+        keys, values = (ops.zeros((batch, self.num_heads, 0, depth), dtype) for depth in (self.key_dim, self.value_dim))
+        return {"key": keys, "value": values, "recent_key": keys, "recent_value": values}
+
+    def prepared_products(self, prepare, fixed_memory=False) -> dict:
+        """The projections a cached `call` multiplies through, each made once by `prepare` (layers/prepared.py):
+        the query, key and value joined into one product (self-attention) or the query alone (against a
+        `memory_cache`), and the output. {} where a projection is not a plain Dense, or where a subclass
+        overrides `call` (then its own arithmetic runs, through the layers)."""
+        if (type(self).call is not MultiHeadAttention.call
+                or not plain_denses(self.query_proj, self.key_proj, self.value_proj, self.output_proj)):
+            return {}
+        if fixed_memory:
+            return {"query": dense_product(prepare, self.query_proj), "output": dense_product(prepare, self.output_proj)}
+        return {"query_key_value": dense_product(prepare, self.query_proj, self.key_proj, self.value_proj),
+                "output": dense_product(prepare, self.output_proj)}
+
     def _keys_and_values(self, rows, batch, length):
         """The keys and values [B, H, T, Dk|Dv] of positions given as rows [B*T, D]."""
         return {"key": split_heads(self.key_proj(rows), self.num_heads, batch, length),
                 "value": split_heads(self.value_proj(rows), self.num_heads, batch, length)}
 
-    def call(self, query, memory=None, bias=None, training=None):
-        """Attends from `query` [B, T_q, D]; returns the output [B, T_q, D]."""
+    def call(self, query, memory=None, bias=None, cache=None, products=None, training=None):
+        """Attends from `query` [B, T_q, D]; returns the output [B, T_q, D].
+
+        Args:
+          memory: None (self-attention), the memory [B, T_k, D], or its `memory_cache`.
+          bias: broadcastable to [B, H, T_q, T_k], or None; with a cache, T_k counts the cached positions
+            first, then the query's own.
+          cache: None, or (self-attention) the positions before the query's (`empty_cache`); the call then
+            returns (output, the cache with the query's positions appended to its recent block).
+          products: None, or `prepared_products`' (a decoding step's kernels for this layer's projections).
+        """
+        products = products or {}
         rows, batch, length = positions(query)  # [B*T_q, D]
-        q = split_heads(self.query_proj(rows), self.num_heads, batch, length)  # [B, H, T_q, Dk]
-        if memory is None:  # self-attention: the query's own rows
-            kv = self._keys_and_values(rows, batch, length)
-        elif isinstance(memory, dict):
-            kv = memory
+        if cache is not None or memory is None:  # self-attention: the query's own rows
+            if "query_key_value" in products:
+                query_key_value = products["query_key_value"](rows)  # [B*T_q, H*(2 Dk + Dv)]
+                sizes = (self.num_heads * self.key_dim, 2 * self.num_heads * self.key_dim)
+                q, key, value = (split_heads(part, self.num_heads, batch, length)
+                                 for part in ops.split(query_key_value, sizes, axis=-1))
+                kv = {"key": key, "value": value}
+            else:
+                q = split_heads(self.query_proj(rows), self.num_heads, batch, length)  # [B, H, T_q, Dk]
+                kv = self._keys_and_values(rows, batch, length)
         else:
-            kv = self.memory_cache(memory)
+            q = split_heads(products.get("query", self.query_proj)(rows), self.num_heads, batch, length)
+            kv = memory if isinstance(memory, dict) else self.memory_cache(memory)
+        if cache is not None:
+            grown = {"key": cache["key"], "value": cache["value"],
+                     "recent_key": ops.concatenate([cache["recent_key"], kv["key"]], axis=2),
+                     "recent_value": ops.concatenate([cache["recent_value"], kv["value"]], axis=2)}
+            kv = {"key": [grown["key"], grown["recent_key"]], "value": [grown["value"], grown["recent_value"]]}
         context = attend(q, kv["key"], kv["value"], bias, self.weights_dropout, training)  # [B, H, T_q, Dv]
-        return ops.reshape(self.output_proj(merge_heads(context)), (batch, length, self.d_model))
+        output = ops.reshape(products.get("output", self.output_proj)(merge_heads(context)),
+                             (batch, length, self.d_model))
+        return output if cache is None else (output, grown)
 
     def attention_weights(self, query, memory=None, bias=None):
         """The softmax weights a full (uncached) `call` applies before dropout, e.g. to plot them.

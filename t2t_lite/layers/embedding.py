@@ -119,13 +119,30 @@ class SharedEmbedding(keras.layers.Layer):
         """
         return ops.transpose(ops.cast(self.embeddings, dtype))
 
-    def logits(self, x):
-        """x [..., D] -> float32 logits [..., V] = x E^T (float32 for a stable softmax and loss)."""
+    def logits(self, x, columns=None, product=None):
+        """x [..., D] -> float32 logits [..., V] = x E^T (float32 for a stable softmax and loss).
+
+        Args:
+          columns: None, or some ids' output embeddings [B, C, D] (`column_embeddings`): then x is [B, R, D]
+            and the logits [B, R, C] are those ids' only (a shortlist).
+          product: None, or `prepared_logits`' (a decoding step's kernel), multiplying in place of the table.
+        """
+        if columns is not None:
+            return tf.cast(tf.matmul(x, tf.cast(columns, x.dtype), transpose_b=True), "float32")  # [B, R, C]
         rows = tf.reshape(x, [-1, self.d_model])  # [R, D]
         # One GEMM over the [V, D] embedding with transpose_b, not a transposed copy of it.
-        logits = tf.matmul(rows, tf.cast(self.embeddings, rows.dtype), transpose_b=True)  # [R, V]
+        logits = (product(rows) if product is not None
+                  else tf.matmul(rows, tf.cast(self.embeddings, rows.dtype), transpose_b=True))  # [R, V]
         logits = tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], axis=0))
         return tf.cast(logits, "float32")
+
+    def column_embeddings(self, ids):
+        """Some ids' output embeddings, int [B, C] -> [B, C, D] in the compute dtype: `logits`' columns."""
+        return ops.cast(ops.take(self.embeddings, ids, axis=0), self.compute_dtype)
+
+    def prepared_logits(self, prepare):
+        """The output projection made once by `prepare` (layers/prepared.py), for `logits`' product."""
+        return prepare(self.embeddings, transposed=True)
 
     def get_config(self):
         config = super().get_config()

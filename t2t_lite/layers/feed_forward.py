@@ -3,6 +3,7 @@ import keras
 from keras import ops
 
 from t2t_lite.layers.dropout import Dropout
+from t2t_lite.layers.prepared import dense_product, plain_denses
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -27,12 +28,20 @@ class FeedForward(keras.layers.Layer):
         self.hidden.build((None, None, self.d_model))
         self.output_proj.build((None, None, self.d_ff))
 
-    def call(self, x, training=None):
-        """x [..., D] (e.g. [B, T, D]) -> [..., D]."""
+    def prepared_products(self, prepare) -> dict:
+        """Its two products made once by `prepare` (layers/prepared.py), or {} where either is not a plain Dense or
+        a subclass overrides `call`."""
+        if type(self).call is not FeedForward.call or not plain_denses(self.hidden, self.output_proj):
+            return {}
+        return {"hidden": dense_product(prepare, self.hidden), "output": dense_product(prepare, self.output_proj)}
+
+    def call(self, x, products=None, training=None):
+        """x [..., D] (e.g. [B, T, D]) -> [..., D]; products: None, or `prepared_products`'."""
+        products = products or {}
         # One row per position: each Dense then multiplies through one MatMul (attention.positions says why).
         rows = ops.reshape(x, (-1, self.d_model))  # [R, D]
-        hidden = self.hidden_dropout(self.hidden(rows), training=training)  # [R, F]
-        return ops.reshape(self.output_proj(hidden), (*ops.shape(x)[:-1], self.d_model))
+        hidden = self.hidden_dropout(products.get("hidden", self.hidden)(rows), training=training)  # [R, F]
+        return ops.reshape(products.get("output", self.output_proj)(hidden), (*ops.shape(x)[:-1], self.d_model))
 
     def get_config(self):
         config = super().get_config()

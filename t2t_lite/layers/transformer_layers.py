@@ -87,24 +87,6 @@ class _Sublayers(keras.layers.Layer):
         """The layer's sub-layers, in the order `call` reaches them."""
         raise NotImplementedError
 
-    def residuals(self) -> list:
-        """The Residual around each sub-layer function `through_sublayers` runs, in order."""
-        return [sublayer for sublayer in self.sublayers() if isinstance(sublayer, Residual)]
-
-    def through_sublayers(self, x, sublayer_fns, training=None):
-        """x through each sub-layer function in its Residual, in order: what `call` computes.
-
-        Args:
-          x: [B, T, D], the residual stream.
-          sublayer_fns: one function per Residual (`residuals()`), [B, T, D] -> [B, T, D]: the layer's own
-            sub-layers in `call`; a decoding step's cached equivalents in decoding/cached_step.py.
-        Returns:
-          [B, T, D].
-        """
-        for residual, sublayer_fn in zip(self.residuals(), sublayer_fns, strict=True):
-            x = residual(x, sublayer_fn(residual.before(x)), training=training)
-        return x
-
     def build(self, input_shape, *args, **kwargs):
         # Every sub-layer takes [B, T, D]: all widths are known from the settings.
         for sublayer in self.sublayers():
@@ -134,8 +116,10 @@ class EncoderLayer(_Sublayers):
 
     def call(self, x, bias, training=None):
         """x [B, T_src, D], bias [B, 1, 1, T_src] -> [B, T_src, D]."""
-        return self.through_sublayers(x, [lambda h: self.self_attention(h, bias=bias, training=training),
-                                          lambda h: self.ffn(h, training=training)], training=training)
+        residual = self.self_attention_residual
+        x = residual(x, self.self_attention(residual.before(x), bias=bias, training=training), training=training)
+        residual = self.ffn_residual
+        return residual(x, self.ffn(residual.before(x), training=training), training=training)
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -155,18 +139,41 @@ class DecoderLayer(_Sublayers):
         return [self.self_attention, self.self_attention_residual, self.cross_attention,
                 self.cross_attention_residual, self.ffn, self.ffn_residual]
 
-    def call(self, x, memory, self_bias, memory_bias, training=None):
+    def prepared_products(self, prepare) -> dict:
+        """Its sub-layers' products for a cached `call` (each sub-layer's `prepared_products`)."""
+        return {"self_attention": self.self_attention.prepared_products(prepare),
+                "cross_attention": self.cross_attention.prepared_products(prepare, fixed_memory=True),
+                "ffn": self.ffn.prepared_products(prepare)}
+
+    def call(self, x, memory, self_bias, memory_bias, cache=None, products=None, training=None):
         """Runs one decoder layer.
 
         Args:
           x: [B, T_tgt, D].
           memory: encoder output [B, T_src, D], or this layer's cross_attention.memory_cache of it.
-          self_bias: [1|B, 1, T_tgt, T_tgt] causal mask.
+          self_bias: [1|B, 1, T_tgt, T_tgt] causal mask; with a cache, [.., T_tgt, T_cached + T_tgt].
           memory_bias: [B, 1, 1, T_src].
+          cache: None, or the self-attention's cache of the positions before x's (MultiHeadAttention.empty_cache).
+          products: None, or `prepared_products`' (a decoding step's kernels).
         Returns:
-          output [B, T_tgt, D].
+          output [B, T_tgt, D], and with a cache the cache with x's positions added.
         """
-        return self.through_sublayers(x, [lambda h: self.self_attention(h, bias=self_bias, training=training),
-                                          lambda h: self.cross_attention(h, memory=memory, bias=memory_bias,
-                                                                         training=training),
-                                          lambda h: self.ffn(h, training=training)], training=training)
+        products = products or {}
+        residual = self.self_attention_residual
+        attended = self.self_attention(residual.before(x), bias=self_bias, cache=cache, training=training,
+                                       **_given(products, "self_attention"))
+        if cache is not None:
+            attended, cache = attended
+        x = residual(x, attended, training=training)
+        residual = self.cross_attention_residual
+        x = residual(x, self.cross_attention(residual.before(x), memory=memory, bias=memory_bias, training=training,
+                                             **_given(products, "cross_attention")), training=training)
+        residual = self.ffn_residual
+        x = residual(x, self.ffn(residual.before(x), training=training, **_given(products, "ffn")), training=training)
+        return x if cache is None else (x, cache)
+
+
+def _given(products: dict, sublayer: str) -> dict:
+    """The `products` argument of a sub-layer's call where it has some: a sub-layer that takes none (a user's
+    own `call`, which prepared_products leaves out) is called without it."""
+    return {"products": products[sublayer]} if products.get(sublayer) else {}

@@ -33,10 +33,11 @@ class Transformer(keras.Model):
     """Encoder-decoder Transformer; `call` gives teacher-forced logits.
 
     `encode` and `decoder_states` are the two halves. A beam search decodes
-    a position at a time with the model's own layers and methods
+    a position at a time through the same methods and layers
     (decoding/cached_step.py: `memory_cache`, the features' `feature_contexts`,
-    `initial_feature_states` and `feature_inputs`, then `run_decoder`) over
-    caches and products of its own.
+    `initial_feature_states` and `feature_inputs`, `embed_targets`, then
+    `run_decoder` with the self-attention caches of `empty_caches`, and
+    `logits`), so a model decodes as it trains.
     The settings are ModelHParams' fields, where each has its comment.
 
     Args:
@@ -125,7 +126,21 @@ class Transformer(keras.Model):
 
     def call(self, features, training=None):
         """features {"inputs" [B, T_src], "targets" [B, T_tgt]} -> float32 logits [B, T_tgt, V]."""
-        return self.target_embedding.logits(self.decoder_states(features, training=training))
+        return self.logits(self.decoder_states(features, training=training))
+
+    def logits(self, states, columns=None, products=None):
+        """The output projection: decoder states [..., D] -> float32 logits [..., V] (x E^T, paper 3.4).
+
+        Args:
+          columns: None, or a shortlist's output embeddings [B, C, D] (`column_embeddings`): states [B, R, D]
+            -> logits [B, R, C] of those ids only.
+          products: None, or `prepared_products`' (a decoding step's kernels).
+        """
+        return self.target_embedding.logits(states, columns, (products or {}).get("logits"))
+
+    def column_embeddings(self, ids):
+        """A shortlist's output embeddings, ids int [B, C] -> [B, C, D], for `logits`' columns."""
+        return self.target_embedding.column_embeddings(ids)
 
     def decoder_states(self, features, training=None):
         """features -> the decoder's outputs [B, T_tgt, D] (compute dtype), before the softmax projection.
@@ -139,12 +154,9 @@ class Transformer(keras.Model):
         decoder_inputs = shift_right(features["targets"])
         states = self.initial_feature_states(ops.shape(decoder_inputs)[0])
         added, _ = self.feature_inputs(contexts, decoder_inputs, states)
+        x = self.embed_targets(decoder_inputs, added=added, training=training)
         self_bias = causal_bias(ops.shape(decoder_inputs)[1])  # [1, 1, T_tgt, T_tgt]
-
-        def run_layer(i, layer, x):
-            return layer(x, memory, self_bias, memory_bias, training=training)
-
-        return self.run_decoder(decoder_inputs, run_layer, added=added, training=training)
+        return self.run_decoder(x, memory, self_bias, memory_bias, training=training)
 
     def output_kernel(self, dtype):
         """The softmax projection [D, V] in dtype (the shared embedding, transposed)."""
@@ -160,24 +172,53 @@ class Transformer(keras.Model):
             x = self.encoder_norm(x)
         return x, bias
 
-    def run_decoder(self, decoder_inputs, run_layer, position=None, added=(), training=None):
-        """The decoder stack up to the softmax projection, each layer run by `run_layer`.
+    def embed_targets(self, decoder_inputs, position=None, added=(), training=None):
+        """The decoder's inputs: decoder_inputs int [N, T_tgt] -> [N, T_tgt, D], embedded, with their positions.
 
         Args:
-          decoder_inputs: int [N, T_tgt].
-          run_layer: (index, DecoderLayer, x [N, T_tgt, D]) -> x: `decoder_states` calls the layer; a decoding step
-            (decoding/cached_step.py) runs its sub-layers over its own caches (`DecoderLayer.through_sublayers`).
           position: None for positions 0..T_tgt-1, or the int scalar position of the first column.
           added: [N, T_tgt, D] tensors added to the embeddings, the decoder features' (`feature_inputs`).
-        Returns:
-          the decoder's states [N, T_tgt, D] (what run_layer returned last, normalised under pre-norm).
         """
         x = self._embed(self.target_embedding, decoder_inputs, position, training)
         for features in added:  # after the embeddings' dropout: the encoder's states had their own
             x = x + ops.cast(features, x.dtype)
+        return x
+
+    def run_decoder(self, x, memory, self_bias, memory_bias, caches=None, products=None, training=None):
+        """The decoder stack over its embedded inputs, up to the softmax projection.
+
+        Args:
+          x: [B, T, D], `embed_targets`' (a decoding step's: [B, K, D], a sentence's K beams as K positions).
+          memory: the encoder's output [B, T_src, D], or its `memory_cache`.
+          self_bias: the self-attention's bias, [1|B, 1, T, T] (causal), or with caches [B, 1, T, T_cached + T].
+          memory_bias: [B, 1, 1, T_src].
+          caches: None, or each decoder layer's self-attention cache (`empty_caches`) of earlier positions.
+          products: None, or `prepared_products`' (a decoding step's kernels).
+        Returns:
+          the decoder's states [B, T, D] (normalised under pre-norm); with caches, (states, the grown caches).
+        """
+        layer_products = (products or {}).get("layers") or [None] * len(self.decoder_layers)
+        grown = []
         for i, layer in enumerate(self.decoder_layers):
-            x = run_layer(i, layer, x)
-        return x if self.decoder_norm is None else self.decoder_norm(x)
+            layer_memory = memory[f"layer_{i}"] if isinstance(memory, dict) else memory
+            if caches is None:
+                x = layer(x, layer_memory, self_bias, memory_bias, products=layer_products[i], training=training)
+            else:
+                x, cache = layer(x, layer_memory, self_bias, memory_bias, cache=caches[i], products=layer_products[i],
+                                 training=training)
+                grown.append(cache)
+        x = x if self.decoder_norm is None else self.decoder_norm(x)
+        return x if caches is None else (x, grown)
+
+    def empty_caches(self, batch, dtype) -> list:
+        """Each decoder layer's self-attention cache holding no positions (MultiHeadAttention.empty_cache)."""
+        return [layer.self_attention.empty_cache(batch, dtype) for layer in self.decoder_layers]
+
+    def prepared_products(self, prepare) -> dict:
+        """The decoder's products and the output projection made once by `prepare` (layers/prepared.py), for a
+        decoding step's `run_decoder` and `logits`."""
+        return {"layers": [layer.prepared_products(prepare) for layer in self.decoder_layers],
+                "logits": self.target_embedding.prepared_logits(prepare)}
 
     def memory_cache(self, memory):
         """Every decoder layer's encoder-decoder keys/values, projected once per sentence.

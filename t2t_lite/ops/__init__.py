@@ -5,8 +5,9 @@
   matmul_threads.py  which op spreads a small product over every core (TensorFlow's threading rule)
   float32_product.py a bfloat16 / float16 matmul whose sums come out in float32 (the training loss)
 
-The layers know nothing of these choices: the decoder's step (decoding/cached_step.py) prepares the weights it
-multiplies by and calls the layers' own functions around them.
+The layers know none of these choices: the decoder's step (decoding/cached_step.py) hands
+StepKernelMaker.prepare to the model, whose layers give it their weights and multiply through what it returns
+(layers/prepared.py).
 """
 from t2t_lite.ops.step_matmul import StepKernel, StepKernelMaker, StepMatmulSettings
 

@@ -8,11 +8,12 @@ core where MatMul keeps to one (matmul_threads.py). `StepMatmulSettings`
 chooses both.
 
 The whole interface is `StepKernel`: a weight prepared once (cast, laid
-out, its op chosen, optionally several Dense layers' kernels joined side by
-side) and called on a step's rows. The decoder's step (decoding/cached_step.py)
-prepares its layers' weights with `StepKernelMaker` and multiplies through
-them; the layers themselves never see any of this, so training, scoring and
-export multiply by the variables as Keras does. Nothing is set on the layers:
+out, its op chosen) and called on a step's rows. The decoder's step
+(decoding/cached_step.py) hands `StepKernelMaker.prepare` to the model, whose
+layers give it their weights (layers/prepared.py, which joins several Dense
+layers' kernels side by side) and multiply through what it returns in their
+own cached `call`; without them (training, scoring, the full pass) the layers
+multiply by the variables as Keras does. Nothing is set on the layers:
 decoders of one model with different kernels may trace their steps at once,
 from any threads. The settings are always passed in: nothing here reads the
 environment (t2t_lite/environment.py does, for the commands).
@@ -135,17 +136,8 @@ class StepKernelMaker:
         bias = None if bias is None else tf.cast(bias, self.dtype)
         return StepKernel(matrix, self.layout, stored_as=stored_as, op=op, bias=bias, activation=activation)
 
-    def dense(self, *denses: keras.layers.Dense) -> StepKernel:
-        """The product of Keras Dense layers on the same rows, as one: their kernels side by side
-        ([in, out_1 + out_2 + ...]) and biases too, since a step's one larger product runs faster than its few
-        small ones. One layer keeps its activation; joined ones must have none."""
-        activations = [dense.activation for dense in denses if dense.activation not in (None, keras.activations.linear)]
-        if activations and len(denses) > 1:
-            raise ValueError("only Dense layers without an activation can be joined")
-        kernel = tf.concat([tf.cast(dense.kernel, self.dtype) for dense in denses], axis=1)
-        biases = [tf.cast(dense.bias, self.dtype) if dense.use_bias else tf.zeros([dense.units], self.dtype)
-                  for dense in denses]
-        return self.weight(kernel, bias=tf.concat(biases, axis=0) if any(d.use_bias for d in denses) else None,
-                           activation=activations[0] if activations else None)
+    def prepare(self, kernel, bias=None, activation=None, transposed=False) -> StepKernel:
+        """A layer's weight prepared (layers/prepared.py's contract): kernel [in, out], or [out, in] if transposed."""
+        return self.weight(kernel, stored_as=OUT_IN if transposed else IN_OUT, bias=bias, activation=activation)
 
 
