@@ -14,8 +14,12 @@ flags.DEFINE_integer("vocab_size", None, "Shared vocabulary size of the data to 
                      "(37000 En-De, 32000 En-Fr). t2t-lite-trainer --dry_run builds a model of this size.")
 flags.DEFINE_integer("num_shards", 10, "TFRecord shards of the train split.")
 flags.DEFINE_integer("max_vocab_sentences", 1_000_000, "Training sentences sampled to train the vocabulary.")
+flags.DEFINE_string("vocab_from", None, "Encode with an existing vocabulary instead of training one: a prepared "
+                    "--data_dir, a run's --output_dir (through the data_dir it recorded) or an export's version "
+                    "directory. For fine-tuning that model on new data (--warm_start_from); not with --vocab_size.")
 
-OPTION_FLAGS = ("train_files", "dev_files", "test_files", "vocab_size", "num_shards", "max_vocab_sentences")
+OPTION_FLAGS = ("train_files", "dev_files", "test_files", "vocab_size", "num_shards", "max_vocab_sentences",
+                "vocab_from")
 
 
 def generate_data(problem, max_length: int = 0) -> None:

@@ -192,6 +192,10 @@ class RunSpec:
     hparams: HParams
     data_dir: str | None = None
     usr_dir: str | None = None
+    # The sha256 of the vocabulary it was trained on (Problem.vocabulary_fingerprint), so that a warm start or a
+    # resume can tell its vocabulary from another of the same size wherever its data_dir went; None for a fixed
+    # vocabulary, and in runs made before it was recorded.
+    vocabulary_sha256: str | None = None
 
 
 def spec_json(spec: RunSpec, **extra) -> str:
@@ -224,7 +228,8 @@ def read_spec(path: str) -> RunSpec | None:
     try:
         data = read_json(path)
         return RunSpec(data["problem"], data["hparams_set"], data["hparams_overrides"],
-                       config.from_dict(data["hparams"]), data.get("data_dir"), data.get("usr_dir"))
+                       config.from_dict(data["hparams"]), data.get("data_dir"), data.get("usr_dir"),
+                       data.get("vocabulary_sha256"))
     except UserError as error:  # a value the settings refuse, e.g. a hand-edited decode.beam_size of 0
         raise UserError(f"{path}: {error}") from None
     except (OSError, ValueError, KeyError) as error:
@@ -273,8 +278,10 @@ def create_or_resume(run: RunDir, requested: RunSpec, chief: bool = True) -> Run
     saved = load_spec(run)
     if saved is not None:
         check_matches(saved, requested, run)
-    spec = requested if saved is None else dataclasses.replace(  # a moved data_dir or usr_dir replaces the saved one
-        saved, **{name: getattr(requested, name) for name in ("data_dir", "usr_dir") if getattr(requested, name)})
+    # A moved data_dir or usr_dir replaces the saved one; a run from before the fingerprint was recorded gets it.
+    moved = ("data_dir", "usr_dir") + (("vocabulary_sha256",) if saved and not saved.vocabulary_sha256 else ())
+    spec = requested if saved is None else dataclasses.replace(
+        saved, **{name: getattr(requested, name) for name in moved if getattr(requested, name)})
     if chief:
         # A resumed run's directory is checked too: a read-only output_dir would otherwise fail only at the first
         # save. A new run's spec, or a resumed one's that moved, is written.
@@ -306,6 +313,11 @@ def check_matches(saved: RunSpec, requested: RunSpec, run: RunDir) -> None:
     if saved.hparams_set != requested.hparams_set:
         raise UserError(f"`output_dir` {run.path!r} holds a run of hparams set {saved.hparams_set!r}, not "
                         f"{requested.hparams_set!r}; use a new `output_dir` or `hparams_set`={saved.hparams_set}")
+    if saved.vocabulary_sha256 and requested.vocabulary_sha256 not in (None, saved.vocabulary_sha256):
+        raise UserError(f"`output_dir` {run.path!r} was trained on another vocabulary than the one in `data_dir` "
+                        f"{requested.data_dir} (sha256 {saved.vocabulary_sha256[:12]}... vs "
+                        f"{requested.vocabulary_sha256[:12]}...); resume on the run's own data, or use a new "
+                        "`output_dir`")
     if saved.hparams != requested.hparams:
         old, new = _flat(saved.hparams), _flat(requested.hparams)
         changed = ", ".join(f"{k}: {old[k]} -> {new[k]}" for k in sorted(old) if old[k] != new[k])

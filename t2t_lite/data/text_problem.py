@@ -34,10 +34,10 @@ from t2t_lite.data.shard_writer import LengthHistogram, PairSource, count_longer
 from t2t_lite.data.shards import read_records, shard_paths
 from t2t_lite.data.shuffle import write_shuffled_shards
 from t2t_lite.data.vocabulary import SentenceSample, Vocabulary, train_sentencepiece
+from t2t_lite.data.vocabulary_source import CONFIG_FILE, vocabulary_from
 from t2t_lite.errors import UserError
 from t2t_lite.files import atomic_write_bytes, atomic_write_text, read_json
 
-CONFIG_FILE = "problem_config.json"
 VOCAB_FILE = "vocab.model"
 SPLIT_ORDER = ("train", "dev", "test")
 # "train_order" in problem_config.json: how the train shards order the examples (dev and
@@ -63,6 +63,9 @@ class DatagenOptions:
     # Sentences (both sides count) sampled uniformly from the training text to
     # train the vocabulary, so memory and time stay bounded on WMT-sized corpora.
     max_vocab_sentences: int = 1_000_000
+    # An existing vocabulary to encode with instead of training one (vocabulary_source.vocabulary_from: a
+    # data_dir, a run directory or an export), as an absolute path; vocab_size is then its size.
+    vocab_from: str | None = None
 
 
 def is_usable(src: str, tgt: str) -> bool:
@@ -101,7 +104,13 @@ class Text2TextProblem(Problem):
         opts = DatagenOptions(**options)
         files = {name: _absolute_files(getattr(opts, name), name)
                  for name in ("train_files", "dev_files", "test_files")}
-        opts = dataclasses.replace(opts, vocab_size=opts.vocab_size or self.default_vocab_size, **files)
+        if opts.vocab_from:
+            if opts.vocab_size is not None:
+                raise UserError("`vocab_from` gives the vocabulary and its size; drop `vocab_size`")
+            model, _ = vocabulary_from(opts.vocab_from)
+            files.update(vocab_from=os.path.abspath(os.path.expanduser(opts.vocab_from)),
+                         vocab_size=Vocabulary(model).vocab_size)
+        opts = dataclasses.replace(opts, **{"vocab_size": opts.vocab_size or self.default_vocab_size, **files})
         for name in ("num_shards", "max_vocab_sentences", "vocab_size"):
             if getattr(opts, name) < 1:
                 raise UserError(f"`{name}` must be at least 1, got {getattr(opts, name)}")
@@ -164,7 +173,7 @@ class Text2TextProblem(Problem):
 
     def _prepare(self, opts: DatagenOptions, sources: dict[str, PairSource], log) -> dict:
         """Reads the inputs once, trains the vocabulary, then writes vocab.model and the config."""
-        sample = SentenceSample(opts.max_vocab_sentences)
+        sample = None if opts.vocab_from else SentenceSample(opts.max_vocab_sentences)
         splits = {split: {**_scan(split, source, sample if split == "train" else None, log),
                           "num_shards": opts.num_shards if split == "train" else 1}
                   for split, source in sources.items()}
@@ -173,11 +182,15 @@ class Text2TextProblem(Problem):
             where = f" (`train_files`={opts.train_files})" if opts.train_files else ""
             raise UserError(f"the training text{where} holds no pair with two non-empty sides ("
                             f"{train['skipped_empty']:,} pairs with an empty side); pass non-empty parallel files")
-        log(f"training a {self.model_type} vocabulary of {opts.vocab_size} on "
-            f"{len(sample.sentences):,} of {sample.seen:,} training sentences")
-        start = time.monotonic()
-        model = train_sentencepiece(sample.sentences, opts.vocab_size, self.model_type, self.user_defined_symbols)
-        log(f"vocabulary trained in {time.monotonic() - start:.1f}s")
+        if opts.vocab_from:
+            model, origin = vocabulary_from(opts.vocab_from)
+            log(f"vocabulary: {opts.vocab_size} pieces copied from {origin}")
+        else:
+            log(f"training a {self.model_type} vocabulary of {opts.vocab_size} on "
+                f"{len(sample.sentences):,} of {sample.seen:,} training sentences")
+            start = time.monotonic()
+            model = train_sentencepiece(sample.sentences, opts.vocab_size, self.model_type, self.user_defined_symbols)
+            log(f"vocabulary trained in {time.monotonic() - start:.1f}s")
         os.makedirs(self.data_dir, exist_ok=True)
         atomic_write_bytes(os.path.join(self.data_dir, VOCAB_FILE), model)
         config = {"problem": self.name, "options": dataclasses.asdict(opts), "splits": splits, "train_order": SHUFFLED,

@@ -107,7 +107,8 @@ def train_run(run: RunConfig, problem: str | None = None, hparams_set: str | Non
     # Given none, the usr dir of this run's own registrations, not whichever the process imported first.
     usr_dir = usr_dir or usr_dirs.defining(registry.problems.get(problem_name), registry.hparams_sets.get(set_name),
                                            registry.models.get(resolved.model_name))
-    requested = RunSpec(problem_name, set_name, overrides, resolved, absolute(data_dir), usr_dir)
+    requested = RunSpec(problem_name, set_name, overrides, resolved, absolute(data_dir), usr_dir,
+                        opened.vocabulary_fingerprint())
     strategy = strategy or tf.distribute.get_strategy()
     run = run_config.resolve_for(run, opened, requested.hparams, strategy, log)
     spec = create_or_resume(run.output_dir, requested, chief=distribution.is_chief(strategy))

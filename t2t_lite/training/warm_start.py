@@ -45,16 +45,19 @@ def check_compatible(source_hparams: HParams, hparams: HParams, checkpoint: str)
 
 
 def check_same_vocabulary(source_spec, problem: Problem, checkpoint: str) -> None:
-    """Refuses a source whose prepared vocabulary is another than this run's, even of the same size: its ids
-    would mean other pieces. Passes where either cannot be told (a fixed vocabulary, a moved data_dir)."""
+    """Refuses a source whose vocabulary is another than this run's, even of the same size: its ids would mean
+    other pieces. The source's recorded fingerprint decides (wherever its data_dir went); a run from before it
+    was recorded is told by its data_dir, and passes where that cannot be read (moved) or for a fixed vocabulary."""
     ours = problem.vocabulary_fingerprint()
-    if ours is None or source_spec.problem not in problems:
+    if ours is None:
         return
-    theirs = problems.get(source_spec.problem)(source_spec.data_dir).vocabulary_fingerprint()
+    theirs = source_spec.vocabulary_sha256
+    if theirs is None and source_spec.problem in problems:
+        theirs = problems.get(source_spec.problem)(source_spec.data_dir).vocabulary_fingerprint()
     if theirs is not None and theirs != ours:
-        raise UserError(f"cannot warm start from {checkpoint!r}: its vocabulary (in {source_spec.data_dir}) is not "
-                        f"this run's (in {problem.data_dir}), so its ids mean other pieces; warm start on the "
-                        f"source's `data_dir`, or train from scratch")
+        raise UserError(f"cannot warm start from {checkpoint!r}: its vocabulary is not this run's (in "
+                        f"{problem.data_dir}), so its ids mean other pieces; prepare this run's data with the "
+                        f"source's vocabulary (t2t-lite-datagen `vocab_from`=<the source run>), or train from scratch")
 
 
 def warm_start(model: keras.Model, optimizer: keras.optimizers.Optimizer, hparams: HParams, source: str,
