@@ -45,6 +45,8 @@ setup(
     extras_require={
         "test": ["pytest", "pytest-xdist", "matplotlib", "ctranslate2>=4.5", "tensorflow-serving-api~=2.21.0"],
         "visualize": ["matplotlib"],
+        # TF Serving's protos: the SavedModel export's warmup records (t2t_lite/export/warmup.py), gRPC queries.
+        "serving": ["tensorflow-serving-api~=2.21.0"],
         # The CTranslate2 export and decoding it (t2t-lite-exporter --export_format=ctranslate2).
         "ctranslate2": ["ctranslate2>=4.5"],
     },

@@ -23,6 +23,7 @@ from t2t_lite.bin.lines import DecodeFileRequest, decode_file
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.errors import UserError
 from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, text_vocabulary
+from t2t_lite.export.warmup import WARMUP_BATCH_SIZES, WARMUP_SENTENCE, read_warmup_requests
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.decoding.request import DecodeRequest, SamplingSettings
 from t2t_lite.run import RunRequest
@@ -139,6 +140,28 @@ def test_export_is_version_1_of_the_model_with_hparams_and_vocabulary_assets(run
         assert json.load(f)["export"]["max_input_length"] == 256
     with open(os.path.join(path, "assets", "vocab.model"), "rb") as f:
         assert f.read() == problems.get("translate_files")(run["data_dir"]).vocabulary.model
+
+
+def test_the_export_ships_tf_serving_warmup_requests_and_each_runs_through_it(exported, serve, loaded):
+    records = read_warmup_requests(exported["path"])
+    assert [len(tf.make_ndarray(r.predict_log.request.inputs["inputs"])) for r in records] == list(WARMUP_BATCH_SIZES)
+    expected = serve([WARMUP_SENTENCE])[0]
+    for record in records:
+        request = record.predict_log.request
+        assert (request.model_spec.name, request.model_spec.signature_name) == ("multi30k", "serving_default")
+        inputs = tf.make_ndarray(request.inputs["inputs"])  # as TF Serving feeds it at load
+        assert {text.decode("utf-8") for text in inputs} == {WARMUP_SENTENCE}
+        outputs = loaded.signatures[request.model_spec.signature_name](inputs=tf.constant(inputs))["outputs"]
+        assert [text.decode("utf-8") for text in outputs.numpy()] == expected * len(inputs)
+
+
+def test_without_tensorflow_serving_api_an_export_writes_no_warmup_and_says_so(tmp_path, monkeypatch):
+    from t2t_lite.export import warmup
+
+    monkeypatch.setattr(warmup, "serving_api_installed", lambda: False)
+    said = []
+    assert warmup.write_warmup_requests(str(tmp_path), "m", said.append) is None
+    assert said == [warmup.NO_SERVING_API] and not (tmp_path / "assets.extra").exists()
 
 
 @pytest.fixture(scope="module")

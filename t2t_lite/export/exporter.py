@@ -25,6 +25,7 @@ from t2t_lite.export_format import CTRANSLATE2, FORMATS, VOCAB_ASSET, problem_in
 from t2t_lite.export.request import (DEFAULT_MAX_INPUT_LENGTH, ExportRequest, publish,  # noqa: F401
                                      text_vocabulary, write_export_files)
 from t2t_lite.export.serving import ServingModule
+from t2t_lite.export.warmup import write_warmup_requests
 from t2t_lite.run import OpenedRun, open_run
 from t2t_lite.run_dir import HPARAMS_FILE
 
@@ -67,8 +68,11 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
     log(f"tracing beam search of {run.checkpoint} (beam {decode.beam_size}, alpha {decode.alpha}, extra length "
         f"{decode.extra_length}) in {dtype}, step products {products.layout} with ops {products.ops}, and "
         f"saving into {model_dir}")
-    return publish(model_dir, request.export_dir,
-                   lambda path: save_module(module, path, run, vocabulary, export_info))
+    def save(path):
+        save_module(module, path, run, vocabulary, export_info)
+        write_warmup_requests(path, model_name, log)
+
+    return publish(model_dir, request.export_dir, save)
 
 
 def check_lengths(model: ModelHParams, decode: DecodeHParams, max_input_length: int) -> None:
