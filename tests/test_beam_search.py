@@ -6,6 +6,8 @@ path. Vocabulary: 0 <pad> (also the start id), 1 </s>, 2 a, 3 b.
 Length penalty lp(n) = ((5 + n) / 6) ** alpha: lp(1) = 1 for every alpha;
 with alpha 1, lp(2) = 7/6 and lp(3) = 8/6.
 """
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -153,7 +155,11 @@ def test_dropping_finished_sentences_gives_the_same_search_on_fewer_rows(split, 
                                    compact_finished=compact)
             found[compact] = (tf.function(search_all, autograph=False) if traced else search_all)()
         np.testing.assert_array_equal(found[True][0], found[False][0])
-        np.testing.assert_array_equal(found[True][1], found[False][1])
+        if os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "0":
+            # Without oneDNN, TensorFlow's Eigen softmax may round a row's last bit by how many rows it has.
+            np.testing.assert_allclose(found[True][1], found[False][1], rtol=4 * np.finfo(np.float32).eps)
+        else:
+            np.testing.assert_array_equal(found[True][1], found[False][1])
         assert rows[True].numpy() < rows[False].numpy()
 
 

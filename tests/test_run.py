@@ -87,6 +87,7 @@ def test_a_reduced_precision_run_keeps_the_float32_weights_and_unknown_precision
 def test_by_default_a_run_decodes_in_bfloat16_only_on_a_cpu_that_multiplies_it_natively(run, monkeypatch, flags,
                                                                                         has_gpu, chosen, dtype):
     output_dir, _ = run
+    monkeypatch.delenv(precision.ISA_CAP_VARIABLE, raising=False)  # the CPU's flags decide here, not a cap
     monkeypatch.setattr(precision, "cpu_flags", lambda: flags)
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["GPU:0"] if has_gpu and kind == "GPU" else [])
     opened = open_run(RunRequest(checkpoint_path=os.path.join(output_dir, "ckpt-200")))  # the default: auto
