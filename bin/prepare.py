@@ -17,9 +17,12 @@ flags.DEFINE_integer("max_vocab_sentences", 1_000_000, "Training sentences sampl
 flags.DEFINE_string("vocab_from", None, "Encode with an existing vocabulary instead of training one: a prepared "
                     "--data_dir, a run's --output_dir (through the data_dir it recorded) or an export's version "
                     "directory. For fine-tuning that model on new data (--warm_start_from); not with --vocab_size.")
+flags.DEFINE_string("vocab_file", None, "Use a SentencePiece model trained elsewhere (PATH.model) instead of "
+                    "training one. It is rewritten with PAD at id 0 and EOS at 1 (added if missing), and the "
+                    "rewritten model is the vocabulary from then on; not with --vocab_size or --vocab_from.")
 
 OPTION_FLAGS = ("train_files", "dev_files", "test_files", "vocab_size", "num_shards", "max_vocab_sentences",
-                "vocab_from")
+                "vocab_from", "vocab_file")
 
 
 def generate_data(problem, max_length: int = 0) -> None:

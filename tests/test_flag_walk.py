@@ -112,10 +112,11 @@ DECISIONS = {
         **{name: Refused(value, "the trainer does only with --generate_data")
            for name, value in (("tmp_dir", "/tmp"), ("train_files", "a.en,a.de"), ("dev_files", "b.en,b.de"),
                                ("test_files", "c.en,c.de"), ("vocab_size", "300"), ("num_shards", "2"),
-                               ("max_vocab_sentences", "1000"), ("vocab_from", "/tmp"))}}},
+                               ("max_vocab_sentences", "1000"), ("vocab_from", "/tmp"),
+                               ("vocab_file", "/tmp/v.model"))}}},
     "datagen": {"-": {**USR_DIR, **effect("problem", "data_dir", "tmp_dir", "train_files", "dev_files", "test_files",
                                           "vocab_size", "num_shards", "max_vocab_sentences", "max_length",
-                                          "vocab_from")}},
+                                          "vocab_from", "vocab_file")}},
     "avg_checkpoints": {"-": {**USR_DIR, **effect("output_dir", "last_n", "destination_dir")}},
     "ensemble": {"-": {**USR_DIR, **effect("output_dir", "partners")}},
     "bleu": {"-": {**USR_DIR, **effect("translation", "reference", "paper_bleu_language")}},

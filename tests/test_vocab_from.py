@@ -115,3 +115,66 @@ def test_a_run_records_its_vocabulary_so_a_moved_source_is_still_checked(multi30
     with pytest.raises(UserError, match=r"^cannot warm start from .*: its vocabulary is not this run's \(in .*other\)"):
         fine_tune(tmp_path / "other", tmp_path / "refused", moved)
     assert not list((tmp_path / "refused").glob("ckpt-*"))
+
+
+def users_sentencepiece(path, lines, **settings):
+    """A SentencePiece model trained as a user would with spm's defaults: UNK 0, BOS 1, EOS 2, no PAD."""
+    import io
+
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, minloglevel=2,
+                                   **{"vocab_size": 300, **settings})
+    path.write_bytes(model.getvalue())
+    return spm.SentencePieceProcessor(model_file=str(path))
+
+
+def test_a_users_sentencepiece_model_is_rewritten_with_pad_0_and_eos_1_and_is_the_vocabulary(tmp_path):
+    import sentencepiece as spm
+
+    files = in_domain_text(tmp_path)
+    lines = (tmp_path / "raw" / "train.en").read_text(encoding="utf-8").splitlines()
+    # spm's default ids, with byte fallback and no normalisation: a model that round-trips.
+    original = users_sentencepiece(tmp_path / "user.model", lines, byte_fallback=True,
+                                   normalization_rule_name="identity", vocab_size=600)
+    assert (original.unk_id(), original.bos_id(), original.eos_id(), original.pad_id()) == (0, 1, 2, -1)
+    said = []
+    problem = problems.get("translate_files")(str(tmp_path / "data"))
+    problem.generate_data(None, num_shards=1, vocab_file=str(tmp_path / "user.model"), log=said.append, **files)
+    adopted = spm.SentencePieceProcessor(model_proto=vocab_bytes(tmp_path / "data"))
+    assert (adopted.pad_id(), adopted.eos_id()) == (0, 1) and adopted.id_to_piece(1) == "</s>"
+    assert adopted.vocab_size() == original.vocab_size() + 1 == problem.vocab_size  # PAD added
+    assert problem.config["vocab"]["sha256"] == hashlib.sha256(vocab_bytes(tmp_path / "data")).hexdigest()
+    for line in lines[:50]:  # the graph's tokenizer gives the same pieces, under other ids; the text comes back
+        assert [adopted.id_to_piece(i) for i in problem.encode(line)] == original.encode(line, out_type=str)
+        assert problem.decode([*problem.encode(line), 1]) == line
+    assert any("ids do not apply" in line for line in said)
+    assert [line for line in said if line.startswith("warning: ")] == [
+        "warning: the vocabulary removes extra whitespace: runs of spaces come back as one"]
+
+
+def test_a_model_that_does_not_round_trip_is_adopted_with_a_line_naming_why(tmp_path):
+    files = in_domain_text(tmp_path)
+    lines = (tmp_path / "raw" / "train.en").read_text(encoding="utf-8").splitlines()
+    users_sentencepiece(tmp_path / "user.model", lines)  # spm's defaults: NFKC, no byte fallback
+    said = []
+    problems.get("translate_files")(str(tmp_path / "data")).generate_data(
+        None, num_shards=1, vocab_file=str(tmp_path / "user.model"), log=said.append, **files)
+    warnings = [line for line in said if line.startswith("warning: ")]
+    assert any("normalises text (nmt_nfkc)" in line for line in warnings)
+    assert any("no byte fallback" in line for line in warnings)
+    # tf-text gives <unk> for a character Python's sentencepiece keeps, in some sentence: counted and shown.
+    assert any(line.startswith("warning: of ") and "otherwise by the graph's tokenizer" in line for line in warnings)
+
+
+def test_vocab_file_is_refused_beside_vocab_size_or_vocab_from_or_when_not_a_model(multi30k_run, tmp_path):
+    files = in_domain_text(tmp_path)
+    (tmp_path / "junk.model").write_bytes(b"not a model")
+    with pytest.raises(UserError, match=r"^`vocab_file` gives the vocabulary and its size; drop `vocab_size`$"):
+        prepared(tmp_path / "a", vocab_file=str(tmp_path / "junk.model"), vocab_size=300, **files)
+    with pytest.raises(UserError, match=r"^`vocab_from` and `vocab_file` each give the vocabulary; pass one of them$"):
+        prepared(tmp_path / "b", vocab_file=str(tmp_path / "junk.model"), vocab_from=multi30k_run["data_dir"], **files)
+    with pytest.raises(UserError, match=r"junk.model is not a SentencePiece model"):
+        prepared(tmp_path / "c", vocab_file=str(tmp_path / "junk.model"), **files)
+    assert not any((tmp_path / name).exists() for name in "abc")

@@ -55,6 +55,11 @@ class SentencePieceCodec:
         return cls(read_model_file(path), source=path)
 
     @property
+    def unk_id(self) -> int:
+        """UNK's id: 2 in a vocabulary t2t-lite trained, wherever an adopted model (vocabulary_file.py) has it."""
+        return int(self._processor.unk_id())
+
+    @property
     def pieces(self) -> list[str]:
         """The V pieces, piece i for id i."""
         return [self._processor.id_to_piece(i) for i in range(self.vocab_size)]

@@ -34,11 +34,14 @@ from t2t_lite.data.shard_writer import LengthHistogram, PairSource, count_longer
 from t2t_lite.data.shards import read_records, shard_paths
 from t2t_lite.data.shuffle import write_shuffled_shards
 from t2t_lite.data.vocabulary import SentenceSample, Vocabulary, train_sentencepiece
+from t2t_lite.data.vocabulary_file import adopted_sentencepiece, tokenizer_disagreement
 from t2t_lite.data.vocabulary_source import CONFIG_FILE, vocabulary_from
 from t2t_lite.errors import UserError
 from t2t_lite.files import atomic_write_bytes, atomic_write_text, read_json
 
 VOCAB_FILE = "vocab.model"
+# Training sentences an adopted vocabulary (`vocab_file`) is checked to round-trip on.
+ROUND_TRIP_SAMPLE = 1000
 SPLIT_ORDER = ("train", "dev", "test")
 # "train_order" in problem_config.json: how the train shards order the examples (dev and
 # test are always in file order). Configs from before the shuffled order have none.
@@ -66,6 +69,9 @@ class DatagenOptions:
     # An existing vocabulary to encode with instead of training one (vocabulary_source.vocabulary_from: a
     # data_dir, a run directory or an export), as an absolute path; vocab_size is then its size.
     vocab_from: str | None = None
+    # A SentencePiece model trained elsewhere, adopted with PAD 0 and EOS 1 (vocabulary_file.py), as an
+    # absolute path; vocab_size is then the adopted model's size.
+    vocab_file: str | None = None
 
 
 def is_usable(src: str, tgt: str) -> bool:
@@ -104,12 +110,15 @@ class Text2TextProblem(Problem):
         opts = DatagenOptions(**options)
         files = {name: _absolute_files(getattr(opts, name), name)
                  for name in ("train_files", "dev_files", "test_files")}
-        if opts.vocab_from:
-            if opts.vocab_size is not None:
-                raise UserError("`vocab_from` gives the vocabulary and its size; drop `vocab_size`")
-            model, _ = vocabulary_from(opts.vocab_from)
-            files.update(vocab_from=os.path.abspath(os.path.expanduser(opts.vocab_from)),
-                         vocab_size=Vocabulary(model).vocab_size)
+        if opts.vocab_from and opts.vocab_file:
+            raise UserError("`vocab_from` and `vocab_file` each give the vocabulary; pass one of them")
+        for name in ("vocab_from", "vocab_file"):
+            if getattr(opts, name) and opts.vocab_size is not None:
+                raise UserError(f"`{name}` gives the vocabulary and its size; drop `vocab_size`")
+        if opts.vocab_from or opts.vocab_file:
+            name = "vocab_from" if opts.vocab_from else "vocab_file"
+            path = os.path.abspath(os.path.expanduser(getattr(opts, name)))
+            files.update({name: path, "vocab_size": Vocabulary(self._given_vocabulary(opts, path)[0]).vocab_size})
         opts = dataclasses.replace(opts, **{"vocab_size": opts.vocab_size or self.default_vocab_size, **files})
         for name in ("num_shards", "max_vocab_sentences", "vocab_size"):
             if getattr(opts, name) < 1:
@@ -173,7 +182,9 @@ class Text2TextProblem(Problem):
 
     def _prepare(self, opts: DatagenOptions, sources: dict[str, PairSource], log) -> dict:
         """Reads the inputs once, trains the vocabulary, then writes vocab.model and the config."""
-        sample = None if opts.vocab_from else SentenceSample(opts.max_vocab_sentences)
+        # An adopted model's round trip is checked on a small sample; a copied one was checked where it was made.
+        sample = (None if opts.vocab_from else SentenceSample(ROUND_TRIP_SAMPLE) if opts.vocab_file
+                  else SentenceSample(opts.max_vocab_sentences))
         splits = {split: {**_scan(split, source, sample if split == "train" else None, log),
                           "num_shards": opts.num_shards if split == "train" else 1}
                   for split, source in sources.items()}
@@ -182,9 +193,13 @@ class Text2TextProblem(Problem):
             where = f" (`train_files`={opts.train_files})" if opts.train_files else ""
             raise UserError(f"the training text{where} holds no pair with two non-empty sides ("
                             f"{train['skipped_empty']:,} pairs with an empty side); pass non-empty parallel files")
-        if opts.vocab_from:
-            model, origin = vocabulary_from(opts.vocab_from)
-            log(f"vocabulary: {opts.vocab_size} pieces copied from {origin}")
+        if opts.vocab_from or opts.vocab_file:
+            model, notes = self._given_vocabulary(opts, opts.vocab_from or opts.vocab_file)
+            log(f"vocabulary: {opts.vocab_size} pieces from {opts.vocab_from or opts.vocab_file}"
+                + (" (rewritten with PAD 0 and EOS 1; the original model's ids do not apply)" if opts.vocab_file else ""))
+            disagreement = tokenizer_disagreement(model, sample.sentences) if opts.vocab_file else None
+            for note in notes + ([disagreement] if disagreement else []):
+                log(f"warning: {note}")
         else:
             log(f"training a {self.model_type} vocabulary of {opts.vocab_size} on "
                 f"{len(sample.sentences):,} of {sample.seen:,} training sentences")
@@ -200,6 +215,13 @@ class Text2TextProblem(Problem):
         self.config = config
         vars(self).pop("vocabulary", None)  # one read before now would be of an earlier vocab.model
         return config
+
+    @staticmethod
+    def _given_vocabulary(opts: DatagenOptions, path: str) -> tuple[bytes, list[str]]:
+        """The model `vocab_from` copies or `vocab_file` adopts, and the adopted one's round-trip warnings."""
+        if opts.vocab_file:
+            return adopted_sentencepiece(path)
+        return vocabulary_from(path)[0], []
 
     def _existing_config(self, opts: DatagenOptions) -> dict | None:
         """The config of an earlier run with the same options, None for a fresh data_dir."""

@@ -87,7 +87,8 @@ def check_representable(hparams: HParams) -> None:
         raise UserError(f"max_position={model.max_position} leaves no room for a source and EOS")
 
 
-def transformer_spec(model, hparams: HParams, pieces: list[str], max_positions: int = MAX_POSITIONS):
+def transformer_spec(model, hparams: HParams, pieces: list[str], max_positions: int = MAX_POSITIONS,
+                     unk_id: int = UNK_ID):
     """The ctranslate2.specs.TransformerSpec of a restored t2t-lite Transformer, weights and vocabulary set.
 
     Args:
@@ -95,6 +96,7 @@ def transformer_spec(model, hparams: HParams, pieces: list[str], max_positions: 
       hparams: its HParams (check_representable first).
       pieces: V SentencePiece pieces, piece i for id i.
       max_positions: rows of the sinusoid table (a learned table keeps its own max_position).
+      unk_id: UNK's id (elsewhere than 2 in a SentencePiece model adopted with datagen's `vocab_file`).
     """
     specs = require_ctranslate2().specs
     hp = hparams.model
@@ -121,7 +123,7 @@ def transformer_spec(model, hparams: HParams, pieces: list[str], max_positions: 
         _set_norm(encoder.layer_norm, model.encoder_norm)
         _set_norm(decoder.layer_norm, model.decoder_norm)
     config = spec.config
-    config.unk_token, config.eos_token = pieces[UNK_ID], pieces[EOS_ID]
+    config.unk_token, config.eos_token = pieces[unk_id], pieces[EOS_ID]
     config.bos_token = config.decoder_start_token = pieces[PAD_ID]
     config.add_source_eos = True
     config.layer_norm_epsilon = hp.layer_norm_epsilon
@@ -171,8 +173,9 @@ def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none"
     settings checked by export_ctranslate2."""
     ctranslate2 = require_ctranslate2()
     vocabulary = text_vocabulary(run.problem, run.problem_name)
-    pieces = SentencePieceCodec(vocabulary.model).pieces
-    spec = transformer_spec(run.model, run.spec.hparams, pieces, max_positions)
+    codec = SentencePieceCodec(vocabulary.model)
+    pieces = codec.pieces
+    spec = transformer_spec(run.model, run.spec.hparams, pieces, max_positions, unk_id=codec.unk_id)
     positions = int(spec.encoder.position_encodings.encodings.shape[0])
 
     class _Converter(ctranslate2.converters.Converter):
