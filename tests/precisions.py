@@ -21,6 +21,9 @@ from t2t_lite.decoding.length_penalty import length_penalty
 
 PRECISIONS = [pytest.param("none", marks=pytest.mark.isa, id="float32"),
               pytest.param("mixed_bfloat16", marks=pytest.mark.isa_bfloat16, id="bfloat16")]
+# Both, natively only: for tests whose bfloat16 claim PRECISIONS' tests already hold in Eigen too (the scorer's),
+# where a second forced pass would cost more than it could find (a module's own training, a parser's decodes).
+BOTH_PRECISIONS = [pytest.param("none", id="float32"), pytest.param("mixed_bfloat16", id="bfloat16")]
 # float32's rounding of a score summed over a few tokens (2^-24 each), with room for the order of the sums.
 SAME_ARITHMETIC_RTOL = 1e-5
 # bfloat16 keeps 8 significant bits: rounding x to it moves x by at most half a unit in the last place,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import run_tool, run_tools
-from precisions import PRECISIONS, full_pass_logits, log_softmax, score_tolerance
+from precisions import BOTH_PRECISIONS, full_pass_logits, log_softmax, score_tolerance
 from trained_runs import REVERSE_TINY
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
@@ -141,7 +141,7 @@ def feature_run(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("mixed_precision", PRECISIONS)
+@pytest.mark.parametrize("mixed_precision", BOTH_PRECISIONS)
 def test_a_feature_from_its_own_file_trains_and_the_beam_search_carries_its_state(feature_run, mixed_precision):
     """The run records the feature; every beam the search returns scores as the full pass over its ids, which
     computes the feature from the whole prefix: the step's context and per-beam state are the feature's."""

@@ -18,12 +18,12 @@ from t2t_lite.run_dir import (AVERAGED_SUBDIR, BEST_SUBDIR, HPARAMS_FILE, RunDir
 from t2t_lite.training.checkpoint_dir import write_model_dir
 
 from cli_helpers import run_forked
-from precisions import PRECISIONS, full_pass_logits, score_tolerance
+from precisions import BOTH_PRECISIONS, full_pass_logits, score_tolerance
 
 LINES = ["1234", "", "98765", "305"]
 
 
-@pytest.fixture(scope="module", params=PRECISIONS)
+@pytest.fixture(scope="module", params=BOTH_PRECISIONS)
 def translator(reverse_run, request):
     return Translator.from_run(reverse_run, mixed_precision=request.param)
 
