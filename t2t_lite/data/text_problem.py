@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.batching import example_length
+from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.data.problem import EOS_ID, Problem
 from t2t_lite.data.shard_writer import LengthHistogram, PairSource, count_longer, log_to_stderr, write_shards
 from t2t_lite.data.shards import read_records, shard_paths
@@ -118,7 +119,8 @@ class Text2TextProblem(Problem):
         if opts.vocab_from or opts.vocab_file:
             name = "vocab_from" if opts.vocab_from else "vocab_file"
             path = os.path.abspath(os.path.expanduser(getattr(opts, name)))
-            files.update({name: path, "vocab_size": Vocabulary(self._given_vocabulary(opts, path)[0]).vocab_size})
+            files.update({name: path,
+                          "vocab_size": SentencePieceCodec(self._given_vocabulary(opts, path)[0]).vocab_size})
         opts = dataclasses.replace(opts, **{"vocab_size": opts.vocab_size or self.default_vocab_size, **files})
         for name in ("num_shards", "max_vocab_sentences", "vocab_size"):
             if getattr(opts, name) < 1:

@@ -59,12 +59,18 @@ def attention_weights(q, keys, bias):
 
     Args:
       q: [B, H, T_q, Dk].
-      keys: [B, H, T_k, Dk].
+      keys: [B, H, T_k, Dk], or a list of blocks [B, H, T_i, Dk] that together are the T_k keys, in order.
       bias: broadcastable to [B, H, T_q, T_k], or None.
     Returns:
       float32 [B, H, T_q, T_k].
     """
-    return scaled_softmax(ops.einsum("bhqd,bhkd->bhqk", q, keys), q.shape[-1], bias)  # [B, H, T_q, T_k]
+    logits = [ops.einsum("bhqd,bhkd->bhqk", q, block) for block in _blocks(keys)]  # each [B, H, T_q, T_i]
+    return scaled_softmax(logits[0] if len(logits) == 1 else ops.concatenate(logits, axis=-1), q.shape[-1], bias)
+
+
+def _blocks(x) -> list:
+    """keys or values given whole or as a list of blocks along the positions, as a list."""
+    return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
 def scaled_softmax(logits, key_dim, bias=None):
@@ -83,10 +89,8 @@ def attend(q, keys, values, bias, weights_dropout=None, training=None):
 
     weights_dropout: a dropout layer applied to the weights, or None.
     """
-    keys, values = (list(x) if isinstance(x, (list, tuple)) else [x] for x in (keys, values))
-    logits = [ops.einsum("bhqd,bhkd->bhqk", q, block) for block in keys]  # each [B, H, T_q, T_i]
-    weights = ops.cast(scaled_softmax(logits[0] if len(logits) == 1 else ops.concatenate(logits, axis=-1),
-                                      q.shape[-1], bias), values[0].dtype)  # [B, H, T_q, T_k]
+    values = _blocks(values)
+    weights = ops.cast(attention_weights(q, keys, bias), values[0].dtype)  # [B, H, T_q, T_k]
     if weights_dropout is not None:
         weights = weights_dropout(weights, training=training)
     if len(values) == 1:
