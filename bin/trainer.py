@@ -10,10 +10,11 @@ on a rerun it finds the data ready and goes straight to training.
 """
 from absl import flags
 
-from t2t_lite import registry
+from t2t_lite import precision, registry
 from t2t_lite.bin import prepare
 from t2t_lite.bin.cli import flag_names, run_main
 from t2t_lite.errors import UserError
+from t2t_lite.training import run_config
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("hparams_set", None, "Registered hparams set; defaults to the one saved in --output_dir.")
@@ -24,52 +25,58 @@ flags.adopt_module_key_flags(prepare)
 flags.DEFINE_bool("generate_data", False, "First prepare --problem's data in --data_dir as t2t-lite-datagen does "
                   "(from the same flags: --train_files, --dev_files, --tmp_dir, ...), then train; data already "
                   "prepared with the same options is kept.")
-flags.DEFINE_integer("train_steps", None, "Total steps; defaults to the hparams set's train_steps.")
-flags.DEFINE_float("train_minutes", 0.0, "A time budget: stop once the run has trained this many minutes (counted "
-                   "across restarts, start-up excluded), saving, evaluating and averaging as at --train_steps, "
-                   "whichever comes first; with train.average_span the averaged checkpoints are spread over the "
-                   "budget's end. 0 = none.")
-flags.DEFINE_integer("eval_steps", 100, "Dev batches per evaluation; 0 = the whole dev split.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint and evaluate every this many steps.")
-flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints kept (the paper averages the last 5 or 20).")
-flags.DEFINE_integer("random_seed", 1234, "Seeds initialisation, dropout and shuffling.")
-flags.DEFINE_integer("log_every_steps", 100, "Progress line every this many steps.")
-flags.DEFINE_bool("jit_compile", False, "Compile each replica's forward and backward pass with XLA; batches are "
-                  "padded to their bucket's bound so XLA compiles one program per bucket.")
+# The run flags are RunConfig's fields by name and take its defaults: each is written once, in run_config.py,
+# and --help shows the one t2t_lite.train has too.
+DEFAULT = run_config.DEFAULTS
+flags.DEFINE_integer("train_steps", DEFAULT["train_steps"], "Total steps; defaults to the hparams set's train_steps.")
+flags.DEFINE_float("train_minutes", DEFAULT["train_minutes"], "A time budget: stop once the run has trained this many "
+                   "minutes (counted across restarts, start-up excluded), saving, evaluating and averaging as at "
+                   "--train_steps, whichever comes first; with train.average_span the averaged checkpoints are "
+                   "spread over the budget's end. 0 = none.")
+flags.DEFINE_integer("eval_steps", DEFAULT["eval_steps"], "Dev batches per evaluation; 0 = the whole dev split.")
+flags.DEFINE_integer("save_checkpoints_steps", DEFAULT["save_checkpoints_steps"],
+                     "Checkpoint and evaluate every this many steps.")
+flags.DEFINE_integer("keep_checkpoint_max", DEFAULT["keep_checkpoint_max"],
+                     "Checkpoints kept (the paper averages the last 5 or 20).")
+flags.DEFINE_integer("random_seed", DEFAULT["random_seed"], "Seeds initialisation, dropout and shuffling.")
+flags.DEFINE_integer("log_every_steps", DEFAULT["log_every_steps"], "Progress line every this many steps.")
+flags.DEFINE_bool("jit_compile", DEFAULT["jit_compile"], "Compile each replica's forward and backward pass with XLA; "
+                  "batches are padded to their bucket's bound so XLA compiles one program per bucket.")
 flags.DEFINE_enum("distribution", "auto", ["auto", "one_device", "mirrored", "multi_worker"],
                   "one_device; mirrored (every GPU, or every --cpu_devices CPU device); multi_worker (the cluster "
                   "in TF_CONFIG); auto: multi_worker if TF_CONFIG lists several tasks, else mirrored if there are "
                   "several devices, else one_device.")
 flags.DEFINE_integer("cpu_devices", 0, "Split the CPU into this many logical devices (for trying mirrored "
                      "without GPUs); 0 leaves it whole.")
-flags.DEFINE_enum("mixed_precision", "auto", ["auto", "none", "mixed_float16", "mixed_bfloat16"],
+flags.DEFINE_enum("mixed_precision", DEFAULT["mixed_precision"], [precision.AUTO, *precision.PRECISIONS],
                   "Compute dtype: float16 with loss scaling (GPUs) or bfloat16 (CPUs, TPUs, Ampere+ GPUs); "
                   "variables, softmax and loss stay float32. auto: mixed_bfloat16 on a CPU that multiplies "
                   "bfloat16 natively (AVX-512 BF16 or AMX), where it trains about twice as fast, else none (float32); "
                   "none (float32) too where TensorFlow sees a GPU: pick mixed_float16 or mixed_bfloat16 for one.")
-flags.DEFINE_bool("float32_output_projection", False, "With --mixed_precision, multiply the training loss's "
-                  "projection onto the vocabulary, and its gradients, with float32 operands (its logits are summed "
-                  "in float32 either way): the loss curve follows float32's more closely, at a fifth to a third "
-                  "less speed with bfloat16 on CPUs.")
-flags.DEFINE_integer("max_nonfinite_steps", 20, "Stop when this many updates in a row were skipped because the "
-                     "loss or a gradient was not finite (a skipped update changes nothing).")
-flags.DEFINE_bool("memory_probe", True, "Before training, run one forward and backward pass on the largest batch "
-                  "the bucketing can produce, so a batch that does not fit fails at once.")
-flags.DEFINE_integer("eval_bleu_sentences", None, "At every evaluation, decode the first this many dev sentences "
-                     "with the run's beam settings (hparams.decode) and log the problem's dev metric beside dev "
-                     "loss: BLEU (sacreBLEU), bracket F1 for parsing, exact match for algorithmic problems. "
-                     "0 = off. Default: 200, or 0 for algorithmic problems.")
-flags.DEFINE_enum("best_checkpoint_metric", None, ["bleu", "loss"], "What chooses the best checkpoint, kept in "
-                  "--output_dir/best/ (decode it with --checkpoint=best): bleu = the problem's dev metric of "
-                  "--eval_bleu_sentences (BLEU, bracket F1 or exact match; higher is better), loss = dev loss. "
-                  "Default: bleu when --eval_bleu_sentences > 0, else loss.")
-flags.DEFINE_integer("early_stopping_patience", 0, "Stop (exit 0) after this many evaluations in a row without "
-                     "a better --best_checkpoint_metric score; 0 = never.")
-flags.DEFINE_string("warm_start_from", None, "Start a new run from this run directory's weights (its averaged "
-                    "checkpoint if any, else its newest) or a checkpoint's: fine-tuning. Step, schedule and Adam "
-                    "state start afresh; the model and vocabulary must be the source's. A run with checkpoints "
-                    "of its own resumes them instead.")
-flags.DEFINE_bool("warm_start_optimizer", False, "With --warm_start_from, keep the source's Adam moments too.")
+flags.DEFINE_bool("float32_output_projection", DEFAULT["float32_output_projection"], "With --mixed_precision, multiply "
+                  "the training loss's projection onto the vocabulary, and its gradients, with float32 operands (its "
+                  "logits are summed in float32 either way): the loss curve follows float32's more closely, at a "
+                  "fifth to a third less speed with bfloat16 on CPUs.")
+flags.DEFINE_integer("max_nonfinite_steps", DEFAULT["max_nonfinite_steps"], "Stop when this many updates in a row were "
+                     "skipped because the loss or a gradient was not finite (a skipped update changes nothing).")
+flags.DEFINE_bool("memory_probe", DEFAULT["memory_probe"], "Before training, run one forward and backward pass on the "
+                  "largest batch the bucketing can produce, so a batch that does not fit fails at once.")
+flags.DEFINE_integer("eval_bleu_sentences", DEFAULT["eval_bleu_sentences"], "At every evaluation, decode the "
+                     "first this many dev sentences with the run's beam settings (hparams.decode) and log the "
+                     "problem's dev metric beside dev loss: BLEU (sacreBLEU), bracket F1 for parsing, exact match for "
+                     "algorithmic problems. 0 = off. Default: 200, or 0 for algorithmic problems.")
+flags.DEFINE_enum("best_checkpoint_metric", DEFAULT["best_checkpoint_metric"], list(run_config.METRIC_CHOICES),
+                  "What chooses the best checkpoint, kept in --output_dir/best/ (decode it with --checkpoint=best): "
+                  "bleu = the problem's dev metric of --eval_bleu_sentences (BLEU, bracket F1 or exact match; "
+                  "higher is better), loss = dev loss. Default: bleu when --eval_bleu_sentences > 0, else loss.")
+flags.DEFINE_integer("early_stopping_patience", DEFAULT["early_stopping_patience"], "Stop (exit 0) after this many "
+                     "evaluations in a row without a better --best_checkpoint_metric score; 0 = never.")
+flags.DEFINE_string("warm_start_from", DEFAULT["warm_start_from"], "Start a new run from this run directory's weights "
+                    "(its averaged checkpoint if any, else its newest) or a checkpoint's: fine-tuning. Step, schedule "
+                    "and Adam state start afresh; the model and vocabulary must be the source's. A run with "
+                    "checkpoints of its own resumes them instead.")
+flags.DEFINE_bool("warm_start_optimizer", DEFAULT["warm_start_optimizer"],
+                  "With --warm_start_from, keep the source's Adam moments too.")
 flags.DEFINE_integer("show_samples", 0, "After training, decode this many dev examples as the run decodes (its "
                      "beam, batch size and constraint) and print a few with the exact-match rate.")
 flags.DEFINE_bool("registry_help", False, "List registered models, hparams sets and problems, then exit.")
@@ -122,7 +129,7 @@ def main(argv) -> None:
     if FLAGS.dry_run:
         dry_run()
         return
-    from t2t_lite.training import distribution, run_config
+    from t2t_lite.training import distribution
     from t2t_lite.training.api import open_problem, train_run
 
     # Made (and so checked) before data is prepared or anything written, and handed on: checked once.

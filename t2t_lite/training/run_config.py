@@ -96,8 +96,10 @@ class ResolvedRunConfig(RunConfig):
         return self.best_checkpoint_metric or ("bleu" if self.eval_bleu_sentences > 0 else "loss")
 
 
-# The settings `t2t_lite.train` and the trainer's flags give by name: every field but output_dir.
-SETTINGS = tuple(field.name for field in dataclasses.fields(RunConfig) if field.name != "output_dir")
+# The settings `t2t_lite.train` and the trainer's flags give by name (every field but output_dir) and their
+# defaults, which the flags take rather than repeat.
+DEFAULTS = {field.name: field.default for field in dataclasses.fields(RunConfig) if field.name != "output_dir"}
+SETTINGS = tuple(DEFAULTS)
 
 
 def from_settings(output_dir: "str | RunDir | None", settings: dict) -> RunConfig:
