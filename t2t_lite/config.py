@@ -11,7 +11,7 @@ import typing
 from typing import Any
 
 from t2t_lite.errors import UserError
-from t2t_lite.parsing.former_settings import FORMER_SETTINGS
+from t2t_lite.registry import former_feature_settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,7 +179,7 @@ def apply_overrides(hparams: HParams, overrides: str) -> HParams:
         if not sep:
             raise UserError(f"hparams override {item!r} is not of the form key=value")
         former = key.strip().removeprefix("model.")
-        if former in FORMER_SETTINGS:
+        if former in former_feature_settings:
             features = changes["model"].get("decoder_features", hparams.model.decoder_features)
             changes["model"]["decoder_features"] = translate_former_features(
                 {former: _parse_value(key, text.strip(), bool)}, features)[1]
@@ -197,8 +197,8 @@ def derive(base: HParams, **groups: dict) -> HParams:
 
 
 def translate_former_features(settings: dict, features: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:
-    """Model settings with the booleans that decoder features replaced (parsing/former_settings.py) taken out
-    and turned into `features`: true adds the feature (in the order the old models added them), false
+    """Model settings with the booleans that decoder features replaced (registry.former_feature_settings) taken
+    out and turned into `features`: true adds the feature (in the order the old models added them), false
     removes it.
 
     Args:
@@ -208,7 +208,7 @@ def translate_former_features(settings: dict, features: tuple[str, ...]) -> tupl
       (settings without the old booleans, the features after them).
     """
     settings, features = dict(settings), list(features)
-    for setting, name in FORMER_SETTINGS.items():
+    for setting, name in former_feature_settings.items():
         if setting not in settings:
             continue
         if settings.pop(setting):

@@ -49,6 +49,11 @@ class Registry(Generic[T]):
         self._load_bundled()
         return sorted(self._entries)
 
+    def items(self) -> list[tuple[str, T]]:
+        """Every (name, entry), in the order they were registered."""
+        self._load_bundled()
+        return list(self._entries.items())
+
     def __contains__(self, name: str) -> bool:
         self._load_bundled()
         return name in self._entries  # a dict lookup: get() asks this on every lookup
@@ -64,3 +69,8 @@ hparams_sets: Registry = Registry("hparams set", bundled="t2t_lite.hparams")
 problems: Registry = Registry("problem", bundled="t2t_lite.problems")
 # What a decoder input is told beside its token (t2t_lite.models.decoder_features); a parser's are bundled.
 decoder_features: Registry = Registry("decoder feature", bundled="t2t_lite.parsing.features")
+# ModelHParams booleans that decoder features replaced, each the name of the feature it turned on, in the order the
+# old models added them (config.translate_former_features). A parser's are bundled apart from its features, so that
+# reading an old hparams.json imports no Keras.
+former_feature_settings: Registry = Registry("former decoder-feature setting",
+                                             bundled="t2t_lite.parsing.former_settings")
