@@ -98,7 +98,8 @@ def decode_id_batches(decode_batch: DecodeBatch, encoded: list[list[int]], batch
     sentence's search is independent of its batch, order does not change
     results. Empty sentences ([]) are not decoded: they get one empty
     hypothesis (score 0, no ids), so there is exactly one entry per sentence.
-    Hypotheses whose score is not finite (beams that never finished) are left out.
+    Slots whose score is not finite hold no hypothesis (fewer than K were possible) and are left out;
+    every other, finished or still alive where the search stopped, is kept.
 
     Args:
       decode_batch: the search (DecodeBatch above), e.g. Decoder.decode or an export's signature.

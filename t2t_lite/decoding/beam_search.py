@@ -85,6 +85,7 @@ class _Beams(NamedTuple):
     max_lengths: tf.Tensor  # int32 [B]
     min_lengths: tf.Tensor  # int32 [N], zeros when the search has none
     sentence: tf.Tensor  # int32 [B] each sentence's index in the batch searched (B shrinks as sentences finish)
+    length: tf.Tensor  # int32 [B] positions decoded so far: the tokens of each of the sentence's alive beams
 
 
 class _Candidates(NamedTuple):
@@ -123,7 +124,7 @@ class _BeamSearch:
                  else repeated_rows(initial_state, beam))  # [N, ...]
         min_lengths = tf.zeros([batch * beam], tf.int32) if min_lengths is None else min_lengths
         return _Beams(seq, alive_log_probs, seq, finished_scores, state, max_lengths, min_lengths,
-                      tf.range(batch))
+                      tf.range(batch), tf.zeros([batch], tf.int32))
 
     def is_active(self, step, beams):
         """Sentences still decoding (t2t `_is_not_finished`, per sentence): bool [B]."""
@@ -150,6 +151,7 @@ class _BeamSearch:
             finished_seq=_keep_if_done(active, finished_seq, beams.finished_seq),  # [B, K, T]
             finished_scores=_keep_if_done(active, finished_scores, beams.finished_scores),  # [B, K]
             state=self._gather_state(state, source_beam),  # [N, ...]
+            length=tf.where(active, step + 1, beams.length),  # [B]
         )
 
     def compact(self, beams, active):
@@ -230,15 +232,20 @@ class _BeamSearch:
                 else _taken(state, rows))  # [N, ...]
 
     def results(self, beams):
-        """Finished hypotheses, or the alive ones for a sentence where none finished (as t2t)."""
-        has_finished = beams.finished_scores[:, 0] > NEG_INF  # [B]
-        # Alive beams are only returned after running to the max length (stopping early
-        # needs K finished). Deviation: t2t returns their raw log-probs; we penalise them
-        # like finished ones so that every score has one meaning.
-        alive_scores = beams.alive_log_probs / length_penalty(beams.max_lengths, self.alpha)[:, None]  # [B, K]
-        ids = tf.where(has_finished[:, None, None], beams.finished_seq, beams.alive_seq)  # [B, K, T]
-        scores = tf.where(has_finished[:, None], beams.finished_scores, alive_scores)  # [B, K]
-        return ids, scores
+        """Each sentence's K best hypotheses, finished or alive, best score first: ids [B, K, T], scores [B, K].
+
+        An alive hypothesis scores as a finished one of its length would (log-prob / penalty of its
+        tokens), so where fewer than K finished (the best one at step 0, the others never within the max
+        length) the best alive ones fill the list: an n-best list holds n.
+        """
+        # Ranked by score alone, as fairseq (EOS forced at the max length) and OpenNMT-tf; t2t keeps only the finished.
+        alive_scores = beams.alive_log_probs / length_penalty(beams.length, self.alpha)[:, None]  # [B, K]
+        # Finished first, so on a tie the finished hypothesis ranks ahead.
+        both = tf.concat([beams.finished_scores, alive_scores], axis=1)  # [B, 2K]
+        scores, pick = tf.nn.top_k(both, k=self.beam_size)  # [B, K]
+        ids = _gather_beams(tf.concat([beams.finished_seq, beams.alive_seq], axis=1), pick)  # [B, K, T]
+        # A slot with no hypothesis (score -inf: an empty finished slot or alive beam) is all PAD.
+        return tf.where(scores[:, :, None] > NEG_INF, ids, 0), scores
 
 
 def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_size, beam_size: int,
@@ -269,11 +276,12 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
         a SplitState's per_sentence part, one row per sentence): the state is gathered to the
         sentences kept, so nothing captured may still hold the dropped ones. Same results.
     Returns:
-      ids: int32 [B, K, T], T = max(max_decode_lengths), best-first; no start id, EOS kept,
-        PAD (0) after it. A sentence with no finished hypothesis returns its alive beams;
-        one with fewer than K returns the empty slots as all PAD with score -inf. Only the
-        first final_beams are sure to be the search's final ones.
-      scores: float32 [B, K] summed log-probs / length_penalty(length, alpha).
+      ids: int32 [B, K, T], T = max(max_decode_lengths), best-first: the K best of a sentence's
+        finished hypotheses (EOS kept, PAD (0) after it) and of the alive ones it stopped with (no
+        EOS), so K of them wherever K are possible; a slot with none is all PAD with score -inf.
+        No start id. Only the first final_beams are sure to be the search's final ones.
+      scores: float32 [B, K] summed log-probs / length_penalty(length, alpha), the length counting
+        the EOS of a finished hypothesis.
     """
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be at least 2 (2K candidates come from K*V), got {vocab_size}")
