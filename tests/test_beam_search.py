@@ -163,15 +163,15 @@ def test_dropping_finished_sentences_gives_the_same_search_on_fewer_rows(split, 
         assert rows[True].numpy() < rows[False].numpy()
 
 
-def test_finished_and_alive_hypotheses_rank_by_score_in_one_list():
-    # start -> a .9 | </s> .1;  a -> a .95 | b .05;  b -> a .6 | b .4. K=2, alpha 1, max 3.
-    # step 0: </s> .1 finishes. Then nothing else finishes: alive a a a .81225 scores
-    # ln .81225 / (8/6) = -0.16, better than ln .1 = -2.30, and ranks first (t2t would return
-    # </s> alone); the next alive, a a b .04275, scores ln .04275 / (8/6) = -2.36 and drops out.
-    fn = bigram_fn({"<pad>": {"a": .9, "</s>": .1}, "a": {"a": .95, "b": .05}, "b": {"a": .6, "b": .4}})
+def test_finished_hypothesis_beats_later_alive_ones_which_fill_the_slots_left():
+    # start -> a .9 | </s> .1;  a -> a .9 | b .1;  b -> a .6 | b .4. K=2, alpha 1, max 3.
+    # step 0: </s> .1 finishes. Then nothing else finishes: alive a a a .729 scores
+    # ln .729 / (8/6) = -0.24, better than ln .1 = -2.30, yet as in t2t the finished
+    # hypothesis comes first; the best alive one fills the slot left.
+    fn = bigram_fn({"<pad>": {"a": .9, "</s>": .1}, "a": {"a": .9, "b": .1}, "b": {"a": .6, "b": .4}})
     ids, scores = search(fn, [3], alpha=1.0)
-    np.testing.assert_array_equal(ids[0], seqs(["a a a", "</s>"], 3))
-    np.testing.assert_allclose(scores[0], [np.log(.9 * .95 * .95) / (8 / 6), np.log(.1)], rtol=1e-6)
+    np.testing.assert_array_equal(ids[0], seqs(["</s>", "a a a"], 3))
+    np.testing.assert_allclose(scores[0], [np.log(.1), np.log(.729) / (8 / 6)], rtol=1e-6)
 
 
 # start -> a .7 | b .3;   a -> a .6 | b .4;   b -> a .8 | b .2  (EOS never possible)
@@ -191,11 +191,10 @@ def test_alive_beams_returned_when_nothing_finishes():
 
 def test_per_sentence_max_length():
     # PENALTY_SCRIPT, alpha 0. Max 3 reaches a b </s> (see above); max 2 stops after
-    # step 1, though the batch runs 3 steps, with </s> .4 and a </s> .12 finished and
-    # a b .48 alive, which scores best.
+    # step 1 with </s> .4 and a </s> .12 finished, though the batch runs 3 steps.
     ids, scores = search(bigram_fn(PENALTY_SCRIPT), [2, 3])
-    np.testing.assert_array_equal(ids[0], seqs(["a b", "</s>"], 3))
-    np.testing.assert_allclose(scores[0], np.log([.48, .4]), rtol=1e-6)
+    np.testing.assert_array_equal(ids[0], seqs(["</s>", "a </s>"], 3))
+    np.testing.assert_allclose(scores[0], np.log([.4, .12]), rtol=1e-6)
     np.testing.assert_array_equal(ids[1], seqs(["</s>", "a b </s>"], 3))
     np.testing.assert_allclose(scores[1], np.log([.4, .336]), rtol=1e-6)
 

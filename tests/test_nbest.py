@@ -1,4 +1,5 @@
-"""n-best lists hold n: beam search returns K hypotheses per sentence, finished or alive, ranked by score.
+"""n-best lists hold n: beam search returns K hypotheses per sentence, the finished ones first (best first),
+then the best alive ones.
 
 Scripted bigram logits, one table per sentence (the sentence index rides in the search state), over the
 4-word vocabulary of scripted_logits.py: 0 <pad> (also the start id), 1 </s>, 2 a, 3 b. Every expected
@@ -23,8 +24,11 @@ SCRIPTS = [
     # </s>, a </s> and b </s> finish by step 1, beyond the reach of alive a b and b b (.03, .02 before any
     # penalty): the search stops at 2 of the max length 10 tokens, and the two alive fill the last slots.
     {"<pad>": {"</s>": .5, "a": .3, "b": .2}, "a": {"</s>": .9, "b": .1}, "b": {"</s>": .9, "b": .1}},
+    # a a a, alive at the max length (3), scores better than every finished hypothesis, which still come
+    # first: a search that ran out of length does not prefer what it cut off.
+    {"<pad>": {"</s>": .1, "a": .6, "b": .3}, "a": {"</s>": .02, "a": .98}, "b": {"b": 1.0}},
 ]
-MAX_LENGTHS = [3, 10]
+MAX_LENGTHS = [3, 10, 3]
 
 
 def log_probs_table(script):
@@ -83,15 +87,21 @@ def test_every_sentence_gets_k_distinct_hypotheses_best_score_first_each_scored_
         hyps = [hypothesis(row) for row in ids[sentence]]
         assert np.isfinite(scores[sentence]).all(), scores[sentence]  # K hypotheses, not only the finished
         assert len({tuple(h) for h in hyps}) == BEAM
-        assert (np.diff(scores[sentence]) <= 0).all(), scores[sentence]  # one list, by score
+        finished = [EOS in h for h in hyps]
+        assert finished == sorted(finished, reverse=True)  # the finished first, then the alive
+        for group in (True, False):  # each best first
+            assert (np.diff(scores[sentence][np.array(finished) == group]) <= 0).all(), scores[sentence]
         for tokens, score in zip(hyps, scores[sentence]):
             np.testing.assert_allclose(score, expected_score(sentence, tokens), rtol=1e-5)
-    bug, early = ([hypothesis(row) for row in ids[s]] for s in range(len(SCRIPTS)))
+    bug, early, cut_off = ([hypothesis(row) for row in ids[s]] for s in range(len(SCRIPTS)))
     # The empty output is the best; the next two are the best unfinished hypotheses of the max length.
     assert bug[:NBEST] == exhaustive_nbest(0, MAX_LENGTHS[0], NBEST) == [[EOS], [2, 2, 2], [3, 2, 2]]
     # Stopped early, the first final_beams (finished) are final; alive ones, scored at their length of 2
     # tokens (not at the max length), fill the slots after them.
     assert early == [[EOS], [2, EOS], [3, EOS], [2, 3], [3, 3]]
+    # Every finished hypothesis ahead of a a a and b b b, which outscore them all.
+    assert cut_off == [[EOS], [2, 2, EOS], [2, EOS], [2, 2, 2], [3, 3, 3]]
+    assert scores[2][4] > scores[2][0]
 
 
 class WordCodec:

@@ -232,17 +232,24 @@ class _BeamSearch:
                 else _taken(state, rows))  # [N, ...]
 
     def results(self, beams):
-        """Each sentence's K best hypotheses, finished or alive, best score first: ids [B, K, T], scores [B, K].
+        """Each sentence's K hypotheses: the finished ones, best first, then the best alive ones in the slots
+        left (as fairseq, Marian and OpenNMT-tf give); ids [B, K, T], scores [B, K].
 
-        An alive hypothesis scores as a finished one of its length would (log-prob / penalty of its
-        tokens), so where fewer than K finished (the best one at step 0, the others never within the max
-        length) the best alive ones fill the list: an n-best list holds n.
+        An alive hypothesis scores as a finished one of its length would (log-prob / penalty of its tokens), so
+        where fewer than K finished (the best one at step 0, the others never within the max length) the alive
+        ones fill the list: an n-best list holds n, and a finished hypothesis stays ahead of every cut-off one
+        (as in t2t, whose search returns the finished alone).
         """
-        # Ranked by score alone, as fairseq (EOS forced at the max length) and OpenNMT-tf; t2t keeps only the finished.
+        beam = self.beam_size
         alive_scores = beams.alive_log_probs / length_penalty(beams.length, self.alpha)[:, None]  # [B, K]
-        # Finished first, so on a tie the finished hypothesis ranks ahead.
-        both = tf.concat([beams.finished_scores, alive_scores], axis=1)  # [B, 2K]
-        scores, pick = tf.nn.top_k(both, k=self.beam_size)  # [B, K]
+        finished_scores, finished_pick = tf.nn.top_k(beams.finished_scores, k=beam)  # [B, K]
+        alive_scores, alive_pick = tf.nn.top_k(alive_scores, k=beam)
+        finished = tf.reduce_sum(tf.cast(finished_scores > NEG_INF, tf.int32), axis=1, keepdims=True)  # [B, 1]
+        slot = tf.range(beam)[None]  # [1, K]
+        from_alive = slot >= finished  # [B, K]
+        alive_slot = tf.minimum(slot - finished, beam - 1) * tf.cast(from_alive, tf.int32)  # [B, K], 0 unused
+        pick = tf.where(from_alive, beam + tf.gather(alive_pick, alive_slot, batch_dims=1), finished_pick)  # [B, K]
+        scores = tf.where(from_alive, tf.gather(alive_scores, alive_slot, batch_dims=1), finished_scores)
         ids = _gather_beams(tf.concat([beams.finished_seq, beams.alive_seq], axis=1), pick)  # [B, K, T]
         # A slot with no hypothesis (score -inf: an empty finished slot or alive beam) is all PAD.
         return tf.where(scores[:, :, None] > NEG_INF, ids, 0), scores
@@ -276,9 +283,9 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn, initial_state, batch_si
         a SplitState's per_sentence part, one row per sentence): the state is gathered to the
         sentences kept, so nothing captured may still hold the dropped ones. Same results.
     Returns:
-      ids: int32 [B, K, T], T = max(max_decode_lengths), best-first: the K best of a sentence's
-        finished hypotheses (EOS kept, PAD (0) after it) and of the alive ones it stopped with (no
-        EOS), so K of them wherever K are possible; a slot with none is all PAD with score -inf.
+      ids: int32 [B, K, T], T = max(max_decode_lengths): a sentence's finished hypotheses best first
+        (EOS kept, PAD (0) after it), then the best alive ones it stopped with (no EOS) in the slots
+        left, so K of them wherever K are possible; a slot with none is all PAD with score -inf.
         No start id. Only the first final_beams are sure to be the search's final ones.
       scores: float32 [B, K] summed log-probs / length_penalty(length, alpha), the length counting
         the EOS of a finished hypothesis.
