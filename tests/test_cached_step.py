@@ -44,9 +44,7 @@ def prepared(layer, fixed_memory=False):
 @pytest.mark.isa
 @pytest.mark.parametrize("settle_every", [2, 3, 16])
 @pytest.mark.parametrize("with_products", [False, True])
-def test_one_position_at_a_time_through_the_cache_equals_the_full_causal_pass(layer, settle_every, with_products,
-                                                                            monkeypatch):
-    monkeypatch.setattr(cached_step, "SETTLE_EVERY", settle_every)
+def test_one_position_at_a_time_through_the_cache_equals_the_full_causal_pass(layer, settle_every, with_products):
     rng = np.random.default_rng(2)
     x = rng.normal(size=(2, 7, D)).astype(np.float32)
     full = layer(x, bias=causal_bias(7))
@@ -55,15 +53,18 @@ def test_one_position_at_a_time_through_the_cache_equals_the_full_causal_pass(la
     for i in range(7):
         output, cache = layer(x[:, i:i + 1], bias=np.zeros((2, 1, 1, i + 1), np.float32), cache=cache,
                               products=products)
-        cache = cached_step._settle(cache, beams=1)
+        if (i + 1) % settle_every == 0:
+            cache = layer.settled_cache(cache)
         steps.append(output.numpy()[:, 0])
         # The recent block is folded into the settled one every settle_every positions.
         assert cache["key"].shape[2] == (i + 1) // settle_every * settle_every
     np.testing.assert_allclose(np.stack(steps, 1), full.numpy(), atol=1e-5)
-    # Settled then recent, the caches hold every position's keys and values, in order.
+    # Settled then recent, the caches hold every position's keys and values, in order, and the positions.
     for name in ("key", "value"):
         grown = np.concatenate([cache[name], cache[f"recent_{name}"]], axis=2)
         np.testing.assert_allclose(grown, layer.memory_cache(x)[name].numpy(), atol=1e-6)
+    np.testing.assert_array_equal(np.concatenate([cache["position"], cache["recent_position"]], axis=2)[:, 0, :, 0],
+                                  [list(range(7))] * 2)
 
 
 def test_beams_as_query_positions_attend_to_their_own_history_across_cache_slots(layer):
@@ -82,9 +83,12 @@ def test_beams_as_query_positions_attend_to_their_own_history_across_cache_slots
     def flat(x):
         return x.reshape(sentences, HEADS, -1, x.shape[-1])
 
+    cached_positions = np.repeat(np.arange(past, dtype=np.int32), beams)[None, None, :, None].repeat(sentences, 0)
     cache = {"key": flat(cached_keys[:, :, :3]), "value": flat(cached_values[:, :, :3]),
-             "recent_key": flat(cached_keys[:, :, 3:]), "recent_value": flat(cached_values[:, :, 3:])}
-    output, grown = layer(x.reshape(sentences, beams, D), bias=ancestry_bias(ancestry), cache=cache)
+             "position": cached_positions[:, :, :3 * beams], "recent_key": flat(cached_keys[:, :, 3:]),
+             "recent_value": flat(cached_values[:, :, 3:]), "recent_position": cached_positions[:, :, 3 * beams:]}
+    output, grown = layer(x.reshape(sentences, beams, D), bias=ancestry_bias(ancestry), cache=cache,
+                          positions=np.full(beams, past, np.int32))
 
     q = dense(x, layer.query_proj).reshape(-1, HEADS, DK)  # [N, H, Dk]
     new_k = dense(x, layer.key_proj).reshape(-1, HEADS, DK)
@@ -105,6 +109,7 @@ def test_beams_as_query_positions_attend_to_their_own_history_across_cache_slots
                                .transpose(0, 2, 1, 3), atol=1e-6)
     np.testing.assert_array_equal(grown["recent_value"].numpy()[:, :, :-beams], flat(cached_values[:, :, 3:]))
     np.testing.assert_array_equal(np.asarray(grown["value"]), flat(cached_values[:, :, :3]))
+    np.testing.assert_array_equal(grown["recent_position"][:, 0, :, 0], [[3] * beams + [past] * beams] * sentences)
 
 
 @pytest.mark.parametrize("with_products", [False, True])

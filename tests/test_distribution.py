@@ -15,6 +15,7 @@ import tensorflow as tf
 import t2t_lite.hparams  # noqa: F401
 from t2t_lite import config
 from t2t_lite.models import build_model
+from t2t_lite.models.transformer import Transformer
 from t2t_lite.errors import UserError
 from t2t_lite.registry import hparams_sets
 from t2t_lite.training import distribution, steps
@@ -120,18 +121,18 @@ def mirrored_matches_one_device() -> dict:
 @contextlib.contextmanager
 def loss_is_nan_on(nan_replica: tf.Variable):
     """While active, a newly traced TrainStep's loss sum is NaN on the replica whose id nan_replica holds."""
-    finite_loss = steps.projected_smoothed_cross_entropy
+    finite_losses = Transformer.token_losses
 
-    def nan_on_one_replica(states, kernel, targets, label_smoothing, **slices):
-        loss_sum, tokens = finite_loss(states, kernel, targets, label_smoothing, **slices)
+    def nan_on_one_replica(model, *args, **kwargs):
+        losses = finite_losses(model, *args, **kwargs)
         replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-        return tf.where(tf.equal(replica, nan_replica), float("nan"), loss_sum), tokens
+        return losses._replace(loss_sum=tf.where(tf.equal(replica, nan_replica), float("nan"), losses.loss_sum))
 
-    steps.projected_smoothed_cross_entropy = nan_on_one_replica
+    Transformer.token_losses = nan_on_one_replica
     try:
         yield
     finally:
-        steps.projected_smoothed_cross_entropy = finite_loss
+        Transformer.token_losses = finite_losses
 
 
 @pytest.mark.slow

@@ -69,8 +69,37 @@ def test_the_run_records_its_usr_dir_data_dir_and_the_users_set_and_model(usr_ru
     assert spec["usr_dir"] == str(usr_run["usr_dir"])
     assert spec["data_dir"] == str(usr_run["root"] / "data")
     assert spec["problem"] == "translate_tsv" and spec["hparams_set"] == "transformer_tsv_tiny"
-    assert spec["hparams"]["model_name"] == "transformer_early_dropout"
+    assert spec["hparams"]["model_name"] == "transformer_relative"
     assert spec["hparams"]["model"]["d_model"] == 64
+
+
+def test_the_pages_relative_attention_decodes_every_beam_as_its_full_pass_scores_it(usr_run):
+    """The page's variant changes eq. 1 itself: each beam the search returns scores as the full pass over its
+    ids, where each query sees all its keys at their distances, so the step's cached positions are the keys'."""
+    from t2t_lite.config import DecodeHParams
+    from t2t_lite.decoding.batching import encode_lines, pad_ids
+    from t2t_lite.decoding.decoder import Decoder
+    from t2t_lite.decoding.request import DecodeRequest
+    from t2t_lite.run import RunRequest, open_run
+
+    run = open_run(RunRequest(output_dir=str(usr_run["run"]), decode=DecodeRequest(mixed_precision="none")))
+    model = run.models[0]
+    assert type(model).__name__ == "RelativeTransformer"
+    assert type(model.decoder_layers[0].self_attention).__name__ == "RelativeAttention"
+    assert np.abs(model.decoder_layers[0].self_attention.relative_keys.numpy()).max() > 0
+    sources = encode_lines(run.problem, ["alpha beta gamma delta omega", "sigma kappa", "theta"])
+    ids, scores = (t.numpy() for t in Decoder(model, DecodeHParams(beam_size=3, alpha=0.0, extra_length=4)).decode(
+        pad_ids(sources)))  # [B, K, T], [B, K]
+    checked = 0
+    for b, source in enumerate(sources):
+        for k in range(ids.shape[1]):
+            hypothesis = list(ids[b, k][:len(source) + 4])
+            hypothesis = hypothesis[:hypothesis.index(1) + 1] if 1 in hypothesis else hypothesis
+            logits = full_pass_logits(model, source, hypothesis)  # [T, V]
+            expected = log_softmax(logits)[np.arange(len(hypothesis)), hypothesis].sum()
+            assert abs(scores[b, k] - expected) <= 1e-5, (b, k)
+            checked += 1
+    assert checked == 9
 
 
 def test_decoder_and_exporter_open_the_run_without_usr_dir_or_data_dir(usr_run):

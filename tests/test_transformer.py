@@ -122,7 +122,7 @@ def test_training_loss_from_decoder_states_equals_loss_of_the_logits_with_gradie
     """What the train step differentiates (states, projected inside the loss) is the loss of call()'s logits."""
     import tensorflow as tf
 
-    from t2t_lite.training.losses import projected_smoothed_cross_entropy, smoothed_cross_entropy
+    from test_losses import plain_smoothed_loss
 
     model = build_model(tiny(overrides))
     inputs, targets = _batch(np.random.default_rng(2))
@@ -133,10 +133,9 @@ def test_training_loss_from_decoder_states_equals_loss_of_the_logits_with_gradie
         with tf.GradientTape() as tape:
             if fused:
                 states = model.decoder_states(batch, training=False)
-                loss, _ = projected_smoothed_cross_entropy(states, model.output_kernel(states.dtype), targets, 0.1,
-                                                           chunks=4)
+                loss = model.token_losses(states, targets, 0.1, slices=4, differentiable=True).loss_sum
             else:
-                loss, _ = smoothed_cross_entropy(model(batch, training=False), targets, 0.1)
+                loss = plain_smoothed_loss(model(batch, training=False), targets, 0.1)
         gradients = tape.gradient(loss, model.trainable_variables)
         results.append((float(loss), [np.asarray(tf.convert_to_tensor(g)) for g in gradients]))
     (plain_loss, plain_grads), (fused_loss, fused_grads) = results

@@ -79,8 +79,13 @@ class CachedStep:
         x = model.embed_targets(ids, position=step, added=added, training=False)  # [N, 1, D]
         x = ops.reshape(x, (-1, self.beams, x.shape[-1]))  # [B, K, D]: a sentence's beams as its positions
         states, layer_caches = model.run_decoder(x, memory["kv"], ancestry_bias(ancestry), memory["bias"],
-                                                 caches=cache[LAYERS], products=self.products, training=False)
-        grown = {**cache, LAYERS: [_settle(layer_cache, self.beams) for layer_cache in layer_caches]}
+                                                 caches=cache[LAYERS], products=self.products,
+                                                 positions=ops.full((self.beams,), step, dtype="int32"),
+                                                 training=False)
+        # Every SETTLE_EVERY positions, the recent blocks are folded into the settled ones.
+        layer_caches = ops.cond(ops.equal(ops.mod(step + 1, SETTLE_EVERY), 0),
+                                lambda: model.settled_caches(layer_caches), lambda: list(layer_caches))
+        grown = {**cache, LAYERS: layer_caches}
         grown_state = SplitState({ANCESTRY: ancestry, FEATURE_STATES: feature_states}, grown)
         rows = ops.shape(ids)[0]
 
@@ -124,14 +129,3 @@ def _grown_ancestry(ancestry):
     beams = ancestry.shape[-1]  # K, static
     own_slot = ops.one_hot(ops.arange(ops.shape(ancestry)[0]) % beams, beams, dtype=ancestry.dtype)  # [N, K]
     return ops.concatenate([ancestry, own_slot[:, None, :]], axis=1)  # [N, t+1, K]
-
-
-def _settle(cache, beams):
-    """A self-attention cache with its recent block folded into the settled one once it holds SETTLE_EVERY
-    positions (of `beams` slots each)."""
-    def fold():
-        return {"key": ops.concatenate([cache["key"], cache["recent_key"]], axis=2),
-                "value": ops.concatenate([cache["value"], cache["recent_value"]], axis=2),
-                "recent_key": cache["recent_key"][:, :, :0], "recent_value": cache["recent_value"][:, :, :0]}
-
-    return ops.cond(ops.shape(cache["recent_key"])[2] >= SETTLE_EVERY * beams, fold, lambda: dict(cache))

@@ -36,11 +36,10 @@ class TokenLogProbs:
     def _compute(self, inputs, targets):
         """inputs [B, T_src], targets [B, T_tgt] (EOS-terminated, PAD 0) -> float32 [B, T_tgt], 0 at PAD."""
         # Each model's [B, T, V] logits are cut to the targets' [B, T] before the next model's are made.
-        per_model = [tf.gather(tf.nn.log_softmax(tf.cast(model({"inputs": inputs, "targets": targets},
-                                                                  training=False), tf.float32)),
-                               targets, axis=-1, batch_dims=2) for model in self.models]
-        mean = tf.add_n(per_model) / len(per_model)  # [B, T]
-        return tf.where(tf.not_equal(targets, 0), mean, tf.zeros_like(mean))
+        features = {"inputs": inputs, "targets": targets}
+        per_model = [model.token_losses(model.decoder_states(features, training=False), targets).log_probs
+                     for model in self.models]
+        return tf.add_n(per_model) / len(per_model)  # [B, T], 0 at PAD
 
 
 def score_pairs(problem: Problem, models, sources: list[str], targets: list[str], batch_size: int,

@@ -23,6 +23,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 
+import keras
 import numpy as np
 
 from t2t_lite.config import HParams
@@ -35,7 +36,11 @@ from t2t_lite.export import layout
 from t2t_lite.export_format import CTRANSLATE2, problem_info, require_ctranslate2
 from t2t_lite.files import atomic_write_text
 from t2t_lite.export.request import ExportRequest, publish, text_vocabulary, write_export_files
-from t2t_lite.layers.embedding import timing_signal
+from t2t_lite.layers.attention import MultiHeadAttention
+from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition, timing_signal
+from t2t_lite.layers.feed_forward import FeedForward
+from t2t_lite.layers.transformer_layers import DecoderLayer, EncoderLayer, Residual
+from t2t_lite.models.transformer import Transformer
 from t2t_lite.run import OpenedRun, open_run
 
 # What a CTranslate2 export can decode with: float32 weights restored (then quantized), a free search.
@@ -87,6 +92,42 @@ def check_representable(hparams: HParams) -> None:
         raise UserError(f"max_position={model.max_position} leaves no room for a source and EOS")
 
 
+def check_bundled_layers(model) -> None:
+    """Refuses a model holding a layer of another class than t2t-lite's own (a variant's, docs/extending.md),
+    naming the innermost first: CTranslate2 would run the bundled arithmetic on its weights."""
+    for path, layer, bundled in _layers_the_spec_reads(model):
+        if type(layer) not in bundled:
+            raise UserError(f"{path} is a {type(layer).__name__}, not t2t-lite's {bundled[0].__name__}: CTranslate2 "
+                            "would decode it as the bundled layer; export as a SavedModel")
+
+
+def _layers_the_spec_reads(model):
+    """(path, layer, the classes CTranslate2's spec stands for) of each layer transformer_spec copies, each after
+    the layers it holds, the model last."""
+    dense, norm = (keras.layers.Dense,), (keras.layers.LayerNormalization,)
+    for embedding in (model.source_embedding, model.target_embedding):
+        yield embedding.name, embedding, (SharedEmbedding,)
+    yield model.position.name, model.position, (SinusoidalPosition, LearnedPosition)
+    for layer in model.encoder_layers + model.decoder_layers:
+        for sublayer in layer.sublayers():
+            path = f"{layer.name}/{sublayer.name}"
+            if isinstance(sublayer, Residual):
+                yield f"{path}/{sublayer.norm.name}", sublayer.norm, norm
+                yield path, sublayer, (Residual,)
+                continue
+            attention = hasattr(sublayer, "query_proj")
+            denses = ((sublayer.query_proj, sublayer.key_proj, sublayer.value_proj, sublayer.output_proj)
+                      if attention else (sublayer.hidden, sublayer.output_proj))
+            for projection in denses:
+                yield f"{path}/{projection.name}", projection, dense
+            yield path, sublayer, (MultiHeadAttention if attention else FeedForward,)
+        yield layer.name, layer, (EncoderLayer if layer in model.encoder_layers else DecoderLayer,)
+    for stack_norm in (model.encoder_norm, model.decoder_norm):
+        if stack_norm is not None:
+            yield stack_norm.name, stack_norm, norm
+    yield model.name, model, (Transformer,)
+
+
 def transformer_spec(model, hparams: HParams, pieces: list[str], max_positions: int = MAX_POSITIONS,
                      unk_id: int = UNK_ID):
     """The ctranslate2.specs.TransformerSpec of a restored t2t-lite Transformer, weights and vocabulary set.
@@ -99,6 +140,7 @@ def transformer_spec(model, hparams: HParams, pieces: list[str], max_positions: 
       unk_id: UNK's id (elsewhere than 2 in a SentencePiece model adopted with datagen's `vocab_file`).
     """
     specs = require_ctranslate2().specs
+    check_bundled_layers(model)
     hp = hparams.model
     pre_norm = hp.norm_position == "pre"
     # head_dim only when it is not D / H: the spec's from_config has no such argument, so the stacks are built here.

@@ -33,7 +33,7 @@ def causal_bias(length):
     return ops.cast(positions[None, :] > positions[:, None], "float32")[None, None] * NEG_INF
 
 
-def positions(x):
+def to_rows(x):
     """[B, T, D] -> ([B*T, D], B, T): one row per position, for a Dense to project.
 
     A Dense multiplies a 3-D input through tf.tensordot, about twenty graph ops a product (and as many again
@@ -141,18 +141,27 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def memory_cache(self, memory):
         """Projects a fixed memory [B, T_src, D] once into {"key", "value"} [B, H, T_src, Dk|Dv]."""
-        return self._keys_and_values(*positions(memory))
+        return self._keys_and_values(*to_rows(memory))
 
     def empty_cache(self, batch, dtype):
         """A self-attention cache holding no positions yet, for `call`'s `cache`.
 
-        The keys and values [B, H, T, Dk|Dv] of the positions so far, in two blocks: "key"/"value" (settled)
-        and "recent_key"/"recent_value". A call's positions join the recent block; whoever holds the cache may
-        fold the recent block into the settled one when it likes (an append copies the block it grows, so a
-        small recent block keeps each step's copy small). The call reads both blocks and never joins them.
+        The keys and values [B, H, T, Dk|Dv] of the positions so far and their positions int32 [B, 1, T, 1]
+        (shaped as the keys, so that every entry grows along axis 2), in two blocks: "key"/"value"/"position" (settled) and "recent_key"/"recent_value"/"recent_position". A call's
+        positions join the recent block; whoever holds the cache may fold the recent block into the settled
+        one when it likes (`settled_cache`: an append copies the block it grows, so a small recent block keeps
+        each step's copy small). The call reads both blocks and never joins them.
         """
         keys, values = (ops.zeros((batch, self.num_heads, 0, depth), dtype) for depth in (self.key_dim, self.value_dim))
-        return {"key": keys, "value": values, "recent_key": keys, "recent_value": values}
+        positions = ops.zeros((batch, 1, 0, 1), "int32")
+        return {"key": keys, "value": values, "position": positions,
+                "recent_key": keys, "recent_value": values, "recent_position": positions}
+
+    def settled_cache(self, cache):
+        """The cache with its recent block folded into the settled one."""
+        settled = {name: ops.concatenate([cache[name], cache[f"recent_{name}"]], axis=2)
+                   for name in ("key", "value", "position")}
+        return {**settled, **{f"recent_{name}": cache[f"recent_{name}"][:, :, :0] for name in settled}}
 
     def prepared_products(self, prepare, fixed_memory=False) -> dict:
         """The projections a cached `call` multiplies through, each made once by `prepare` (layers/prepared.py):
@@ -172,7 +181,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return {"key": split_heads(self.key_proj(rows), self.num_heads, batch, length),
                 "value": split_heads(self.value_proj(rows), self.num_heads, batch, length)}
 
-    def call(self, query, memory=None, bias=None, cache=None, products=None, training=None):
+    def call(self, query, memory=None, bias=None, cache=None, products=None, positions=None, training=None):
         """Attends from `query` [B, T_q, D]; returns the output [B, T_q, D].
 
         Args:
@@ -182,9 +191,11 @@ class MultiHeadAttention(keras.layers.Layer):
           cache: None, or (self-attention) the positions before the query's (`empty_cache`); the call then
             returns (output, the cache with the query's positions appended to its recent block).
           products: None, or `prepared_products`' (a decoding step's kernels for this layer's projections).
+          positions: None, or int32 [T_q]: the query's positions in its sequence (a decoding step's K beams are
+            K queries at one position); None numbers them on from the cached ones, or from 0.
         """
         products = products or {}
-        rows, batch, length = positions(query)  # [B*T_q, D]
+        rows, batch, length = to_rows(query)  # [B*T_q, D]
         if cache is not None or memory is None:  # self-attention: the query's own rows
             if "query_key_value" in products:
                 query_key_value = products["query_key_value"](rows)  # [B*T_q, H*(2 Dk + Dv)]
@@ -198,15 +209,41 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             q = split_heads(products.get("query", self.query_proj)(rows), self.num_heads, batch, length)
             kv = memory if isinstance(memory, dict) else self.memory_cache(memory)
+        cached = 0 if cache is None else ops.shape(cache["position"])[2] + ops.shape(cache["recent_position"])[2]
+        if positions is None:
+            positions = cached + ops.arange(length, dtype="int32")
+        query_positions = ops.broadcast_to(ops.cast(positions, "int32")[None], (batch, length))  # [B, T_q]
         if cache is not None:
-            grown = {"key": cache["key"], "value": cache["value"],
+            grown = {"key": cache["key"], "value": cache["value"], "position": cache["position"],
                      "recent_key": ops.concatenate([cache["recent_key"], kv["key"]], axis=2),
-                     "recent_value": ops.concatenate([cache["recent_value"], kv["value"]], axis=2)}
+                     "recent_value": ops.concatenate([cache["recent_value"], kv["value"]], axis=2),
+                     "recent_position": ops.concatenate([cache["recent_position"],
+                                                         query_positions[:, None, :, None]], axis=2)}
             kv = {"key": [grown["key"], grown["recent_key"]], "value": [grown["value"], grown["recent_value"]]}
-        context = attend(q, kv["key"], kv["value"], bias, self.weights_dropout, training)  # [B, H, T_q, Dv]
+            key_positions = ops.concatenate([grown["position"], grown["recent_position"]], axis=2)[:, 0, :, 0]
+        elif memory is None:
+            key_positions = query_positions
+        else:
+            key_positions = ops.broadcast_to(ops.arange(ops.shape(kv["key"])[2], dtype="int32")[None],
+                                             (batch, ops.shape(kv["key"])[2]))
+        context = self.attention_context(q, kv["key"], kv["value"], bias, query_positions, key_positions,
+                                         training=training)  # [B, H, T_q, Dv]
         output = ops.reshape(products.get("output", self.output_proj)(merge_heads(context)),
                              (batch, length, self.d_model))
         return output if cache is None else (output, grown)
+
+    def attention_context(self, q, keys, values, bias, query_positions, key_positions, training=None):
+        """Eq. 1 per head, q [B, H, T_q, Dk] against keys and values [B, H, T_k, Dk|Dv] -> [B, H, T_q, Dv]: the
+        part of `call` between the projections, which a variant may replace (docs/extending.md).
+
+        Args:
+          keys, values: each a tensor, or a list of blocks along the positions that together are the T_k keys,
+            in order (a cache's settled and recent positions).
+          bias: broadcastable to [B, H, T_q, T_k], or None.
+          query_positions, key_positions: int32 [B, T_q] and [B, T_k], each query's and key's position in its
+            sequence (the bundled attention has no use for them).
+        """
+        return attend(q, keys, values, bias, self.weights_dropout, training)
 
     def attention_weights(self, query, memory=None, bias=None):
         """The softmax weights a full (uncached) `call` applies before dropout, e.g. to plot them.
@@ -218,10 +255,10 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns:
           float32 [B, H, T_q, T_k].
         """
-        rows, batch, length = positions(query)
+        rows, batch, length = to_rows(query)
         q = split_heads(self.query_proj(rows), self.num_heads, batch, length)  # [B, H, T_q, Dk]
         if memory is not None:
-            rows, batch, length = positions(memory)
+            rows, batch, length = to_rows(memory)
         keys = split_heads(self.key_proj(rows), self.num_heads, batch, length)  # [B, H, T_k, Dk]
         return attention_weights(q, keys, bias)
 

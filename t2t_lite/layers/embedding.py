@@ -6,6 +6,8 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from t2t_lite.ops.float32_product import float32_product
+
 
 def _inverse_timescales(channels, min_timescale=1.0, max_timescale=1.0e4):
     """[D // 2] float32 frequencies of t2t's `get_timing_signal_1d`."""
@@ -112,13 +114,6 @@ class SharedEmbedding(keras.layers.Layer):
         vectors = ops.cast(ops.take(self.embeddings, ids, axis=0), self.compute_dtype)
         return vectors * math.sqrt(self.d_model)
 
-    def output_kernel(self, dtype):
-        """The output projection [D, V] in dtype: the embedding transposed (and cast).
-
-        Training's sliced loss multiplies by it.
-        """
-        return ops.transpose(ops.cast(self.embeddings, dtype))
-
     def logits(self, x, columns=None, product=None):
         """x [..., D] -> float32 logits [..., V] = x E^T (float32 for a stable softmax and loss).
 
@@ -130,9 +125,14 @@ class SharedEmbedding(keras.layers.Layer):
         if columns is not None:
             return tf.cast(tf.matmul(x, tf.cast(columns, x.dtype), transpose_b=True), "float32")  # [B, R, C]
         rows = tf.reshape(x, [-1, self.d_model])  # [R, D]
-        # One GEMM over the [V, D] embedding with transpose_b, not a transposed copy of it.
-        logits = (product(rows) if product is not None
-                  else tf.matmul(rows, tf.cast(self.embeddings, rows.dtype), transpose_b=True))  # [R, V]
+        if product is not None:
+            logits = product(rows)
+        elif rows.dtype == tf.float32:  # one GEMM over the [V, D] embedding with transpose_b, not a copy of it
+            logits = tf.matmul(rows, tf.cast(self.embeddings, rows.dtype), transpose_b=True)  # [R, V]
+        else:
+            # Sums of D bfloat16 products rounded to bfloat16 would carry their rounding into the loss
+            # and the softmax its gradient starts from.
+            logits = float32_product(rows, tf.transpose(tf.cast(self.embeddings, rows.dtype)))
         logits = tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], axis=0))
         return tf.cast(logits, "float32")
 

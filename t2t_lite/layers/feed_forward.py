@@ -38,7 +38,7 @@ class FeedForward(keras.layers.Layer):
     def call(self, x, products=None, training=None):
         """x [..., D] (e.g. [B, T, D]) -> [..., D]; products: None, or `prepared_products`'."""
         products = products or {}
-        # One row per position: each Dense then multiplies through one MatMul (attention.positions says why).
+        # One row per position: each Dense then multiplies through one MatMul (attention.to_rows says why).
         rows = ops.reshape(x, (-1, self.d_model))  # [R, D]
         hidden = self.hidden_dropout(products.get("hidden", self.hidden)(rows), training=training)  # [R, F]
         return ops.reshape(products.get("output", self.output_proj)(hidden), (*ops.shape(x)[:-1], self.d_model))

@@ -50,6 +50,9 @@ class Residual(keras.layers.Layer):
 class _Sublayers(keras.layers.Layer):
     """The settings shared by EncoderLayer and DecoderLayer, and the factories of their sub-layers.
 
+    Which classes the sub-layers are is a class attribute each, so a variant replaces one by subclassing
+    (docs/extending.md): its layers are then built, trained and decoded with it.
+
     Args:
       d_model: D, width of the residual stream.
       num_heads: H.
@@ -62,6 +65,9 @@ class _Sublayers(keras.layers.Layer):
       epsilon: LayerNorm epsilon.
     """
 
+    self_attention_class = MultiHeadAttention
+    feed_forward_class = FeedForward
+
     def __init__(self, d_model, num_heads, d_ff, key_dim=None, value_dim=None, dropout=0.0, attention_dropout=0.0,
                  relu_dropout=0.0, norm_position="post", epsilon=1e-6, **kwargs):
         super().__init__(**kwargs)
@@ -72,16 +78,16 @@ class _Sublayers(keras.layers.Layer):
         self.dropout_rate, self.attention_dropout, self.relu_dropout = dropout, attention_dropout, relu_dropout
         self.norm_position, self.epsilon = norm_position, epsilon
 
-    def _attention(self, name):
+    def _attention(self, attention_class, name):
         per_head = self.d_model // self.num_heads
-        return MultiHeadAttention(self.num_heads, self.key_dim or per_head, self.value_dim or per_head, self.d_model,
-                                  dropout=self.attention_dropout, name=name, dtype=self.dtype_policy)
+        return attention_class(self.num_heads, self.key_dim or per_head, self.value_dim or per_head, self.d_model,
+                               dropout=self.attention_dropout, name=name, dtype=self.dtype_policy)
 
     def _residual(self, name):
         return Residual(self.norm_position, self.dropout_rate, self.epsilon, name=name, dtype=self.dtype_policy)
 
     def _feed_forward(self):
-        return FeedForward(self.d_model, self.d_ff, self.relu_dropout, name="ffn", dtype=self.dtype_policy)
+        return self.feed_forward_class(self.d_model, self.d_ff, self.relu_dropout, name="ffn", dtype=self.dtype_policy)
 
     def sublayers(self) -> list:
         """The layer's sub-layers, in the order `call` reaches them."""
@@ -106,7 +112,7 @@ class EncoderLayer(_Sublayers):
 
     def __init__(self, d_model, num_heads, d_ff, **kwargs):
         super().__init__(d_model, num_heads, d_ff, **kwargs)
-        self.self_attention = self._attention("self_attention")
+        self.self_attention = self._attention(self.self_attention_class, "self_attention")
         self.self_attention_residual = self._residual("self_attention_residual")
         self.ffn = self._feed_forward()
         self.ffn_residual = self._residual("ffn_residual")
@@ -126,11 +132,13 @@ class EncoderLayer(_Sublayers):
 class DecoderLayer(_Sublayers):
     """Masked self-attention, encoder-decoder attention, FFN, each inside a Residual (settings: see _Sublayers)."""
 
+    cross_attention_class = MultiHeadAttention
+
     def __init__(self, d_model, num_heads, d_ff, **kwargs):
         super().__init__(d_model, num_heads, d_ff, **kwargs)
-        self.self_attention = self._attention("self_attention")
+        self.self_attention = self._attention(self.self_attention_class, "self_attention")
         self.self_attention_residual = self._residual("self_attention_residual")
-        self.cross_attention = self._attention("cross_attention")
+        self.cross_attention = self._attention(self.cross_attention_class, "cross_attention")
         self.cross_attention_residual = self._residual("cross_attention_residual")
         self.ffn = self._feed_forward()
         self.ffn_residual = self._residual("ffn_residual")
@@ -140,12 +148,16 @@ class DecoderLayer(_Sublayers):
                 self.cross_attention_residual, self.ffn, self.ffn_residual]
 
     def prepared_products(self, prepare) -> dict:
-        """Its sub-layers' products for a cached `call` (each sub-layer's `prepared_products`)."""
+        """Its sub-layers' products for a cached `call` (each sub-layer's `prepared_products`), or {} where a
+        subclass overrides `call` (Keras refuses the prepared kernels, which are not tensors, in a `call` that
+        takes them as **kwargs)."""
+        if type(self).call is not DecoderLayer.call:
+            return {}
         return {"self_attention": self.self_attention.prepared_products(prepare),
                 "cross_attention": self.cross_attention.prepared_products(prepare, fixed_memory=True),
                 "ffn": self.ffn.prepared_products(prepare)}
 
-    def call(self, x, memory, self_bias, memory_bias, cache=None, products=None, training=None):
+    def call(self, x, memory, self_bias, memory_bias, cache=None, products=None, positions=None, training=None):
         """Runs one decoder layer.
 
         Args:
@@ -155,13 +167,14 @@ class DecoderLayer(_Sublayers):
           memory_bias: [B, 1, 1, T_src].
           cache: None, or the self-attention's cache of the positions before x's (MultiHeadAttention.empty_cache).
           products: None, or `prepared_products`' (a decoding step's kernels).
+          positions: None, or int32 [T_tgt], x's positions (MultiHeadAttention.call's).
         Returns:
           output [B, T_tgt, D], and with a cache the cache with x's positions added.
         """
         products = products or {}
         residual = self.self_attention_residual
-        attended = self.self_attention(residual.before(x), bias=self_bias, cache=cache, training=training,
-                                       **_given(products, "self_attention"))
+        attended = self.self_attention(residual.before(x), bias=self_bias, cache=cache, positions=positions,
+                                       training=training, **_given(products, "self_attention"))
         if cache is not None:
             attended, cache = attended
         x = residual(x, attended, training=training)

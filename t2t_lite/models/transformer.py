@@ -10,6 +10,7 @@ from t2t_lite.layers.attention import causal_bias, padding_bias
 from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition
 from t2t_lite.layers.transformer_layers import DecoderLayer, EncoderLayer
+from t2t_lite.models.token_losses import TokenLosses, token_losses
 
 
 def shift_right(targets):
@@ -57,6 +58,10 @@ class Transformer(keras.Model):
         (models/decoder_features.py), added to its embedding in this order.
     """
 
+    # The classes of its layers: a variant replaces one by subclassing (docs/extending.md).
+    encoder_layer_class = EncoderLayer
+    decoder_layer_class = DecoderLayer
+
     def __init__(self, vocab_size, num_encoder_layers=6, num_decoder_layers=6, d_model=512, d_ff=2048, num_heads=8,
                  key_dim=0, value_dim=0, dropout=0.1, attention_dropout=0.0, relu_dropout=0.0, norm_position="post",
                  position_encoding="sinusoid", max_position=1024, share_embeddings=True, layer_norm_epsilon=1e-6,
@@ -84,9 +89,9 @@ class Transformer(keras.Model):
         layer_settings = dict(key_dim=self.head_key_dim, value_dim=self.head_value_dim, dropout=dropout,
                               attention_dropout=attention_dropout, relu_dropout=relu_dropout,
                               norm_position=norm_position, epsilon=layer_norm_epsilon, dtype=policy)
-        self.encoder_layers = [EncoderLayer(d_model, num_heads, d_ff, name=f"encoder_{i}", **layer_settings)
+        self.encoder_layers = [self.encoder_layer_class(d_model, num_heads, d_ff, name=f"encoder_{i}", **layer_settings)
                                for i in range(num_encoder_layers)]
-        self.decoder_layers = [DecoderLayer(d_model, num_heads, d_ff, name=f"decoder_{i}", **layer_settings)
+        self.decoder_layers = [self.decoder_layer_class(d_model, num_heads, d_ff, name=f"decoder_{i}", **layer_settings)
                                for i in range(num_decoder_layers)]
         # Keras 3 does not hand layers held in a list to tf.train.Checkpoint's
         # object graph; named attributes put every layer's weights under model/.
@@ -142,13 +147,23 @@ class Transformer(keras.Model):
         """A shortlist's output embeddings, ids int [B, C] -> [B, C, D], for `logits`' columns."""
         return self.target_embedding.column_embeddings(ids)
 
-    def decoder_states(self, features, training=None):
-        """features -> the decoder's outputs [B, T_tgt, D] (compute dtype), before the softmax projection.
+    def token_losses(self, states, targets, smoothing=0.0, slices=1, differentiable=False) -> TokenLosses:
+        """The targets' log-probabilities, label-smoothed cross-entropy and correct argmaxes under `logits`.
 
-        Training projects them onto the vocabulary inside its loss, a slice of
-        positions at a time (losses.projected_smoothed_cross_entropy), so the
-        [B, T_tgt, V] logits never exist at once.
+        Training, the dev loss and scoring all read them here: the states go through the output projection a
+        slice of positions at a time (models/token_losses.py), so the [B, T_tgt, V] logits never exist at once.
+
+        Args:
+          states: `decoder_states`' [B, T_tgt, D] (cast to float32 first for a float32 projection).
+          targets: int [B, T_tgt], PAD = 0 positions ignored.
+          smoothing: eps_ls.
+          slices: how many slices the positions are projected in.
+          differentiable: whether loss_sum needs a gradient (training's).
         """
+        return token_losses(self.logits, states, targets, self.vocab_size, smoothing, slices, differentiable)
+
+    def decoder_states(self, features, training=None):
+        """features -> the decoder's outputs [B, T_tgt, D] (compute dtype), before the softmax projection."""
         memory, memory_bias = self.encode(features["inputs"], training=training)
         contexts = self.feature_contexts(features["inputs"], memory)
         decoder_inputs = shift_right(features["targets"])
@@ -157,10 +172,6 @@ class Transformer(keras.Model):
         x = self.embed_targets(decoder_inputs, added=added, training=training)
         self_bias = causal_bias(ops.shape(decoder_inputs)[1])  # [1, 1, T_tgt, T_tgt]
         return self.run_decoder(x, memory, self_bias, memory_bias, training=training)
-
-    def output_kernel(self, dtype):
-        """The softmax projection [D, V] in dtype (the shared embedding, transposed)."""
-        return self.target_embedding.output_kernel(dtype)
 
     def encode(self, inputs, training=None):
         """inputs int [B, T_src] -> (memory [B, T_src, D], memory_bias float32 [B, 1, 1, T_src])."""
@@ -184,7 +195,8 @@ class Transformer(keras.Model):
             x = x + ops.cast(features, x.dtype)
         return x
 
-    def run_decoder(self, x, memory, self_bias, memory_bias, caches=None, products=None, training=None):
+    def run_decoder(self, x, memory, self_bias, memory_bias, caches=None, products=None, positions=None,
+                    training=None):
         """The decoder stack over its embedded inputs, up to the softmax projection.
 
         Args:
@@ -194,18 +206,23 @@ class Transformer(keras.Model):
           memory_bias: [B, 1, 1, T_src].
           caches: None, or each decoder layer's self-attention cache (`empty_caches`) of earlier positions.
           products: None, or `prepared_products`' (a decoding step's kernels).
+          positions: None, or int32 [T], x's positions (a decoding step's: K times its position); None numbers
+            them on from the cached ones.
         Returns:
           the decoder's states [B, T, D] (normalised under pre-norm); with caches, (states, the grown caches).
         """
-        layer_products = (products or {}).get("layers") or [None] * len(self.decoder_layers)
+        # A layer that takes no products (DecoderLayer.prepared_products) is given None.
+        layer_products = [given or None
+                          for given in (products or {}).get("layers") or [None] * len(self.decoder_layers)]
         grown = []
         for i, layer in enumerate(self.decoder_layers):
             layer_memory = memory[f"layer_{i}"] if isinstance(memory, dict) else memory
             if caches is None:
-                x = layer(x, layer_memory, self_bias, memory_bias, products=layer_products[i], training=training)
+                x = layer(x, layer_memory, self_bias, memory_bias, products=layer_products[i], positions=positions,
+                          training=training)
             else:
                 x, cache = layer(x, layer_memory, self_bias, memory_bias, cache=caches[i], products=layer_products[i],
-                                 training=training)
+                                 positions=positions, training=training)
                 grown.append(cache)
         x = x if self.decoder_norm is None else self.decoder_norm(x)
         return x if caches is None else (x, grown)
@@ -213,6 +230,11 @@ class Transformer(keras.Model):
     def empty_caches(self, batch, dtype) -> list:
         """Each decoder layer's self-attention cache holding no positions (MultiHeadAttention.empty_cache)."""
         return [layer.self_attention.empty_cache(batch, dtype) for layer in self.decoder_layers]
+
+    def settled_caches(self, caches) -> list:
+        """`run_decoder`'s caches, each with its recent positions folded into its settled ones
+        (MultiHeadAttention.settled_cache)."""
+        return [layer.self_attention.settled_cache(cache) for layer, cache in zip(self.decoder_layers, caches)]
 
     def prepared_products(self, prepare) -> dict:
         """The decoder's products and the output projection made once by `prepare` (layers/prepared.py), for a

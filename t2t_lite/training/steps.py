@@ -8,8 +8,7 @@ from keras.optimizers.schedules import LearningRateSchedule
 from t2t_lite import compat
 from t2t_lite.config import HParams
 from t2t_lite.training.adam import FusedAdam
-from t2t_lite.training.losses import (correct_tokens, loss_slices, projected_smoothed_cross_entropy,
-                                     smoothed_cross_entropy)
+from t2t_lite.training.losses import loss_slices
 from t2t_lite.training.schedules import LinearDecaySchedule, NoamSchedule, WarmupStableDecaySchedule
 
 BATCH_SIGNATURE = {"inputs": tf.TensorSpec([None, None], tf.int32), "targets": tf.TensorSpec([None, None], tf.int32)}
@@ -128,9 +127,8 @@ class TrainStep:
             if self.float32_output_projection:
                 states = tf.cast(states, tf.float32)  # the states' gradient is cast back on the way down
             # The projection onto the vocabulary happens inside the loss, in slices: no [B, T_tgt, V] logits.
-            loss_sum, tokens = projected_smoothed_cross_entropy(states, self.model.output_kernel(states.dtype),
-                                                                batch["targets"], self.label_smoothing,
-                                                                chunks=self.loss_slices)
+            loss_sum, tokens, _, _ = self.model.token_losses(states, batch["targets"], self.label_smoothing,
+                                                             self.loss_slices, differentiable=True)
             # Multiplied by the loss scale under float16; scale_loss is the identity otherwise.
             scaled = self.optimizer.scale_loss(loss_sum / self.nominal_tokens)
         gradients = tape.gradient(scaled, self.model.trainable_variables)
@@ -228,9 +226,7 @@ def make_eval_step(model, label_smoothing: float):
 
     @tf.function(input_signature=[BATCH_SIGNATURE], autograph=False)
     def eval_step(batch):
-        logits = model(batch, training=False)
-        loss_sum, tokens = smoothed_cross_entropy(logits, batch["targets"], label_smoothing)
-        correct, _ = correct_tokens(logits, batch["targets"])
-        return loss_sum, correct, tokens
+        losses = model.token_losses(model.decoder_states(batch, training=False), batch["targets"], label_smoothing)
+        return losses.loss_sum, losses.correct, losses.tokens
 
     return eval_step
