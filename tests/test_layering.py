@@ -1,8 +1,9 @@
 """Imports flow one way: the library below problems/, hparams/ and bin/ (where the commands' line I/O is);
 inside it, decoding/ below inference/ (the Translator and its backends) and export/ (which writes what inference/
 reads, neither importing the other: what an export holds is export_format.py), training below all three and
-below run.py (opening a
-run to decode it), whose run-directory reading it shares through run_dir.py.
+below run.py (opening a run to decode it), whose run-directory reading it shares through run_dir.py; layers/ and
+models/ below decoding/, which calls them with a cache, and below ops/step_matmul.py, whose kernels reach them
+only as callables.
 
 Every import of every module is read with `ast`, those inside functions included (lazy imports hid a circle once).
 The registry finds the bundled problems and sets by name at its first lookup (importlib), not by an import.
@@ -27,7 +28,10 @@ FORBIDDEN = {
     "inference": (LINE_IO, EXPORT),
     "export": (INFERENCE,),
     "training": (INFERENCE, LINE_IO, OPEN_RUN, "t2t_lite.bin"),
-    # Layers and models read like the paper: the decoder's caches, beams and CPU kernels live in decoding/ and ops/.
+    # Layers and models know nothing of beams, kernels or decoding. decoding/ calls the model's own layers with a
+    # cache (MultiHeadAttention.call(..., cache=, positions=), DecoderLayer.call, Transformer.run_decoder, logits
+    # and token_losses) and hands them prepared products as opaque callables (layers/prepared.py); the beams'
+    # caches and ancestry are decoding/cached_step.py's, the kernels behind the callables ops/step_matmul.py's.
     # What parsing adds (its decoder features, its tree constraint) sits above all three in parsing/.
     "layers": (DECODING, STEP_MATMUL, PARSING),
     "models": (DECODING, STEP_MATMUL, PARSING),
