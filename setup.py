@@ -11,7 +11,7 @@ _MAPPED_DIRS = {"t2t_lite.problems": "problems", "t2t_lite.hparams": "hparams", 
 
 setup(
     name="t2t-lite",
-    version="0.1.0",
+    version="0.2.0",
     description="The Transformer of 'Attention Is All You Need' on TensorFlow 2 and Keras 3, in the tensor2tensor lineage.",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
