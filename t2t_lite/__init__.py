@@ -36,7 +36,7 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 if platform.machine().lower() in ("x86_64", "amd64"):
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # setup.py installs problems/, hparams/ and bin/ as t2t_lite.problems, .hparams and .bin. Python started in
 # a checkout imports this directory instead of the installed package (the working directory comes first on
@@ -47,7 +47,14 @@ if not os.path.isdir(os.path.join(__path__[0], "problems")) and all(
         os.path.isfile(os.path.join(_checkout, name, "__init__.py")) for name in ("problems", "hparams", "bin")):
     __path__.append(_checkout)
 
-from t2t_lite.training.api import train  # noqa: E402  (after the environment set-up above)
+import keras  # noqa: E402  (after the environment set-up above)
+
+if keras.backend.backend() != "tensorflow":  # TensorFlow's ops on another backend's tensors fail far from here
+    raise ImportError(f"t2t-lite runs on Keras's TensorFlow backend, but Keras was started with "
+                      f"{keras.backend.backend()!r} (KERAS_BACKEND={os.environ.get('KERAS_BACKEND')!r}): unset "
+                      "KERAS_BACKEND or set it to tensorflow, and import t2t_lite before keras")
+
+from t2t_lite.training.api import train  # noqa: E402
 from t2t_lite.inference.translator import Translator  # noqa: E402
 
 __all__ = ["Translator", "train"]
