@@ -21,8 +21,16 @@ flags.DEFINE_string("vocab_file", None, "Use a SentencePiece model trained elsew
                     "training one. It is rewritten with PAD at id 0 and EOS at 1 (added if missing), and the "
                     "rewritten model is the vocabulary from then on; not with --vocab_size or --vocab_from.")
 
+flags.DEFINE_float("max_length_ratio", None, "Cleaning of the train split: drop pairs whose longer side has more "
+                   "than this many times the shorter's characters (whitespace aside; the shorter counted as at "
+                   "least 12); 0: off. Default: the problem's (translate_files and WMT: 3; others: off).")
+flags.DEFINE_boolean("drop_copies", None, "Cleaning of the train split: drop pairs whose source equals their "
+                     "target. Default: the problem's (translate_files and WMT: true; others: false).")
+flags.DEFINE_boolean("drop_duplicates", None, "Cleaning of the train split: drop repeats of a (source, target) "
+                     "pair, keeping the first. Default: the problem's (translate_files and WMT: true).")
+
 OPTION_FLAGS = ("train_files", "dev_files", "test_files", "vocab_size", "num_shards", "max_vocab_sentences",
-                "vocab_from", "vocab_file")
+                "vocab_from", "vocab_file", "max_length_ratio", "drop_copies", "drop_duplicates")
 
 
 def generate_data(problem, max_length: int = 0) -> None:
@@ -32,6 +40,7 @@ def generate_data(problem, max_length: int = 0) -> None:
       problem: a registered problem constructed with --data_dir.
       max_length: also report how many examples are longer than this; 0 skips the count.
     """
+    from t2t_lite.data.cleaning import report_line
     from t2t_lite.data.text_problem import Text2TextProblem
     from t2t_lite.files import check_dir_can_be_written
 
@@ -48,4 +57,7 @@ def generate_data(problem, max_length: int = 0) -> None:
             longer = problem.count_longer_than(split, max_length)
             line += f"; {longer:,} longer than {max_length} tokens (training drops them)"
         print(line)
+        cleaning = counts.get("cleaning")
+        if cleaning and any(cleaning["rules"].values()):
+            print(report_line(split, cleaning))
     print(f"vocabulary: {problem.vocab_size} pieces; data ready in {problem.data_dir}")

@@ -11,6 +11,8 @@ Sources, for every problem here:
   CommonCrawl, UN, News Commentary, Gigaword) has about 40.8M pairs where the
   paper counts 36M; tfds de-en has the paper's 4.5M.
 The source is always English-side first: inputs English, targets German/French.
+The train split of these three is cleaned by default (data/cleaning.py: length ratio, copies,
+duplicates); Multi30k, already curated, is not.
 """
 import functools
 import http.client
@@ -19,6 +21,7 @@ import socket
 import urllib.error
 from collections.abc import Iterator
 
+from t2t_lite.data.cleaning import TRANSLATION_CLEANING
 from t2t_lite.data.shard_writer import PairSource
 from t2t_lite.data.text_problem import DatagenOptions, Text2TextProblem
 from t2t_lite.errors import UserError
@@ -132,6 +135,7 @@ class Wmt14Problem(ParallelFilesProblem):
     """English -> `language` on WMT14, from tensorflow-datasets unless local files are named."""
 
     language = ""
+    default_cleaning = TRANSLATION_CLEANING
 
     def default_source(self, split: str, tmp_dir: str | None) -> PairSource:
         return functools.partial(tfds_wmt14_pairs, self.language, _TFDS_SPLITS[split], tmp_dir)
@@ -170,6 +174,7 @@ class TranslateFiles(ParallelFilesProblem):
     """
 
     name = "translate_files"
+    default_cleaning = TRANSLATION_CLEANING
 
     def default_source(self, split: str, tmp_dir: str | None) -> PairSource | None:
         raise UserError(f"{self.name} needs `train_files`=SRC,TGT and `dev_files`=SRC,TGT")

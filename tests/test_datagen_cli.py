@@ -23,6 +23,7 @@ def _bad_inputs(tmp) -> dict[str, tuple[list[str], list[str]]]:
     """Each case: (datagen flags, fragments its one error line must contain)."""
     (tmp / "five.en").write_text("a\nb\nc\nd\ne\n")
     (tmp / "four.de").write_text("a\nb\nc\nd\n")
+    (tmp / "five.de").write_text("v\nw\nx\ny\nz\n")  # not copies of five.en, which cleaning would drop
     (tmp / "latin1.de").write_bytes("a\nb\nc\nd\nStra\u00dfe\n".encode("latin-1"))
     (tmp / "a_directory").mkdir()
     dev = f"--dev_files={tmp / 'five.en'},{tmp / 'five.en'}"
@@ -37,7 +38,7 @@ def _bad_inputs(tmp) -> dict[str, tuple[list[str], list[str]]]:
         "line counts": ([*files, f"--train_files={tmp / 'five.en'},{tmp / 'four.de'}"],
                         [f"{tmp / 'five.en'} has 5 lines", f"{tmp / 'four.de'} has 4"]),
         "unknown problem": (["--problem=translate_file"], ["unknown problem 'translate_file'", "translate_files"]),
-        "vocab too large": ([*files, f"--train_files={tmp / 'five.en'},{tmp / 'five.en'}", "--vocab_size=5000"],
+        "vocab too large": ([*files, f"--train_files={tmp / 'five.en'},{tmp / 'five.de'}", "--vocab_size=5000"],
                             ["cannot train a bpe vocabulary of 5000"]),
     }
 

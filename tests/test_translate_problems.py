@@ -194,7 +194,11 @@ def test_wmt_ende_on_local_files(wmt_ende):
     problem = WmtEnde(data_dir)
     assert problem.splits == ("train", "dev", "test")
     assert config["vocab"]["model_type"] == "bpe" and problem.vocab_size == 2000
-    assert {s: c["examples"] for s, c in config["splits"].items()} == {"train": 3000, "dev": 3000, "test": 300}
+    # Train is cleaned by default (tests/test_corpus_cleaning.py): what it keeps of its 3000 pairs.
+    cleaning = config["splits"]["train"]["cleaning"]
+    assert cleaning["read"] == 3000 and cleaning["kept"] == 3000 - sum(cleaning["dropped"].values())
+    assert {s: c["examples"] for s, c in config["splits"].items()} == {"train": cleaning["kept"], "dev": 3000,
+                                                                        "test": 300}
     # newstest2013 German carries non-breaking spaces: they survive too.
     dev = _decoded_pairs(problem, "dev")
     assert sum("\u00a0" in tgt for _, tgt in dev) == 11
@@ -209,11 +213,14 @@ def test_wmt_enfr_skips_and_counts_pairs_with_an_empty_side(tmp_path):
                                   "europarl_fr_en_sample20k/europarl-v7.fr-en.sample20k.fr"),
              "dev_files": _head(raw_dir, 500, "newstest2013/newstest2013.en", "newstest2013/newstest2013.fr")}
     problem = WmtEnfr(str(tmp_path / "data"))
-    config = problem.generate_data(None, vocab_size=1000, num_shards=2, max_vocab_sentences=1500, **files, **QUIET)
+    no_cleaning = {"max_length_ratio": 0, "drop_copies": False, "drop_duplicates": False}
+    config = problem.generate_data(None, vocab_size=1000, num_shards=2, max_vocab_sentences=1500, **files,
+                                   **no_cleaning, **QUIET)
     raw = _raw_pairs(files["train_files"])
     usable = [(a, b) for a, b in raw if a.strip() and b.strip()]
     assert len(raw) - len(usable) == 13
     assert sum(config["splits"]["train"].pop(LENGTHS).values()) == len(usable)
+    assert config["splits"]["train"].pop("cleaning")["dropped"] == {"length_ratio": 0, "copies": 0, "duplicates": 0}
     assert config["splits"]["train"] == {"examples": len(usable), "skipped_empty": 13, "num_shards": 2}
     assert config["vocab"]["model_type"] == "unigram"
     assert collections.Counter(_decoded_pairs(problem, "train")) == collections.Counter(usable)

@@ -13,6 +13,12 @@ config and skips to the shards still missing. Each split's length histogram,
 counted while encoding, is added to the config once known (for train, before its
 shards are written), so how many examples are too long needs no read of the data.
 
+The train split is cleaned (cleaning.py: length ratio, copies, duplicates; each rule a DatagenOptions
+field, on by default for the translation problems). Both passes build a fresh cleaning.PairFilter over
+the same pairs in the same order, so they keep the same pairs: the vocabulary sample never sees a
+dropped pair, and the counts of the first pass are the examples the second writes. Dev and test are
+never cleaned. The counts per rule are the train split's "cleaning" in problem_config.json.
+
 The train shards hold the corpus in a seeded random order (shuffle.write_shuffled_shards),
 so any stretch of training examples mixes the corpus's parts; dev and test keep
 their file order, so decoding them stays line-aligned with the references.
@@ -29,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.batching import example_length
+from t2t_lite.data.cleaning import NOT_CLEANED, CleaningRules, PairFilter, report_line
 from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.data.problem import EOS_ID, Problem
 from t2t_lite.data.shard_writer import LengthHistogram, PairSource, count_longer, log_to_stderr, write_shards
@@ -73,6 +80,21 @@ class DatagenOptions:
     # A SentencePiece model trained elsewhere, adopted with PAD 0 and EOS 1 (vocabulary_file.py), as an
     # absolute path; vocab_size is then the adopted model's size.
     vocab_file: str | None = None
+    # Cleaning of the train split (cleaning.py); None: the problem's `default_cleaning`. A data_dir
+    # from before these fields reads as not cleaned (cleaning.NOT_CLEANED).
+    # Drop pairs whose longer side has more than this many times the shorter's characters; 0: off.
+    max_length_ratio: float | None = None
+    # Drop pairs whose source equals their target.
+    drop_copies: bool | None = None
+    # Drop repeats of a pair seen earlier in the train split (64-bit hashes; the first is kept).
+    drop_duplicates: bool | None = None
+
+    def cleaning(self) -> CleaningRules:
+        return CleaningRules(self.max_length_ratio or 0.0, bool(self.drop_copies), bool(self.drop_duplicates))
+
+
+# The cleaning fields of DatagenOptions, as a config without them reads them.
+_NOT_CLEANED_OPTIONS = dataclasses.asdict(NOT_CLEANED)
 
 
 def is_usable(src: str, tgt: str) -> bool:
@@ -93,6 +115,8 @@ class Text2TextProblem(Problem):
     default_vocab_size = 8000
     # Strings the vocabulary keeps as single pieces (train_sentencepiece's user_defined_symbols).
     user_defined_symbols: tuple[str, ...] = ()
+    # The train split's cleaning unless options say otherwise (translations: cleaning.TRANSLATION_CLEANING).
+    default_cleaning: CleaningRules = NOT_CLEANED
 
     def pair_source(self, split: str, options: DatagenOptions, tmp_dir: str | None) -> PairSource | None:
         """Where `split`'s text comes from; None when the problem has no such split.
@@ -121,7 +145,13 @@ class Text2TextProblem(Problem):
             path = os.path.abspath(os.path.expanduser(getattr(opts, name)))
             files.update({name: path,
                           "vocab_size": SentencePieceCodec(self._given_vocabulary(opts, path)[0]).vocab_size})
-        opts = dataclasses.replace(opts, **{"vocab_size": opts.vocab_size or self.default_vocab_size, **files})
+        cleaning = {name: getattr(self.default_cleaning, name) if getattr(opts, name) is None else getattr(opts, name)
+                    for name in _NOT_CLEANED_OPTIONS}
+        cleaning["max_length_ratio"] = float(cleaning["max_length_ratio"])
+        if 0 < cleaning["max_length_ratio"] < 1 or cleaning["max_length_ratio"] < 0:
+            raise UserError(f"`max_length_ratio` must be 0 (off) or at least 1, got {cleaning['max_length_ratio']}")
+        opts = dataclasses.replace(opts, **{"vocab_size": opts.vocab_size or self.default_vocab_size,
+                                            **files, **cleaning})
         for name in ("num_shards", "max_vocab_sentences", "vocab_size"):
             if getattr(opts, name) < 1:
                 raise UserError(f"`{name}` must be at least 1, got {getattr(opts, name)}")
@@ -136,8 +166,9 @@ class Text2TextProblem(Problem):
           **options: DatagenOptions fields.
         Returns:
           The saved problem config: {"problem", "options", "splits": {split:
-          {"examples", "skipped_empty", "num_shards", "lengths"}}, "train_order": "shuffled", "vocab": {...}}
-          ("lengths": the split's shard_writer.LengthHistogram, absent when unknown).
+          {"examples", "skipped_empty", "num_shards", "lengths", "cleaning"}}, "train_order": "shuffled", "vocab": {...}}
+          ("lengths": the split's shard_writer.LengthHistogram, absent when unknown; "cleaning", train's
+          only: {"rules", "read", "kept", "dropped": {"length_ratio", "copies", "duplicates"}}).
         """
         if not self.data_dir:
             raise UserError("datagen needs `data_dir`")
@@ -157,7 +188,8 @@ class Text2TextProblem(Problem):
                                     "so regenerate into a new `data_dir`")
                 continue
             write = write_shuffled_shards if order == SHUFFLED else write_shards
-            write(functools.partial(_usable_pairs, source), encode, prefix, counts["examples"],
+            rules = opts.cleaning() if split == "train" else None
+            write(functools.partial(_usable_pairs, source, rules), encode, prefix, counts["examples"],
                   counts["num_shards"], log, on_lengths=functools.partial(self._save_lengths, config, split))
         return config
 
@@ -187,12 +219,19 @@ class Text2TextProblem(Problem):
         # An adopted model's round trip is checked on a small sample; a copied one was checked where it was made.
         sample = (None if opts.vocab_from else SentenceSample(ROUND_TRIP_SAMPLE) if opts.vocab_file
                   else SentenceSample(opts.max_vocab_sentences))
-        splits = {split: {**_scan(split, source, sample if split == "train" else None, log),
+        splits = {split: {**_scan(split, source, sample if split == "train" else None, log,
+                                  opts.cleaning() if split == "train" else None),
                           "num_shards": opts.num_shards if split == "train" else 1}
                   for split, source in sources.items()}
         train = splits.get("train", {"examples": 0, "skipped_empty": 0})
         if train["examples"] == 0:
             where = f" (`train_files`={opts.train_files})" if opts.train_files else ""
+            dropped = train.get("cleaning", {}).get("dropped", {})
+            if any(dropped.values()):
+                raise UserError(f"the training text{where} keeps no pair: {train['skipped_empty']:,} with an empty "
+                                f"side, and cleaning dropped {dropped['length_ratio']:,} by length ratio, "
+                                f"{dropped['copies']:,} copies, {dropped['duplicates']:,} duplicates; turn rules off "
+                                "with `max_length_ratio`=0, `drop_copies`=false, `drop_duplicates`=false")
             raise UserError(f"the training text{where} holds no pair with two non-empty sides ("
                             f"{train['skipped_empty']:,} pairs with an empty side); pass non-empty parallel files")
         if opts.vocab_from or opts.vocab_file:
@@ -232,7 +271,7 @@ class Text2TextProblem(Problem):
                 raise UserError(f"`data_dir` {self.data_dir} holds shards but no {CONFIG_FILE}; "
                                 "use an empty `data_dir`")
             return None
-        saved = DatagenOptions(**self.config["options"])
+        saved = DatagenOptions(**{**_NOT_CLEANED_OPTIONS, **self.config["options"]})
         changed = [f"{f.name}={getattr(saved, f.name)!r} (now {getattr(opts, f.name)!r})"
                    for f in dataclasses.fields(DatagenOptions) if getattr(saved, f.name) != getattr(opts, f.name)]
         if changed:
@@ -324,12 +363,19 @@ def _absolute_files(value: str | None, name: str) -> str | None:
     return ",".join(os.path.abspath(os.path.expanduser(p.strip())) for p in paths)
 
 
-def _scan(split: str, source: PairSource, sample: SentenceSample | None, log) -> dict:
-    """Reads a split once: validates it, counts its usable and skipped pairs, samples its sentences."""
+def _scan(split: str, source: PairSource, sample: SentenceSample | None, log,
+          rules: CleaningRules | None = None) -> dict:
+    """Reads a split once: validates it, counts its usable and skipped pairs, samples the sentences it keeps.
+
+    With `rules` (the train split), pairs the cleaning drops are neither counted as examples nor sampled.
+    """
     examples = skipped = 0
+    cleaner = PairFilter(rules) if rules is not None else None
     for src, tgt in source():
         if not is_usable(src, tgt):
             skipped += 1
+            continue
+        if cleaner is not None and not cleaner.keep(src, tgt):
             continue
         examples += 1
         if sample is not None:
@@ -338,11 +384,19 @@ def _scan(split: str, source: PairSource, sample: SentenceSample | None, log) ->
         if examples % 1_000_000 == 0:
             log(f"{split}: read {examples:,} pairs")
     log(f"{split}: {examples:,} pairs ({skipped:,} skipped with an empty side)")
-    return {"examples": examples, "skipped_empty": skipped}
+    counts = {"examples": examples, "skipped_empty": skipped}
+    if cleaner is not None:
+        counts["cleaning"] = {"rules": dataclasses.asdict(rules), **cleaner.report()}
+        if rules.any:
+            log(report_line(split, cleaner.report()))
+    return counts
 
 
-def _usable_pairs(source: PairSource) -> Iterator[tuple[str, str]]:
-    return ((src, tgt) for src, tgt in source() if is_usable(src, tgt))
+def _usable_pairs(source: PairSource, rules: CleaningRules | None = None) -> Iterator[tuple[str, str]]:
+    """The pairs a split's examples are made of: usable, and kept by `rules` (a fresh filter each call)."""
+    cleaner = PairFilter(rules) if rules is not None else None
+    return ((src, tgt) for src, tgt in source()
+            if is_usable(src, tgt) and (cleaner is None or cleaner.keep(src, tgt)))
 
 
 def _encode_with_eos(vocabulary: Vocabulary, texts: tf.Tensor) -> tf.RaggedTensor:
