@@ -32,9 +32,14 @@ def flag_names(message: str) -> str:
 def run_main(main, program: str) -> None:
     """Runs `main(argv)` under absl; a UserError becomes one line on stderr and exit code 2.
 
-    Set T2T_LITE_DEBUG=1 to see the traceback of a UserError too.
+    Set T2T_LITE_DEBUG=1 to see the traceback of a UserError too. Before anything else, what the libraries
+    would write under a read-only $HOME is moved (t2t_lite/environment.py redirect_home_writes).
     """
     import os
+
+    from t2t_lite import environment
+
+    environment.redirect_home_writes()
 
     def guarded(argv):
         # TensorFlow logs routine INFO lines (checkpoint sharding) through absl; keep the progress lines readable.
