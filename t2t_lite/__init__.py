@@ -11,6 +11,7 @@ Shape letters used in every docstring and shape comment:
 """
 import os
 import platform
+import sys
 
 # Keras 3 picks its backend at import time; t2t-lite is TensorFlow all the way
 # down (tf.data, tf-text, SavedModel), so make that the default.
@@ -47,12 +48,13 @@ if not os.path.isdir(os.path.join(__path__[0], "problems")) and all(
         os.path.isfile(os.path.join(_checkout, name, "__init__.py")) for name in ("problems", "hparams", "bin")):
     __path__.append(_checkout)
 
-import keras  # noqa: E402  (after the environment set-up above)
-
-if keras.backend.backend() != "tensorflow":  # TensorFlow's ops on another backend's tensors fail far from here
-    raise ImportError(f"t2t-lite runs on Keras's TensorFlow backend, but Keras was started with "
-                      f"{keras.backend.backend()!r} (KERAS_BACKEND={os.environ.get('KERAS_BACKEND')!r}): unset "
-                      "KERAS_BACKEND or set it to tensorflow, and import t2t_lite before keras")
+# Read, not imported: `import t2t_lite` stays light. Keras chose its backend already if it was imported first.
+_backend = (sys.modules["keras"].backend.backend() if "keras" in sys.modules
+            else os.environ["KERAS_BACKEND"])
+if _backend != "tensorflow":  # TensorFlow's ops on another backend's tensors fail far from here
+    raise ImportError(f"t2t-lite runs on Keras's TensorFlow backend, not {_backend!r} "
+                      f"(KERAS_BACKEND={os.environ.get('KERAS_BACKEND')!r}): unset KERAS_BACKEND or set it to "
+                      "tensorflow, and import t2t_lite before keras")
 
 from t2t_lite.training.api import train  # noqa: E402
 from t2t_lite.inference.translator import Translator  # noqa: E402

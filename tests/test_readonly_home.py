@@ -56,13 +56,7 @@ def warnings_naming(result: subprocess.CompletedProcess, *variables: str) -> dic
     return {variable: its_lines[0] for variable, its_lines in named.items()}
 
 
-# 866c4a2 made `import t2t_lite` import Keras (its backend check), which imports matplotlib: both write (or
-# complain) before a command's run_main can move their places. t2t_lite/__init__.py's environment set-up must
-# call t2t_lite.environment.redirect_home_writes() before its `import keras`; strict, so the fix shows here.
-IMPORTED_TOO_EARLY = pytest.mark.xfail(strict=True, reason="import t2t_lite imports keras before run_main (866c4a2)")
 
-
-@IMPORTED_TOO_EARLY
 def test_a_command_runs_and_names_keras_home_and_mplconfigdir(home):
     result = run_python(home, "-m", "t2t_lite.bin.trainer", "--registry_help")
     assert result.returncode == 0, result.stderr[-3000:]
