@@ -25,9 +25,17 @@ from parser_features import BOTH, set_tables
 HEADS, DK, DV, D = 4, 5, 3, 12
 
 
+class PositionKeeping(MultiHeadAttention):
+    """The bundled attention with attention_context a subclass's, so that its caches keep every key's position
+    (the bundled layer's keep none: it has no use for them)."""
+
+    def attention_context(self, *args, **kwargs):
+        return super().attention_context(*args, **kwargs)
+
+
 @pytest.fixture
 def layer():
-    attention = MultiHeadAttention(num_heads=HEADS, key_dim=DK, value_dim=DV, d_model=D)
+    attention = PositionKeeping(num_heads=HEADS, key_dim=DK, value_dim=DV, d_model=D)
     attention.build((None, None, D))
     return attention
 
@@ -65,6 +73,8 @@ def test_one_position_at_a_time_through_the_cache_equals_the_full_causal_pass(la
         np.testing.assert_allclose(grown, layer.memory_cache(x)[name].numpy(), atol=1e-6)
     np.testing.assert_array_equal(np.concatenate([cache["position"], cache["recent_position"]], axis=2)[:, 0, :, 0],
                                   [list(range(7))] * 2)
+    bundled = MultiHeadAttention(num_heads=HEADS, key_dim=DK, value_dim=DV, d_model=D)
+    assert set(bundled.empty_cache(2, "float32")) == {"key", "value", "recent_key", "recent_value"}
 
 
 def test_beams_as_query_positions_attend_to_their_own_history_across_cache_slots(layer):

@@ -146,22 +146,30 @@ class MultiHeadAttention(keras.layers.Layer):
     def empty_cache(self, batch, dtype):
         """A self-attention cache holding no positions yet, for `call`'s `cache`.
 
-        The keys and values [B, H, T, Dk|Dv] of the positions so far and their positions int32 [B, 1, T, 1]
-        (shaped as the keys, so that every entry grows along axis 2), in two blocks: "key"/"value"/"position" (settled) and "recent_key"/"recent_value"/"recent_position". A call's
+        The keys and values [B, H, T, Dk|Dv] of the positions so far and, for a subclass's attention_context,
+        their positions int32 [B, 1, T, 1] (shaped as the keys, so that every entry grows along axis 2), in two
+        blocks: "key"/"value"/"position" (settled) and "recent_key"/"recent_value"/"recent_position". A call's
         positions join the recent block; whoever holds the cache may fold the recent block into the settled
         one when it likes (`settled_cache`: an append copies the block it grows, so a small recent block keeps
         each step's copy small). The call reads both blocks and never joins them.
         """
         keys, values = (ops.zeros((batch, self.num_heads, 0, depth), dtype) for depth in (self.key_dim, self.value_dim))
-        positions = ops.zeros((batch, 1, 0, 1), "int32")
-        return {"key": keys, "value": values, "position": positions,
-                "recent_key": keys, "recent_value": values, "recent_position": positions}
+        cache = {"key": keys, "value": values, "recent_key": keys, "recent_value": values}
+        if self._reads_positions():
+            positions = ops.zeros((batch, 1, 0, 1), "int32")
+            cache.update(position=positions, recent_position=positions)
+        return cache
 
     def settled_cache(self, cache):
         """The cache with its recent block folded into the settled one."""
         settled = {name: ops.concatenate([cache[name], cache[f"recent_{name}"]], axis=2)
-                   for name in ("key", "value", "position")}
+                   for name in ("key", "value", "position") if name in cache}
         return {**settled, **{f"recent_{name}": cache[f"recent_{name}"][:, :, :0] for name in settled}}
+
+    def _reads_positions(self) -> bool:
+        """Whether attention_context is a subclass's, which may read positions: the bundled one has no use for
+        them, and a decoding step would pay for keeping them."""
+        return type(self).attention_context is not MultiHeadAttention.attention_context
 
     def prepared_products(self, prepare, fixed_memory=False) -> dict:
         """The projections a cached `call` multiplies through, each made once by `prepare` (layers/prepared.py):
@@ -209,23 +217,23 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             q = split_heads(products.get("query", self.query_proj)(rows), self.num_heads, batch, length)
             kv = memory if isinstance(memory, dict) else self.memory_cache(memory)
-        cached = 0 if cache is None else ops.shape(cache["position"])[2] + ops.shape(cache["recent_position"])[2]
-        if positions is None:
-            positions = cached + ops.arange(length, dtype="int32")
-        query_positions = ops.broadcast_to(ops.cast(positions, "int32")[None], (batch, length))  # [B, T_q]
+        query_positions = key_positions = None
+        if self._reads_positions():
+            if positions is None:  # numbered on from the cached ones
+                cached = 0 if cache is None else (ops.shape(cache["position"])[2]
+                                                  + ops.shape(cache["recent_position"])[2])
+                positions = cached + ops.arange(length, dtype="int32")
+            query_positions = ops.broadcast_to(ops.cast(positions, "int32")[None], (batch, length))  # [B, T_q]
+            key_positions = query_positions if cache is None and memory is None else ops.broadcast_to(
+                ops.arange(ops.shape(kv["key"])[2], dtype="int32")[None], (batch, ops.shape(kv["key"])[2]))
         if cache is not None:
-            grown = {"key": cache["key"], "value": cache["value"], "position": cache["position"],
-                     "recent_key": ops.concatenate([cache["recent_key"], kv["key"]], axis=2),
-                     "recent_value": ops.concatenate([cache["recent_value"], kv["value"]], axis=2),
-                     "recent_position": ops.concatenate([cache["recent_position"],
-                                                         query_positions[:, None, :, None]], axis=2)}
+            grown = {**cache, "recent_key": ops.concatenate([cache["recent_key"], kv["key"]], axis=2),
+                     "recent_value": ops.concatenate([cache["recent_value"], kv["value"]], axis=2)}
             kv = {"key": [grown["key"], grown["recent_key"]], "value": [grown["value"], grown["recent_value"]]}
-            key_positions = ops.concatenate([grown["position"], grown["recent_position"]], axis=2)[:, 0, :, 0]
-        elif memory is None:
-            key_positions = query_positions
-        else:
-            key_positions = ops.broadcast_to(ops.arange(ops.shape(kv["key"])[2], dtype="int32")[None],
-                                             (batch, ops.shape(kv["key"])[2]))
+            if query_positions is not None:
+                grown["recent_position"] = ops.concatenate([cache["recent_position"],
+                                                            query_positions[:, None, :, None]], axis=2)
+                key_positions = ops.concatenate([grown["position"], grown["recent_position"]], axis=2)[:, 0, :, 0]
         context = self.attention_context(q, kv["key"], kv["value"], bias, query_positions, key_positions,
                                          training=training)  # [B, H, T_q, Dv]
         output = ops.reshape(products.get("output", self.output_proj)(merge_heads(context)),
@@ -241,7 +249,8 @@ class MultiHeadAttention(keras.layers.Layer):
             in order (a cache's settled and recent positions).
           bias: broadcastable to [B, H, T_q, T_k], or None.
           query_positions, key_positions: int32 [B, T_q] and [B, T_k], each query's and key's position in its
-            sequence (the bundled attention has no use for them).
+            sequence; given to a subclass's override only (None to the bundled one, which has no use for them,
+            and whose caches then keep none).
         """
         return attend(q, keys, values, bias, self.weights_dropout, training)
 
