@@ -130,8 +130,8 @@ def _tfds_data_dir() -> None:
         return
     # Kept, unlike the others: a WMT download is gigabytes, and a rerun finds it there.
     os.environ["TFDS_DATA_DIR"] = os.path.join(tempfile.gettempdir(), f"t2t-lite-tensorflow_datasets-{os.getuid()}")
-    warn_once(f"{place} cannot be written: without --tmp_dir, tensorflow-datasets downloads go to "
-              f"{os.environ['TFDS_DATA_DIR']} (kept); set TFDS_DATA_DIR, or pass --tmp_dir, to choose the place")
+    warn_once(f"{place} cannot be written: without `tmp_dir`, tensorflow-datasets downloads go to "
+              f"{os.environ['TFDS_DATA_DIR']} (kept); set TFDS_DATA_DIR, or pass `tmp_dir`, to choose the place")
 
 
 # A library's top-level module -> what moves its writes under $HOME, run once as it is first imported.

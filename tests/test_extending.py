@@ -195,7 +195,8 @@ def test_a_feature_from_its_own_file_trains_and_the_beam_search_carries_its_stat
             if not np.isfinite(scores[b, k]):
                 continue
             ends = np.flatnonzero(ids[b, k] == 1)
-            hypothesis = ids[b, k][:ends[0] + 1] if ends.size else ids[b, k]
+            # An alive hypothesis (no EOS) runs to its sentence's max length, PAD after it.
+            hypothesis = ids[b, k][:ends[0] + 1] if ends.size else ids[b, k][:np.count_nonzero(inputs[b]) + 2]
             logits = full_pass_logits(model, list(inputs[b]), list(hypothesis))  # [T, V]
             expected = log_softmax(logits)[np.arange(len(hypothesis)), hypothesis].sum()
             assert abs(scores[b, k] - expected) <= score_tolerance(mixed_precision, logits, alpha=0.0), (b, k)

@@ -88,4 +88,4 @@ def test_tensorflow_datasets_downloads_go_elsewhere_and_tfds_data_dir_is_named(h
     assert not data_dir.startswith(str(home)) and os.path.isdir(os.path.dirname(data_dir))
     lines = [line for line in result.stderr.splitlines() if line.startswith(WARNING)]
     tfds = [line for line in lines if "TFDS_DATA_DIR" in line]
-    assert len(tfds) == 1 and "--tmp_dir" in tfds[0] and data_dir in tfds[0], result.stderr[-3000:]
+    assert len(tfds) == 1 and "`tmp_dir`" in tfds[0] and data_dir in tfds[0], result.stderr[-3000:]

@@ -43,7 +43,8 @@ def train_labels(tmp_path_factory) -> np.ndarray:
     tmp = tmp_path_factory.mktemp("parts")
     files = _write_corpus(tmp)
     problem = TranslateFiles(str(tmp / "data"))
-    problem.generate_data(None, log=lambda line: None, vocab_size=400, num_shards=10, **files)
+    problem.generate_data(None, log=lambda line: None, vocab_size=400, num_shards=10, max_length_ratio=0,
+                          drop_copies=False, drop_duplicates=False, **files)  # every part kept, cleaning aside
     names = list(PARTS)
     labels = []
     for batch in problem.dataset("train").padded_batch(1_000).as_numpy_iterator():

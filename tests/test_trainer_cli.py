@@ -116,7 +116,7 @@ def generated(tmp_path_factory):
                f"--data_dir={data_dir}", "--generate_data", "--vocab_size=300", "--num_shards=2",
                f"--train_files={_tiny_parallel_files(tmp_path, 'train', 200)}",
                f"--dev_files={_tiny_parallel_files(tmp_path, 'dev', 20)}", "--eval_steps=1", "--eval_bleu_sentences=0",
-               "--nomemory_probe",
+               "--nomemory_probe", "--max_length_ratio=0", "--nodrop_copies", "--nodrop_duplicates",
                "--hparams=d_model=16,d_ff=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1"]
     old_umask = os.umask(0o022)
     try:

@@ -105,7 +105,9 @@ def test_tfds_examples_become_english_to_foreign_pairs_in_every_split(tmp_path, 
 
     with tfds.testing.mock_data(as_dataset_fn=as_dataset):
         problem = problem_class(str(tmp_path / "data"))
-        config = problem.generate_data(str(tmp_path / "tfds"), vocab_size=800, num_shards=2, **QUIET)
+        # Cleaning off: every mock line must come through (tests/test_corpus_cleaning.py tests the rules).
+        config = problem.generate_data(str(tmp_path / "tfds"), vocab_size=800, num_shards=2, max_length_ratio=0,
+                                       drop_copies=False, drop_duplicates=False, **QUIET)
     assert {(name, pair) for name, pair, _ in served} == {("wmt14_translate", f"{language}-en")}
     assert {split for _, _, split in served} == set(TFDS_LINES)
     for tfds_split, lines in TFDS_LINES.items():
