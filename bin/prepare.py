@@ -20,6 +20,14 @@ flags.DEFINE_string("vocab_from", None, "Encode with an existing vocabulary inst
 flags.DEFINE_string("vocab_file", None, "Use a SentencePiece model trained elsewhere (PATH.model) instead of "
                     "training one. It is rewritten with PAD at id 0 and EOS at 1 (added if missing), and the "
                     "rewritten model is the vocabulary from then on; not with --vocab_size or --vocab_from.")
+for _side, _language in (("source", "English for WMT"), ("target", "the other language")):
+    flags.DEFINE_integer(f"{_side}_vocab_size", None, f"Give the {_side} ({_language}) a vocabulary of its own, of "
+                         f"this size, instead of the shared one (e.g. for scripts that differ). Any --{_side}_vocab_* "
+                         "flag asks for two; a side given none trains one of the problem's default size. Not with "
+                         "--vocab_size, --vocab_file or --vocab_from.")
+    flags.DEFINE_string(f"{_side}_vocab_file", None, f"As --vocab_file, for the {_side}'s own vocabulary.")
+    flags.DEFINE_string(f"{_side}_vocab_from", None, f"As --vocab_from, for the {_side}'s own vocabulary: that "
+                        f"place's {_side} vocabulary (its shared one if it has one).")
 
 flags.DEFINE_float("max_length_ratio", None, "Cleaning of the train split: drop pairs whose longer side has more "
                    "than this many times the shorter's characters (whitespace aside; the shorter counted as at "
@@ -30,7 +38,9 @@ flags.DEFINE_boolean("drop_duplicates", None, "Cleaning of the train split: drop
                      "pair, keeping the first. Default: the problem's (translate_files and WMT: true).")
 
 OPTION_FLAGS = ("train_files", "dev_files", "test_files", "vocab_size", "num_shards", "max_vocab_sentences",
-                "vocab_from", "vocab_file", "max_length_ratio", "drop_copies", "drop_duplicates")
+                "vocab_from", "vocab_file", "source_vocab_size", "target_vocab_size", "source_vocab_file",
+                "target_vocab_file", "source_vocab_from", "target_vocab_from", "max_length_ratio", "drop_copies",
+                "drop_duplicates")
 
 
 def generate_data(problem, max_length: int = 0) -> None:
@@ -60,4 +70,6 @@ def generate_data(problem, max_length: int = 0) -> None:
         cleaning = counts.get("cleaning")
         if cleaning and any(cleaning["rules"].values()):
             print(report_line(split, cleaning))
-    print(f"vocabulary: {problem.vocab_size} pieces; data ready in {problem.data_dir}")
+    sizes = (f"source vocabulary {problem.source_vocab_size} pieces, target vocabulary {problem.vocab_size}"
+             if problem.separate_vocabularies else f"vocabulary: {problem.vocab_size} pieces")
+    print(f"{sizes}; data ready in {problem.data_dir}")

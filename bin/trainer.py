@@ -89,10 +89,14 @@ def dry_run() -> None:
 
     if not FLAGS.hparams_set:
         raise UserError("--dry_run needs --hparams_set")
-    vocab_size = FLAGS.vocab_size or (open_problem(FLAGS.problem, FLAGS.data_dir).vocab_size if FLAGS.problem else 0)
+    problem = open_problem(FLAGS.problem, FLAGS.data_dir) if FLAGS.problem else None
+    vocab_size = FLAGS.vocab_size or FLAGS.target_vocab_size or (problem.vocab_size if problem else 0)
     if vocab_size <= 0:
         raise UserError("--dry_run needs --vocab_size=N (or a --problem to take it from)")
-    print(f"parameters: {build_model(resolve_hparams(FLAGS.hparams_set, FLAGS.hparams, vocab_size)).count_params()}")
+    source_vocab_size = FLAGS.source_vocab_size or (
+        problem.source_vocab_size if problem is not None and problem.separate_vocabularies else None)
+    hparams = resolve_hparams(FLAGS.hparams_set, FLAGS.hparams, vocab_size, source_vocab_size)
+    print(f"parameters: {build_model(hparams).count_params()}")
 
 
 def check_generate_data_flags() -> None:

@@ -18,8 +18,11 @@ from t2t_lite.registry import former_feature_settings
 class ModelHParams:
     """The network's shape; defaults are the paper's base model."""
 
-    # Shared source/target vocabulary; 0 means "take the problem's".
+    # The target vocabulary, shared with the source unless source_vocab_size is set; 0 means "take the problem's".
     vocab_size: int = 0
+    # The source's own vocabulary where the problem has one per side (set from the problem; needs
+    # share_embeddings false); 0: the sources share vocab_size's.
+    source_vocab_size: int = 0
     # N in the paper: identical layers in each stack.
     num_encoder_layers: int = 6
     num_decoder_layers: int = 6
@@ -43,7 +46,8 @@ class ModelHParams:
     position_encoding: str = "sinusoid"
     # Longest position a learned positional embedding can represent.
     max_position: int = 1024
-    # One matrix for source embedding, target embedding and pre-softmax projection (paper 3.4).
+    # One matrix for source embedding, target embedding and pre-softmax projection (paper 3.4); false keeps a
+    # source embedding of its own (the target's stays tied to the pre-softmax projection).
     share_embeddings: bool = True
     layer_norm_epsilon: float = 1e-6
     # What each decoder input is also told beside its token and position: names in registry.decoder_features

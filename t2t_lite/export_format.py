@@ -3,7 +3,7 @@ export/ writes and inference/ reads (inference/export_reader.py), without Tensor
 
 Two formats, each the run's hparams.json (with the decode settings it was
 exported with and an "export" entry) beside the model and its SentencePiece
-vocab.model:
+vocab.model (and source_vocab.model, for a model with a vocabulary per side):
   saved_model   saved_model.pb, with hparams.json and vocab.model in assets/
   ctranslate2   model.bin, with hparams.json (export format "ctranslate2") and vocab.model beside it
 """
@@ -11,8 +11,9 @@ from t2t_lite.errors import UserError
 
 SAVED_MODEL, CTRANSLATE2 = "saved_model", "ctranslate2"
 FORMATS = (SAVED_MODEL, CTRANSLATE2)
-# The SentencePiece model's file name in either format.
-VOCAB_ASSET = "vocab.model"
+# The SentencePiece model's file name in either format: the shared one, or the target's where each side has
+# its own; the source's then beside it (data/vocabulary_sides.py names the files of prepared data the same).
+VOCAB_ASSET, SOURCE_VOCAB_ASSET = "vocab.model", "source_vocab.model"
 SAVED_MODEL_ASSETS = "assets"
 # The "export" entry's key for a parser's target form (data/target_forms.py TARGET_FORMS), so that a Translator
 # over the export writes bracketed trees without importing the problem (and TensorFlow).

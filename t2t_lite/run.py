@@ -120,9 +120,7 @@ def open_run(request: RunRequest, ensemble: bool = False, engine: Engine = RUN) 
     problem_name = request.problem or spec.problem
     data_dir = request.data_dir or recorded_data_dir(spec, checkpoints[0])
     problem = registry.problems.get(problem_name)(data_dir)
-    if problem.vocab_size != spec.hparams.model.vocab_size:  # a data_dir of another vocabulary than the model's
-        raise UserError(f"the vocabulary of `data_dir` {data_dir!r} has {problem.vocab_size} ids but the "
-                        f"model was trained with {spec.hparams.model.vocab_size}; pass the run's `data_dir`")
+    check_problem_vocabularies(problem, spec, data_dir)
     decode = dataclasses.replace(decode, mixed_precision=precision.resolve(decode.mixed_precision))
     models = [restore_model(s, c, decode.mixed_precision) for s, c in zip(specs, checkpoints)]
     return OpenedRun(tuple(checkpoints), spec, problem_name, problem, decode, tuple(models))
@@ -173,11 +171,32 @@ def name_partners(output_dir: "str | RunDir", partners: "list[str | RunDir]") ->
     save_partners(run, members)
 
 
+def check_problem_vocabularies(problem: Problem, spec: RunSpec, data_dir: str | None) -> None:
+    """Raises UserError unless the problem's vocabularies (one shared, or one per side) are the model's sizes."""
+    model = spec.hparams.model
+    ours = (problem.source_vocab_size if problem.separate_vocabularies else 0, problem.vocab_size)
+    if ours != (model.source_vocab_size, model.vocab_size):  # a data_dir of other vocabularies than the model's
+        raise UserError(f"the vocabulary of `data_dir` {data_dir!r} has {_sizes(*ours)} but the model was "
+                        f"trained with {_sizes(model.source_vocab_size, model.vocab_size, bare=True)}; pass the run's `data_dir`")
+
+
+def _sizes(source: int, target: int, bare: bool = False) -> str:
+    """A model's vocabulary sizes, as the messages say them: "8000 ids" ("8000" if bare), or "300 source and 330
+    target ids"."""
+    return f"{source} source and {target} target ids" if source else f"{target}" if bare else f"{target} ids"
+
+
 def check_shared_vocabulary(first_name: str, first: RunSpec, other_name: str, other: RunSpec) -> None:
-    """Raises UserError unless two of an ensemble's models (their specs, named for the message) share a vocabulary."""
-    if other.hparams.model.vocab_size != first.hparams.model.vocab_size:
-        raise UserError(f"{other_name} has a vocabulary of {other.hparams.model.vocab_size} ids but {first_name} has "
-                        f"{first.hparams.model.vocab_size}; an ensemble's models must share one vocabulary")
+    """Raises UserError unless two of an ensemble's models (their specs, named for the message) share their
+    vocabularies: the same sizes and, where both recorded it, the same fingerprint (data/vocabulary_sides.py)."""
+    sizes = [(spec.hparams.model.source_vocab_size, spec.hparams.model.vocab_size) for spec in (first, other)]
+    if sizes[0] != sizes[1]:
+        raise UserError(f"{other_name} has a vocabulary of {_sizes(*sizes[1])} but {first_name} has "
+                        f"{_sizes(*sizes[0], bare=True)}; an ensemble's models must share one vocabulary")
+    if None not in (first.vocabulary_sha256, other.vocabulary_sha256) and (
+            first.vocabulary_sha256 != other.vocabulary_sha256):
+        raise UserError(f"{other_name} was trained with another vocabulary than {first_name} (of the same size), so "
+                        "its ids mean other pieces; an ensemble's models must share one vocabulary")
 
 
 def restore_model(spec: RunSpec, checkpoint: str, mixed_precision: str = "none") -> keras.Model:

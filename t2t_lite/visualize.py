@@ -58,9 +58,9 @@ def _teacher_forced_pass(model, inputs, targets):
     return maps, (x if model.decoder_norm is None else model.decoder_norm(x))
 
 
-def token_labels(problem: Problem, ids: list[int]) -> list[str]:
-    """One label per id: its text piece, or <eos>."""
-    return ["<eos>" if i == EOS_ID else problem.decode([i]) for i in ids]
+def token_labels(codec, ids: list[int]) -> list[str]:
+    """One label per id: its text piece in codec (the problem's source_codec or target_codec), or <eos>."""
+    return ["<eos>" if i == EOS_ID else codec.decode([i]) for i in ids]
 
 
 def visualize_sentence(problem: Problem, model, decoder: Decoder, sentence: str, out_dir: str) -> list[str]:
@@ -73,7 +73,7 @@ def visualize_sentence(problem: Problem, model, decoder: Decoder, sentence: str,
     ids, _ = decoder.decode(np.array([inputs], np.int32))
     outputs = strip_ids(ids[0, 0].numpy()) + [EOS_ID]
     maps = attention_maps(model, inputs, outputs)
-    source, target = token_labels(problem, inputs), token_labels(problem, outputs)
+    source, target = token_labels(problem.source_codec, inputs), token_labels(problem.target_codec, outputs)
     axes_labels = {"encoder_self": (source, source), "encoder_decoder": (target, source),
                    "decoder_self": (target, target)}
     os.makedirs(out_dir, exist_ok=True)

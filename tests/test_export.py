@@ -22,7 +22,7 @@ from t2t_lite import Translator
 from t2t_lite.bin.lines import DecodeFileRequest, decode_file
 from t2t_lite.decoding.decoder import Decoder
 from t2t_lite.errors import UserError
-from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, text_vocabulary
+from t2t_lite.export.exporter import ExportRequest, check_lengths, export_run, text_vocabularies
 from t2t_lite.export.warmup import WARMUP_BATCH_SIZES, WARMUP_SENTENCE, read_warmup_requests
 from t2t_lite.registry import hparams_sets, problems
 from t2t_lite.decoding.request import DecodeRequest, SamplingSettings
@@ -388,7 +388,7 @@ def test_library_refusals_are_user_errors(run, tmp_path):
     with pytest.raises(UserError, match="exceeds the model's learned max_position 100"):
         check_lengths(learned.model, learned.decode, 64)
     with pytest.raises(UserError, match="'algorithmic_reverse' has no SentencePiece vocabulary"):
-        text_vocabulary(problems.get("algorithmic_reverse")(), "algorithmic_reverse")
+        text_vocabularies(problems.get("algorithmic_reverse")(), "algorithmic_reverse")
     good = RunRequest(output_dir=run["output_dir"], data_dir=run["data_dir"])
     export_dir = str(run["tmp"] / "x")
     with pytest.raises(UserError, match="`model_name` must be"):

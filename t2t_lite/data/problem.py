@@ -28,8 +28,31 @@ class Problem:
 
     @property
     def vocab_size(self) -> int:
-        """V, including PAD and EOS."""
+        """V, including PAD and EOS: the targets' vocabulary (shared with the sources unless
+        separate_vocabularies)."""
         raise NotImplementedError
+
+    @property
+    def separate_vocabularies(self) -> bool:
+        """Whether sources have a vocabulary of their own (the paper's problems share one)."""
+        return False
+
+    @property
+    def source_vocab_size(self) -> int:
+        """The sources' vocabulary size: vocab_size unless separate_vocabularies."""
+        return self.vocab_size
+
+    @property
+    def source_codec(self):
+        """What encodes source text and decodes input ids (a decoding.batching.TextCodec): the problem itself
+        where one vocabulary serves both sides."""
+        return self
+
+    @property
+    def target_codec(self):
+        """What encodes target text (references to score) and decodes outputs: the problem itself unless
+        separate_vocabularies."""
+        return self
 
     def dataset(self, split: str) -> tf.data.Dataset:
         """The unbatched examples of `split`, in a fixed order."""
@@ -41,11 +64,11 @@ class Problem:
         return None
 
     def encode(self, text: str) -> list[int]:
-        """Text -> ids without EOS."""
+        """Source text -> ids without EOS."""
         raise NotImplementedError
 
     def decode(self, ids) -> str:
-        """Ids -> text, stopping at the first EOS and skipping PAD."""
+        """Output (target) ids -> text, stopping at the first EOS and skipping PAD."""
         raise NotImplementedError
 
     def word_start_ids(self) -> list[int]:

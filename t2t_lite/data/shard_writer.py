@@ -150,14 +150,19 @@ def text_batches(keyed_pairs: Iterable[KeyedPair]) -> Iterator[TextBatch]:
         yield TextBatch([src for src, _ in pairs], [tgt for _, tgt in pairs], list(keys))
 
 
-def encoded_examples(batches: Iterable[TextBatch], encode: Encoder) -> Iterator[EncodedExample]:
-    """Every pair of `batches` tokenized on all cores by tf.data and serialized, in order, with its key."""
+def encoded_examples(batches: Iterable[TextBatch], encode: "Encoder | tuple[Encoder, Encoder]"
+                     ) -> Iterator[EncodedExample]:
+    """Every pair of `batches` tokenized on all cores by tf.data and serialized, in order, with its key.
+
+    `encode` tokenizes both sides, or is (the source's, the target's) where each side has its own vocabulary.
+    """
+    encode_source, encode_target = encode if isinstance(encode, tuple) else (encode, encode)
     # The generator yields whole batches: from_generator costs ~90us per element,
     # which per pair would cap datagen near 11k examples/s.
     text = tf.data.Dataset.from_generator(
         lambda: (tuple(batch) for batch in batches),
         output_signature=(tf.TensorSpec([None], tf.string),) * 2 + (tf.TensorSpec([None, None], tf.int64),))
-    encoded = text.map(lambda src, tgt, keys: (encode(src), encode(tgt), keys),
+    encoded = text.map(lambda src, tgt, keys: (encode_source(src), encode_target(tgt), keys),
                        num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
     for inputs, targets, keys in encoded:
         # Slicing Python lists is much faster than slicing RaggedTensors row by row.

@@ -1,13 +1,14 @@
 """Text-to-text problems prepared on disk: a SentencePiece vocabulary and sharded TFRecords.
 
 `generate_data` (what t2t-lite-datagen runs) leaves in data_dir:
-  vocab.model                          the SentencePiece model (vocabulary.py)
+  vocab.model                          the SentencePiece model (vocabulary.py), shared by source and target,
+  (source_vocab.model)                 or the target's beside the source's (vocabulary_sides.py)
   train-0000k-of-0000n.tfrecord, dev-..., test-...   the examples (shards.py)
   problem_config.json                  the options and counts, so the trainer and
                                        decoder need only --data_dir
 Order of work, so that nothing half-written is ever mistaken for finished:
 read every input once (validating it, counting pairs, sampling the vocabulary's
-training text), and only then create data_dir; write vocab.model, then
+training text), and only then create data_dir; write the vocabularies, then
 problem_config.json, then the shards. A rerun with the same options finds the
 config and skips to the shards still missing. Each split's length histogram,
 counted while encoding, is added to the config once known (for train, before its
@@ -43,11 +44,12 @@ from t2t_lite.data.shards import read_records, shard_paths
 from t2t_lite.data.shuffle import write_shuffled_shards
 from t2t_lite.data.vocabulary import SentenceSample, Vocabulary, train_sentencepiece
 from t2t_lite.data.vocabulary_file import adopted_sentencepiece, tokenizer_disagreement
-from t2t_lite.data.vocabulary_source import CONFIG_FILE, vocabulary_from
+from t2t_lite.data.vocabulary_sides import (CONFIG_KEYS, FILES, SHARED, SIDE_OPTIONS, SOURCE, TARGET,
+                                            VocabularyPlan, config_entry, fingerprint, is_separate, plans_of)
+from t2t_lite.data.vocabulary_source import CONFIG_FILE, has_two_vocabularies, vocabulary_from
 from t2t_lite.errors import UserError
 from t2t_lite.files import atomic_write_bytes, atomic_write_text, read_json
 
-VOCAB_FILE = "vocab.model"
 # Training sentences an adopted vocabulary (`vocab_file`) is checked to round-trip on.
 ROUND_TRIP_SAMPLE = 1000
 SPLIT_ORDER = ("train", "dev", "test")
@@ -80,6 +82,15 @@ class DatagenOptions:
     # A SentencePiece model trained elsewhere, adopted with PAD 0 and EOS 1 (vocabulary_file.py), as an
     # absolute path; vocab_size is then the adopted model's size.
     vocab_file: str | None = None
+    # A vocabulary per side instead of the shared one (vocabulary_sides.py): each side's made as the shared one
+    # is, of a size, adopted from a file or copied from a vocabulary's place (as vocab_from, that side's). Any of
+    # these asks for two; a side given none trains one of the problem's default size. Not with the shared three.
+    source_vocab_size: int | None = None
+    target_vocab_size: int | None = None
+    source_vocab_file: str | None = None
+    target_vocab_file: str | None = None
+    source_vocab_from: str | None = None
+    target_vocab_from: str | None = None
     # Cleaning of the train split (cleaning.py); None: the problem's `default_cleaning`. A data_dir
     # from before these fields reads as not cleaned (cleaning.NOT_CLEANED).
     # Drop pairs whose longer side has more than this many times the shorter's characters; 0: off.
@@ -135,27 +146,48 @@ class Text2TextProblem(Problem):
         opts = DatagenOptions(**options)
         files = {name: _absolute_files(getattr(opts, name), name)
                  for name in ("train_files", "dev_files", "test_files")}
-        if opts.vocab_from and opts.vocab_file:
-            raise UserError("`vocab_from` and `vocab_file` each give the vocabulary; pass one of them")
-        for name in ("vocab_from", "vocab_file"):
-            if getattr(opts, name) and opts.vocab_size is not None:
-                raise UserError(f"`{name}` gives the vocabulary and its size; drop `vocab_size`")
-        if opts.vocab_from or opts.vocab_file:
-            name = "vocab_from" if opts.vocab_from else "vocab_file"
-            path = os.path.abspath(os.path.expanduser(getattr(opts, name)))
-            files.update({name: path,
-                          "vocab_size": SentencePieceCodec(self._given_vocabulary(opts, path)[0]).vocab_size})
+        files.update(self._resolve_vocabularies(opts))
         cleaning = {name: getattr(self.default_cleaning, name) if getattr(opts, name) is None else getattr(opts, name)
                     for name in _NOT_CLEANED_OPTIONS}
         cleaning["max_length_ratio"] = float(cleaning["max_length_ratio"])
         if 0 < cleaning["max_length_ratio"] < 1 or cleaning["max_length_ratio"] < 0:
             raise UserError(f"`max_length_ratio` must be 0 (off) or at least 1, got {cleaning['max_length_ratio']}")
-        opts = dataclasses.replace(opts, **{"vocab_size": opts.vocab_size or self.default_vocab_size,
-                                            **files, **cleaning})
-        for name in ("num_shards", "max_vocab_sentences", "vocab_size"):
+        opts = dataclasses.replace(opts, **files, **cleaning)
+        for name in ("num_shards", "max_vocab_sentences"):
             if getattr(opts, name) < 1:
                 raise UserError(f"`{name}` must be at least 1, got {getattr(opts, name)}")
         return opts
+
+    def _resolve_vocabularies(self, opts: DatagenOptions) -> dict:
+        """The vocabulary fields of opts resolved: one way to make each vocabulary, paths absolute, every size
+        known (a given model's own). A shared `vocab_from` naming a place with two vocabularies copies both."""
+        if is_separate(opts):
+            shared = [name for name in SIDE_OPTIONS[SHARED] if getattr(opts, name) is not None]
+            if shared:
+                raise UserError(f"`source_vocab_*` and `target_vocab_*` give each side its own vocabulary; drop "
+                                f"`{shared[0]}` (the shared vocabulary's)")
+        elif opts.vocab_from and has_two_vocabularies(opts.vocab_from):
+            opts = dataclasses.replace(opts, vocab_from=None, source_vocab_from=opts.vocab_from,
+                                       target_vocab_from=opts.vocab_from)
+        resolved = {}
+        for plan in plans_of(opts):
+            size_name, file_name, from_name = SIDE_OPTIONS[plan.side]
+            if plan.file and plan.copy_from:
+                raise UserError(f"`{from_name}` and `{file_name}` each give the {_side_name(plan.side)}; pass one of "
+                                "them")
+            if plan.size is not None and (plan.file or plan.copy_from):
+                raise UserError(f"`{from_name if plan.copy_from else file_name}` gives the {_side_name(plan.side)} "
+                                f"and its size; drop `{size_name}`")
+            if plan.size is not None and plan.size < 1:
+                raise UserError(f"`{size_name}` must be at least 1, got {plan.size}")
+            path = plan.file or plan.copy_from
+            if path:
+                path = os.path.abspath(os.path.expanduser(path))
+                plan = dataclasses.replace(plan, file=path if plan.file else None,
+                                           copy_from=path if plan.copy_from else None)
+                plan = dataclasses.replace(plan, size=SentencePieceCodec(_given_model(plan)[0]).vocab_size)
+            resolved.update(dataclasses.replace(plan, size=plan.size or self.default_vocab_size).options())
+        return resolved
 
     def generate_data(self, tmp_dir: str | None, log=log_to_stderr, **options) -> dict:
         """Builds (or finishes building) the vocabulary and the TFRecord shards in data_dir.
@@ -176,7 +208,8 @@ class Text2TextProblem(Problem):
         sources = {split: source for split in SPLIT_ORDER
                    if (source := self.pair_source(split, opts, tmp_dir)) is not None}
         config = self._existing_config(opts) or self._prepare(opts, sources, log)
-        encode = functools.partial(_encode_with_eos, self.vocabulary)
+        encode = (functools.partial(_encode_with_eos, self.source_vocabulary),
+                  functools.partial(_encode_with_eos, self.vocabulary))
         for split, source in sources.items():
             counts = config["splits"][split]
             prefix = os.path.join(self.data_dir, split)
@@ -215,11 +248,15 @@ class Text2TextProblem(Problem):
         return sum(int(np.count_nonzero(batch > max_length)) for batch in lengths.as_numpy_iterator())
 
     def _prepare(self, opts: DatagenOptions, sources: dict[str, PairSource], log) -> dict:
-        """Reads the inputs once, trains the vocabulary, then writes vocab.model and the config."""
-        # An adopted model's round trip is checked on a small sample; a copied one was checked where it was made.
-        sample = (None if opts.vocab_from else SentenceSample(ROUND_TRIP_SAMPLE) if opts.vocab_file
-                  else SentenceSample(opts.max_vocab_sentences))
-        splits = {split: {**_scan(split, source, sample if split == "train" else None, log,
+        """Reads the inputs once, trains the vocabularies, then writes them and the config."""
+        plans = plans_of(opts)
+        # An adopted model's round trip is checked on a small sample; a copied one was checked where it was
+        # made. Two vocabularies share the sentence budget, each sampling its own side.
+        per_side = opts.max_vocab_sentences if len(plans) == 1 else max(1, opts.max_vocab_sentences // 2)
+        samples = {plan.side: (None if plan.copy_from else SentenceSample(ROUND_TRIP_SAMPLE) if plan.file
+                               else SentenceSample(per_side)) for plan in plans}
+        sides = (samples[SHARED],) * 2 if len(plans) == 1 else (samples[SOURCE], samples[TARGET])
+        splits = {split: {**_scan(split, source, sides if split == "train" else (None, None), log,
                                   opts.cleaning() if split == "train" else None),
                           "num_shards": opts.num_shards if split == "train" else 1}
                   for split, source in sources.items()}
@@ -234,35 +271,36 @@ class Text2TextProblem(Problem):
                                 "with `max_length_ratio`=0, `drop_copies`=false, `drop_duplicates`=false")
             raise UserError(f"the training text{where} holds no pair with two non-empty sides ("
                             f"{train['skipped_empty']:,} pairs with an empty side); pass non-empty parallel files")
-        if opts.vocab_from or opts.vocab_file:
-            model, notes = self._given_vocabulary(opts, opts.vocab_from or opts.vocab_file)
-            log(f"vocabulary: {opts.vocab_size} pieces from {opts.vocab_from or opts.vocab_file}"
-                + (" (rewritten with PAD 0 and EOS 1; the original model's ids do not apply)" if opts.vocab_file else ""))
-            disagreement = tokenizer_disagreement(model, sample.sentences) if opts.vocab_file else None
-            for note in notes + ([disagreement] if disagreement else []):
-                log(f"warning: {note}")
-        else:
-            log(f"training a {self.model_type} vocabulary of {opts.vocab_size} on "
-                f"{len(sample.sentences):,} of {sample.seen:,} training sentences")
-            start = time.monotonic()
-            model = train_sentencepiece(sample.sentences, opts.vocab_size, self.model_type, self.user_defined_symbols)
-            log(f"vocabulary trained in {time.monotonic() - start:.1f}s")
+        models = {plan.side: self._vocabulary_model(plan, samples[plan.side], log) for plan in plans}
         os.makedirs(self.data_dir, exist_ok=True)
-        atomic_write_bytes(os.path.join(self.data_dir, VOCAB_FILE), model)
+        for side, model in models.items():
+            atomic_write_bytes(os.path.join(self.data_dir, FILES[side]), model)
         config = {"problem": self.name, "options": dataclasses.asdict(opts), "splits": splits, "train_order": SHUFFLED,
-                  "vocab": {"file": VOCAB_FILE, "model_type": self.model_type, "size": opts.vocab_size,
-                            "sha256": hashlib.sha256(model).hexdigest()}}
+                  **{CONFIG_KEYS[plan.side]: config_entry(plan.side, self.model_type, plan.size, models[plan.side])
+                     for plan in plans}}
         atomic_write_text(self._config_path(), json.dumps(config, indent=2) + "\n")
         self.config = config
-        vars(self).pop("vocabulary", None)  # one read before now would be of an earlier vocab.model
+        for name in ("vocabulary", "source_vocabulary"):  # one read before now would be of an earlier model
+            vars(self).pop(name, None)
         return config
 
-    @staticmethod
-    def _given_vocabulary(opts: DatagenOptions, path: str) -> tuple[bytes, list[str]]:
-        """The model `vocab_from` copies or `vocab_file` adopts, and the adopted one's round-trip warnings."""
-        if opts.vocab_file:
-            return adopted_sentencepiece(path)
-        return vocabulary_from(path)[0], []
+    def _vocabulary_model(self, plan: VocabularyPlan, sample: SentenceSample | None, log) -> bytes:
+        """The serialized SentencePiece model `plan` makes (copied, adopted or trained on `sample`)."""
+        what = _side_name(plan.side)
+        if plan.trained:
+            log(f"training a {self.model_type} {what} of {plan.size} on "
+                f"{len(sample.sentences):,} of {sample.seen:,} training sentences")
+            start = time.monotonic()
+            model = train_sentencepiece(sample.sentences, plan.size, self.model_type, self.user_defined_symbols)
+            log(f"{what} trained in {time.monotonic() - start:.1f}s")
+            return model
+        model, notes = _given_model(plan)
+        log(f"{what}: {plan.size} pieces from {plan.file or plan.copy_from}"
+            + (" (rewritten with PAD 0 and EOS 1; the original model's ids do not apply)" if plan.file else ""))
+        disagreement = tokenizer_disagreement(model, sample.sentences) if plan.file else None
+        for note in notes + ([disagreement] if disagreement else []):
+            log(f"warning: {note}" if plan.side == SHARED else f"warning: {what}: {note}")
+        return model
 
     def _existing_config(self, opts: DatagenOptions) -> dict | None:
         """The config of an earlier run with the same options, None for a fresh data_dir."""
@@ -303,24 +341,39 @@ class Text2TextProblem(Problem):
         return config
 
     def vocabulary_fingerprint(self) -> str | None:
-        """The sha256 of the vocabulary datagen wrote (problem_config.json); None where no data is prepared."""
+        """The sha256 of the vocabulary datagen wrote, or of both (vocabulary_sides.fingerprint); None where no
+        data is prepared."""
         try:
-            return self.config["vocab"]["sha256"]
+            return fingerprint(self.config)
         except (UserError, OSError, KeyError, TypeError):
             return None
 
     @functools.cached_property
     def vocabulary(self) -> Vocabulary:
-        """The data_dir's vocabulary, checked against the config that the shards were written with."""
-        path = os.path.join(self.data_dir, self.config["vocab"]["file"])
+        """The data_dir's vocabulary of targets (the shared one, or the target's), checked against the config
+        that the shards were written with."""
+        return self._read_vocabulary(TARGET)
+
+    @functools.cached_property
+    def source_vocabulary(self) -> Vocabulary:
+        """The data_dir's vocabulary of sources: the source's own with two, else `vocabulary`."""
+        return self._read_vocabulary(SOURCE) if self.separate_vocabularies else self.vocabulary
+
+    def _read_vocabulary(self, side: str) -> Vocabulary:
+        entry = self.config[CONFIG_KEYS[side]]
+        path = os.path.join(self.data_dir, entry["file"])
         if not os.path.exists(path):
             raise UserError(f"{path} is missing, so the shards in {self.data_dir} cannot be read; "
                             "regenerate the data into a new `data_dir`")
         vocabulary = Vocabulary.from_file(path)
-        if hashlib.sha256(vocabulary.model).hexdigest() != self.config["vocab"]["sha256"]:
+        if hashlib.sha256(vocabulary.model).hexdigest() != entry["sha256"]:
             raise UserError(f"{path} is not the vocabulary the data in {self.data_dir} was "
                             "written with; regenerate it with t2t-lite-datagen into a new `data_dir`")
         return vocabulary
+
+    @property
+    def separate_vocabularies(self) -> bool:
+        return CONFIG_KEYS[SOURCE] in self.config
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -330,15 +383,27 @@ class Text2TextProblem(Problem):
     def vocab_size(self) -> int:
         return self.vocabulary.vocab_size
 
+    @property
+    def source_vocab_size(self) -> int:
+        return self.source_vocabulary.vocab_size
+
+    @property
+    def source_codec(self) -> Vocabulary:
+        return self.source_vocabulary
+
+    @property
+    def target_codec(self) -> Vocabulary:
+        return self.vocabulary
+
     def word_start_ids(self) -> list[int]:
-        """The vocabulary's pieces that begin a word: SentencePieceCodec.word_start_ids."""
+        """The target vocabulary's pieces that begin a word: SentencePieceCodec.word_start_ids."""
         return self.vocabulary.codec.word_start_ids()
 
     def encode(self, text: str) -> list[int]:
-        return self.vocabulary.encode(text)
+        return self.source_vocabulary.encode(text)
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
-        return self.vocabulary.encode_many(texts)
+        return self.source_vocabulary.encode_many(texts)
 
     def decode(self, ids) -> str:
         return self.vocabulary.decode(ids)
@@ -353,6 +418,17 @@ class Text2TextProblem(Problem):
         return read_records(paths)
 
 
+def _side_name(side: str) -> str:
+    return "vocabulary" if side == SHARED else f"{side} vocabulary"
+
+
+def _given_model(plan: VocabularyPlan) -> tuple[bytes, list[str]]:
+    """The model a plan adopts (its `file`, with PAD 0 and EOS 1, and the round-trip warnings) or copies."""
+    if plan.file:
+        return adopted_sentencepiece(plan.file)
+    return vocabulary_from(plan.copy_from, TARGET if plan.side == SHARED else plan.side)[0], []
+
+
 def _absolute_files(value: str | None, name: str) -> str | None:
     """"a,b" -> the same files with absolute paths, so a rerun from elsewhere compares equal."""
     if value is None:
@@ -363,9 +439,10 @@ def _absolute_files(value: str | None, name: str) -> str | None:
     return ",".join(os.path.abspath(os.path.expanduser(p.strip())) for p in paths)
 
 
-def _scan(split: str, source: PairSource, sample: SentenceSample | None, log,
+def _scan(split: str, source: PairSource, samples: tuple[SentenceSample | None, SentenceSample | None], log,
           rules: CleaningRules | None = None) -> dict:
-    """Reads a split once: validates it, counts its usable and skipped pairs, samples the sentences it keeps.
+    """Reads a split once: validates it, counts its usable and skipped pairs, samples the sentences it keeps
+    (each source into samples[0], each target into samples[1]; one sample twice for a shared vocabulary).
 
     With `rules` (the train split), pairs the cleaning drops are neither counted as examples nor sampled.
     """
@@ -378,9 +455,9 @@ def _scan(split: str, source: PairSource, sample: SentenceSample | None, log,
         if cleaner is not None and not cleaner.keep(src, tgt):
             continue
         examples += 1
-        if sample is not None:
-            sample.add(src)
-            sample.add(tgt)
+        for sample, sentence in zip(samples, (src, tgt)):
+            if sample is not None:
+                sample.add(sentence)
         if examples % 1_000_000 == 0:
             log(f"{split}: read {examples:,} pairs")
     log(f"{split}: {examples:,} pairs ({skipped:,} skipped with an empty side)")

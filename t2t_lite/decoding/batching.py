@@ -37,6 +37,25 @@ class TextCodec(Protocol):
 
 
 @dataclasses.dataclass(frozen=True)
+class PairCodec:
+    """A TextCodec over a vocabulary per side: sources encoded with `source`, outputs decoded with `target`
+    (both TextCodecs; the same one where the sides share a vocabulary)."""
+
+    source: TextCodec
+    target: TextCodec
+
+    def encode(self, text: str) -> list[int]:
+        return self.source.encode(text)
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        encode_many = getattr(self.source, "encode_many", None)
+        return encode_many(texts) if encode_many else [self.source.encode(text) for text in texts]
+
+    def decode(self, ids) -> str:
+        return self.target.decode(ids)
+
+
+@dataclasses.dataclass(frozen=True)
 class Hypothesis:
     text: str
     # The search's score: log-probability over the GNMT length penalty (beam), or the log-probability (greedy).

@@ -24,7 +24,8 @@ def decode_samples(problem: Problem, decoder: Decoder, count: int, batch_size: i
     for batch in problem.dataset(split).take(count).padded_batch(batch_size):
         ids, _ = decoder.decode(batch["inputs"])  # [B, K, T]
         rows = zip(batch["inputs"].numpy(), ids[:, 0].numpy(), batch["targets"].numpy())
-        samples += [Sample(*(problem.decode(strip_ids(part)) for part in row)) for row in rows]
+        codecs = (problem.source_codec, problem.target_codec, problem.target_codec)
+        samples += [Sample(*(codec.decode(strip_ids(part)) for codec, part in zip(codecs, row))) for row in rows]
     return samples
 
 

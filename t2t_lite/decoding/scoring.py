@@ -57,7 +57,7 @@ def score_pairs(problem: Problem, models, sources: list[str], targets: list[str]
     if len(sources) != len(targets):
         raise UserError(f"{len(sources)} sources but {len(targets)} targets; they must be line-aligned")
     encoded_sources = encode_lines(problem, sources, what="source")
-    encoded_targets = encode_lines(problem, targets, what="target")
+    encoded_targets = encode_lines(problem.target_codec, targets, what="target")
     token_log_probs = TokenLogProbs(models)
     results: list[PairScore | None] = [None] * len(sources)
     lengths = [len(source) + len(target) if source and target else 0

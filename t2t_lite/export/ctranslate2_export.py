@@ -2,8 +2,10 @@
 
 CTranslate2 (https://opennmt.net/CTranslate2) runs Transformers on CPUs and GPUs
 in C++, with int8 and float16 weights. The directory holds CTranslate2's
-model.bin, config.json and shared_vocabulary.json, plus the run's hparams.json
-(with an "export" entry), its SentencePiece vocab.model and a README.txt.
+model.bin, config.json and shared_vocabulary.json (source_vocabulary.json and
+target_vocabulary.json for a model with a vocabulary per side), plus the run's
+hparams.json (with an "export" entry), its SentencePiece vocab.model (and
+source_vocab.model) and a README.txt.
 
 How t2t-lite's model maps onto CTranslate2's TransformerSpec:
 - post-norm (the paper) or pre-norm with a final LayerNorm (t2t v3), ReLU FFN,
@@ -35,7 +37,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.export import layout
 from t2t_lite.export_format import CTRANSLATE2, problem_info, require_ctranslate2
 from t2t_lite.files import atomic_write_text
-from t2t_lite.export.request import ExportRequest, publish, text_vocabulary, write_export_files
+from t2t_lite.export.request import ExportRequest, publish, text_vocabularies, write_export_files
 from t2t_lite.layers.attention import MultiHeadAttention
 from t2t_lite.layers.embedding import LearnedPosition, SharedEmbedding, SinusoidalPosition, timing_signal
 from t2t_lite.layers.feed_forward import FeedForward
@@ -62,8 +64,9 @@ pip install ctranslate2 sentencepiece, and t2t-lite without its dependencies, pi
 With CTranslate2 and SentencePiece alone:
     import ctranslate2, sentencepiece
     sp = sentencepiece.SentencePieceProcessor(model_file="this/directory/vocab.model")
+    source_sp = {source_sp}
     translator = ctranslate2.Translator("this/directory")
-    source = sp.encode("A dog runs.", out_type=str)
+    source = source_sp.encode("A dog runs.", out_type=str)
     result = translator.translate_batch([source], beam_size={beam_size}, length_penalty={alpha},
                                         min_decoding_length=0, max_decoding_length=len(source) + 1 + {extra_length})
     print(sp.decode(result[0].hypotheses[0]))
@@ -129,15 +132,18 @@ def _layers_the_spec_reads(model):
 
 
 def transformer_spec(model, hparams: HParams, pieces: list[str], max_positions: int = MAX_POSITIONS,
-                     unk_id: int = UNK_ID):
+                     unk_id: int = UNK_ID, source_pieces: list[str] | None = None):
     """The ctranslate2.specs.TransformerSpec of a restored t2t-lite Transformer, weights and vocabulary set.
 
     Args:
       model: a built t2t_lite.models.transformer.Transformer with its weights.
       hparams: its HParams (check_representable first).
-      pieces: V SentencePiece pieces, piece i for id i.
+      pieces: V SentencePiece pieces, piece i for id i: the shared vocabulary's, or the target's.
       max_positions: rows of the sinusoid table (a learned table keeps its own max_position).
-      unk_id: UNK's id (elsewhere than 2 in a SentencePiece model adopted with datagen's `vocab_file`).
+      unk_id: UNK's id in pieces (elsewhere than 2 in a SentencePiece model adopted with datagen's `vocab_file`).
+      source_pieces: the source vocabulary's pieces where the model has one per side; None: pieces.
+    Raises:
+      UserError: the two vocabularies name UNK differently (CTranslate2 has one unknown token).
     """
     specs = require_ctranslate2().specs
     check_bundled_layers(model)
@@ -169,7 +175,11 @@ def transformer_spec(model, hparams: HParams, pieces: list[str], max_positions: 
     config.bos_token = config.decoder_start_token = pieces[PAD_ID]
     config.add_source_eos = True
     config.layer_norm_epsilon = hp.layer_norm_epsilon
-    spec.register_source_vocabulary(pieces)
+    source_pieces = pieces if source_pieces is None else source_pieces
+    if config.unk_token not in source_pieces:
+        raise UserError(f"the source vocabulary has no {config.unk_token!r} piece, the target's unknown token, and "
+                        "CTranslate2 takes one unknown token for both; adopt vocabularies that name it alike")
+    spec.register_source_vocabulary(source_pieces)
     spec.register_target_vocabulary(pieces)
     return spec
 
@@ -214,10 +224,12 @@ def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none"
     """Fills the empty, existing `directory` with the CTranslate2 model of `run` (see the module doc); its
     settings checked by export_ctranslate2."""
     ctranslate2 = require_ctranslate2()
-    vocabulary = text_vocabulary(run.problem, run.problem_name)
-    codec = SentencePieceCodec(vocabulary.model)
+    vocabularies = text_vocabularies(run.problem, run.problem_name)
+    codec = SentencePieceCodec(vocabularies.target.model)
     pieces = codec.pieces
-    spec = transformer_spec(run.model, run.spec.hparams, pieces, max_positions, unk_id=codec.unk_id)
+    source_pieces = SentencePieceCodec(vocabularies.source.model).pieces if vocabularies.separate else None
+    spec = transformer_spec(run.model, run.spec.hparams, pieces, max_positions, unk_id=codec.unk_id,
+                            source_pieces=source_pieces)
     positions = int(spec.encoder.position_encodings.encodings.shape[0])
 
     class _Converter(ctranslate2.converters.Converter):
@@ -233,9 +245,11 @@ def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none"
     export_info = {"format": CTRANSLATE2, "checkpoint": os.path.abspath(run.checkpoint), "quantization": quantization,
                    "max_positions": positions, **problem_info(run.problem)}
     # As the SavedModel's: the run's hparams.json with the decode settings the export was asked for.
-    write_export_files(directory, run, vocabulary, export_info)
+    write_export_files(directory, run, vocabularies, export_info)
     atomic_write_text(os.path.join(directory, "README.txt"), README_TEXT.format(
         quantization=quantization if quantization != "none" else "float32", start=pieces[PAD_ID],
+        source_sp=('sentencepiece.SentencePieceProcessor(model_file="this/directory/source_vocab.model")'
+                   if vocabularies.separate else "sp"),
         max_positions=positions, **dataclasses.asdict(run.decode_hparams)))
 
 
@@ -262,7 +276,7 @@ def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None =
         raise UserError("`export_dir` is required (the directory to write the model's versions in)")
     check_quantization(quantization)
     check_representable(run.spec.hparams)
-    text_vocabulary(run.problem, run.problem_name)
+    text_vocabularies(run.problem, run.problem_name)
     name = model_name or run.problem_name
     layout.check_model_name(name)
     model_dir = layout.make_model_dir(export_dir, name)

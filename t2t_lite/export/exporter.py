@@ -16,14 +16,13 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from t2t_lite.config import DecodeHParams, ModelHParams
-from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.decoding.cached_step import step_products
 from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export import ctranslate2_export, layout
-from t2t_lite.export_format import CTRANSLATE2, FORMATS, VOCAB_ASSET, problem_info
-from t2t_lite.export.request import (DEFAULT_MAX_INPUT_LENGTH, ExportRequest, publish,  # noqa: F401
-                                     text_vocabulary, write_export_files)
+from t2t_lite.export_format import CTRANSLATE2, FORMATS, SOURCE_VOCAB_ASSET, VOCAB_ASSET, problem_info
+from t2t_lite.export.request import (DEFAULT_MAX_INPUT_LENGTH, ExportRequest, TextVocabularies,  # noqa: F401
+                                     publish, text_vocabularies, write_export_files)
 from t2t_lite.export.serving import ServingModule
 from t2t_lite.export.warmup import write_warmup_requests
 from t2t_lite.run import OpenedRun, open_run
@@ -54,12 +53,12 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
     layout.check_model_name(model_name)
     decode = run.decode_hparams
     check_lengths(run.spec.hparams.model, decode, max_input_length)
-    vocabulary = text_vocabulary(run.problem, run.problem_name)
+    vocabularies = text_vocabularies(run.problem, run.problem_name)
     mixed_precision, dtype = run.mixed_precision, run.model.compute_dtype
     # The layout and ops the decoder resolves here, resolved once so that what is recorded is what is traced.
     products = step_products(run.model, dtype, request.step_matmul)[0]
     step_matmul = dataclasses.replace(request.step_matmul, layout=products.layout)
-    module = ServingModule(run.model, run.problem, vocabulary, run.decode, max_input_length, step_matmul)
+    module = ServingModule(run.model, run.problem, vocabularies, run.decode, max_input_length, step_matmul)
     model_dir = layout.make_model_dir(request.export_dir, model_name)
     export_info = {"checkpoint": os.path.abspath(run.checkpoint), "model_name": model_name,
                    "max_input_length": max_input_length, "mixed_precision": mixed_precision,
@@ -69,7 +68,7 @@ def export_run(request: ExportRequest, log: Callable[[str], None] = lambda line:
         f"{decode.extra_length}) in {dtype}, step products {products.layout} with ops {products.ops}, and "
         f"saving into {model_dir}")
     def save(path):
-        save_module(module, path, run, vocabulary, export_info)
+        save_module(module, path, run, vocabularies, export_info)
         write_warmup_requests(path, model_name, log)
 
     return publish(model_dir, request.export_dir, save)
@@ -85,16 +84,19 @@ def check_lengths(model: ModelHParams, decode: DecodeHParams, max_input_length: 
                         f"max_position {model.max_position}; lower them")
 
 
-def save_module(module: ServingModule, path: str, run: OpenedRun, vocabulary: Vocabulary,
+def save_module(module: ServingModule, path: str, run: OpenedRun, vocabularies: TextVocabularies,
                 export_info: dict) -> None:
-    """Saves module with both signatures into path, hparams.json and vocab.model in its assets/.
+    """Saves module with both signatures into path, hparams.json and vocab.model (and source_vocab.model) in its
+    assets/.
 
     hparams.json is a run's (t2t_lite.run.load_spec reads it) with the exported
     decode hparams, plus an "export" entry (checkpoint, model_name, max_input_length, mixed_precision).
     """
     with tempfile.TemporaryDirectory() as sources:
-        write_export_files(sources, run, vocabulary, export_info)
+        write_export_files(sources, run, vocabularies, export_info)
         # Tracked Assets are copied into <path>/assets/ by the save.
         module.hparams_asset = tf.saved_model.Asset(os.path.join(sources, HPARAMS_FILE))
         module.vocab_asset = tf.saved_model.Asset(os.path.join(sources, VOCAB_ASSET))
+        if vocabularies.separate:
+            module.source_vocab_asset = tf.saved_model.Asset(os.path.join(sources, SOURCE_VOCAB_ASSET))
         tf.saved_model.save(module, path, signatures=module.signatures())

@@ -1,5 +1,5 @@
-"""What an export of either format starts from and ends with: its request, the run's text vocabulary, the
-hparams.json and vocab.model it holds, and publishing the written version (exporter.py and ctranslate2_export.py
+"""What an export of either format starts from and ends with: its request, the run's text vocabularies, the
+hparams.json and vocab.model (and source_vocab.model) it holds, and publishing the written version (exporter.py and ctranslate2_export.py
 both build on this)."""
 import dataclasses
 import os
@@ -9,7 +9,7 @@ from t2t_lite.data.problem import Problem
 from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.errors import UserError
 from t2t_lite.export import layout
-from t2t_lite.export_format import SAVED_MODEL, VOCAB_ASSET
+from t2t_lite.export_format import SAVED_MODEL, SOURCE_VOCAB_ASSET, VOCAB_ASSET
 from t2t_lite.files import atomic_write_bytes, atomic_write_text, storage_fault, storage_fault_text
 from t2t_lite.ops.step_matmul import StepMatmulSettings
 from t2t_lite.run import OpenedRun, RunRequest
@@ -58,19 +58,34 @@ def publish(model_dir: str, export_dir: str, write: Callable[[str], None]) -> st
                         f"were)") from None
 
 
-def text_vocabulary(problem: Problem, problem_name: str) -> Vocabulary:
-    """The problem's SentencePiece vocabulary (open_run has checked its size against the model's)."""
-    vocabulary = getattr(problem, "vocabulary", None)
-    if not isinstance(vocabulary, Vocabulary):
+@dataclasses.dataclass(frozen=True)
+class TextVocabularies:
+    """What an export encodes sources and decodes outputs with: one Vocabulary twice, or one per side."""
+
+    source: Vocabulary
+    target: Vocabulary
+
+    @property
+    def separate(self) -> bool:
+        return self.source is not self.target
+
+
+def text_vocabularies(problem: Problem, problem_name: str) -> TextVocabularies:
+    """The problem's SentencePiece vocabularies (open_run has checked their sizes against the model's)."""
+    vocabularies = [getattr(problem, name, None) for name in ("source_vocabulary", "vocabulary")]
+    if not all(isinstance(vocabulary, Vocabulary) for vocabulary in vocabularies):
         raise UserError(f"problem {problem_name!r} has no SentencePiece vocabulary, so it cannot be exported "
                         "text-in, text-out; text problems (translate_files, wmt_ende, wmt_enfr) can")
-    return vocabulary
+    return TextVocabularies(*vocabularies)
 
 
-def write_export_files(directory: str, run: OpenedRun, vocabulary: Vocabulary, export_info: dict) -> None:
+def write_export_files(directory: str, run: OpenedRun, vocabularies: TextVocabularies, export_info: dict) -> None:
     """Writes an export's hparams.json (the run's spec as it was opened: its problem and decode settings, with
-    `export_info` as its "export" entry) and vocab.model into directory."""
+    `export_info` as its "export" entry), vocab.model and, with a vocabulary per side, source_vocab.model into
+    directory."""
     spec = dataclasses.replace(run.spec, problem=run.problem_name,
                                hparams=dataclasses.replace(run.spec.hparams, decode=run.decode_hparams))
     atomic_write_text(os.path.join(directory, HPARAMS_FILE), spec_json(spec, export=export_info))
-    atomic_write_bytes(os.path.join(directory, VOCAB_ASSET), vocabulary.model)
+    atomic_write_bytes(os.path.join(directory, VOCAB_ASSET), vocabularies.target.model)
+    if vocabularies.separate:
+        atomic_write_bytes(os.path.join(directory, SOURCE_VOCAB_ASSET), vocabularies.source.model)

@@ -24,7 +24,6 @@ import dataclasses
 import tensorflow as tf
 
 from t2t_lite.data.problem import EOS_ID, PAD_ID
-from t2t_lite.data.vocabulary import Vocabulary
 from t2t_lite.decoding.decoder import make_decoder
 from t2t_lite.decoding.request import ResolvedDecode
 from t2t_lite.ops.step_matmul import StepMatmulSettings
@@ -44,7 +43,8 @@ class ServingModule(tf.Module):
       model: a built, restored Transformer.
       problem: its problem, whose output constraint is traced into both signatures when decode asks for
         constrained decoding (None for a request without it).
-      vocabulary: the problem's Vocabulary (its tf-text tokenizer is saved in the graph).
+      vocabularies: the problem's source and target Vocabulary (export.request.TextVocabularies; their tf-text
+        tokenizers are saved in the graph).
       decode: the resolved request whose beam_size, alpha and extra_length are fixed in the export.
       max_input_length: most source ids, EOS included, that are decoded (>= 2, exporter.check_lengths).
       step_matmul: the step products traced into both signatures. The default is the decoder's, resolved
@@ -52,7 +52,7 @@ class ServingModule(tf.Module):
         the layout and op round differently); the exporter records what it traced with.
     """
 
-    def __init__(self, model, problem, vocabulary: Vocabulary, decode: ResolvedDecode, max_input_length: int,
+    def __init__(self, model, problem, vocabularies, decode: ResolvedDecode, max_input_length: int,
                  step_matmul: StepMatmulSettings = StepMatmulSettings()):
         super().__init__(name="t2t_lite_serving")
         # The tf.Variables inside the Keras 3 Variables: tracking the Keras wrappers
@@ -63,8 +63,10 @@ class ServingModule(tf.Module):
         # The tokenizer's resource must be tracked for the functions that use it to
         # be saved; Vocabulary keeps its tf-text tokenizer private, so reach for it
         # here rather than build a second tokenizer that could drift from it.
-        self.tokenizer = vocabulary.tokenizer
-        self._vocabulary = vocabulary
+        self.tokenizer = vocabularies.source.tokenizer
+        if vocabularies.separate:
+            self.target_tokenizer = vocabularies.target.tokenizer
+        self._vocabularies = vocabularies
         # serving_default returns the best hypothesis: its search stops once that is final; decode_ids all K.
         self._best_decoder = make_decoder(model, problem, dataclasses.replace(decode, nbest=1), step_matmul)
         self._decoder = make_decoder(model, problem, dataclasses.replace(decode, nbest=decode.beams), step_matmul)
@@ -84,11 +86,12 @@ class ServingModule(tf.Module):
     def _serve_text(self, inputs):
         """inputs tf.string [B] -> {"outputs": tf.string [B], "scores": float32 [B]}."""
         blank = tf.strings.regex_full_match(inputs, BLANK_PATTERN)  # [B]
-        ids, scores = self._search(self._best_decoder, self._vocabulary.tf_encode(inputs), ~blank)  # [B, K, T], [B, K]
-        return {"outputs": self._vocabulary.tf_decode(ids[:, 0]), "scores": scores[:, 0]}
+        ids, scores = self._search(self._best_decoder, self._vocabularies.source.tf_encode(inputs), ~blank)
+        return {"outputs": self._vocabularies.target.tf_decode(ids[:, 0]), "scores": scores[:, 0]}  # ids [B, K, T]
 
     def _serve_ids(self, inputs):
-        """inputs int32 [B, T_src] -> {"outputs": int32 [B, K, T] (PAD after the tokens), "scores": float32 [B, K]}."""
+        """inputs int32 [B, T_src] source-vocabulary ids -> {"outputs": int32 [B, K, T] target-vocabulary ids (PAD
+        after the tokens), "scores": float32 [B, K]}."""
         ids, scores = self._search(self._decoder, _tokens_before_end(inputs), tf.ones([tf.shape(inputs)[0]], tf.bool))
         return {"outputs": _tokens_before_end(ids).to_tensor(PAD_ID), "scores": scores}
 

@@ -35,7 +35,7 @@ import numpy as np
 from t2t_lite.config import DecodeHParams
 from t2t_lite.data.ids import PAD_ID
 from t2t_lite.data.pieces import SentencePieceCodec
-from t2t_lite.decoding.batching import DecodeBatch, Hypothesis, decode_lines
+from t2t_lite.decoding.batching import DecodeBatch, Hypothesis, PairCodec, decode_lines
 from t2t_lite.decoding.length_penalty import length_penalty
 from t2t_lite.decoding.request import ResolvedDecode
 from t2t_lite.errors import UserError
@@ -79,8 +79,11 @@ class CTranslate2Export:
         # The run's decode settings as exported; any search setting can change (DecodeRequest.resolve).
         self.engine = export.engine
         self.max_positions = int(export.info["max_positions"])
-        self.vocabulary = SentencePieceCodec.from_file(export.vocab_path)
-        self.pieces = _read_pieces(path, self.vocabulary.vocab_size)
+        # Sources are encoded with one vocabulary and outputs decoded with the other (the same one if shared).
+        self.vocabulary = PairCodec(SentencePieceCodec.from_file(export.source_vocab_path),
+                                    SentencePieceCodec.from_file(export.vocab_path))
+        self.source_pieces = _read_pieces(path, "source", self.vocabulary.source.vocab_size)
+        self.pieces = _read_pieces(path, "target", self.vocabulary.target.vocab_size)
         self.piece_ids = {piece: i for i, piece in enumerate(self.pieces)}
         try:
             self.translator = ctranslate2.Translator(path, device=device, compute_type=compute_type,
@@ -118,7 +121,7 @@ class CTranslate2Export:
                                                    key=lambda i: len(rows[i])):
                 group = list(group)
                 found = self.translator.translate_batch(
-                    [[self.pieces[i] for i in rows[row][:-1]] for row in group],  # CTranslate2 appends the EOS
+                    [[self.source_pieces[i] for i in rows[row][:-1]] for row in group],  # CTranslate2 appends EOS
                     beam_size=hp.beam_size, num_hypotheses=hp.beam_size, patience=SEARCH_PATIENCE,
                     length_penalty=hp.alpha if hp.beam_size > 1 else 0.0, return_end_token=True,
                     return_scores=True, min_decoding_length=0, max_input_length=0,
@@ -150,9 +153,12 @@ def _padded(hypotheses: list[list[tuple[list[int], float]]], beams: int) -> tupl
     return ids, scores
 
 
-def _read_pieces(path: str, vocab_size: int) -> list[str]:
-    """The export's pieces, piece i for id i (its shared_vocabulary.json, written from the SentencePiece model)."""
-    pieces = read_json(os.path.join(path, "shared_vocabulary.json"))
+def _read_pieces(path: str, side: str, vocab_size: int) -> list[str]:
+    """The export's pieces of `side` ("source" or "target"), piece i for id i: its <side>_vocabulary.json where
+    the sides differ, else its shared_vocabulary.json (CTranslate2 writes what its spec was given)."""
+    own = os.path.join(path, f"{side}_vocabulary.json")
+    pieces = read_json(own if os.path.exists(own) else os.path.join(path, "shared_vocabulary.json"))
     if len(pieces) != vocab_size:
-        raise UserError(f"{path!r}: its vocabulary has {len(pieces)} pieces but vocab.model {vocab_size}; export again")
+        raise UserError(f"{path!r}: its {side} vocabulary has {len(pieces)} pieces but its SentencePiece model "
+                        f"{vocab_size}; export again")
     return pieces

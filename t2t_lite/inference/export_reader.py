@@ -8,7 +8,8 @@ from t2t_lite.config import DecodeHParams
 from t2t_lite.decoding.request import Engine
 from t2t_lite.errors import UserError
 from t2t_lite.export_format import (CTRANSLATE2, INPUT_TOKENIZER_KEY, REFERENCE_REPORT_KEY, REPORT_TEXT,
-                                    REPORT_TREES, SAVED_MODEL, SAVED_MODEL_ASSETS, TREE_FORM_KEY, VOCAB_ASSET)
+                                    REPORT_TREES, SAVED_MODEL, SAVED_MODEL_ASSETS, SOURCE_VOCAB_ASSET, TREE_FORM_KEY,
+                                    VOCAB_ASSET)
 from t2t_lite.files import read_json
 from t2t_lite.run_dir import HPARAMS_FILE, RunSpec, read_spec
 
@@ -69,9 +70,20 @@ class ExportDir:
 
     @property
     def vocab_path(self) -> str:
-        """The SentencePiece model, beside hparams.json: in assets/ of a SavedModel."""
-        files = os.path.join(self.path, SAVED_MODEL_ASSETS) if self.format == SAVED_MODEL else self.path
-        return os.path.join(files, VOCAB_ASSET)
+        """The SentencePiece model outputs are decoded with (the shared one, or the target's), beside
+        hparams.json: in assets/ of a SavedModel."""
+        return os.path.join(self._files, VOCAB_ASSET)
+
+    @property
+    def source_vocab_path(self) -> str:
+        """The SentencePiece model sources are encoded with: the source's own where the model has two, else
+        vocab_path."""
+        path = os.path.join(self._files, SOURCE_VOCAB_ASSET)
+        return path if os.path.exists(path) else self.vocab_path
+
+    @property
+    def _files(self) -> str:
+        return os.path.join(self.path, SAVED_MODEL_ASSETS) if self.format == SAVED_MODEL else self.path
 
 
 def find_export(path: str) -> ExportDir | None:

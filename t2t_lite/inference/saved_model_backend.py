@@ -44,11 +44,11 @@ def saved_model_backend(export: ExportDir) -> IdBatchBackend:
     from t2t_lite.data.vocabulary import Vocabulary
 
     signature = tf.saved_model.load(export.path).signatures["decode_ids"]
-    vocabulary = Vocabulary.from_file(export.vocab_path)
+    source = Vocabulary.from_file(export.source_vocab_path)
+    target = source if export.source_vocab_path == export.vocab_path else Vocabulary.from_file(export.vocab_path)
 
     def decode_batch(inputs):
         found = signature(inputs=tf.constant(inputs))
         return found["outputs"].numpy(), found["scores"].numpy()  # [B, K, T], [B, K]
 
-    return IdBatchBackend(decode_batch, vocabulary.encode, vocabulary.decode, export.engine,
-                          encode_many=vocabulary.encode_many)
+    return IdBatchBackend(decode_batch, source.encode, target.decode, export.engine, encode_many=source.encode_many)

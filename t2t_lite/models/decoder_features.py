@@ -25,6 +25,10 @@ class DecoderFeature:
         decoding step).
     """
 
+    # Whether it reads source and target ids through one table over the vocabulary, so needs the shared one
+    # (training refuses it on data with a vocabulary per side).
+    one_vocabulary = False
+
     def create(self, model: keras.Model) -> None:
         """Makes the feature's layers, as attributes of the model."""
 

@@ -42,7 +42,8 @@ class Transformer(keras.Model):
     The settings are ModelHParams' fields, where each has its comment.
 
     Args:
-      vocab_size: V (must be set).
+      vocab_size: V (must be set), the targets' vocabulary.
+      source_vocab_size: the sources' own vocabulary size (needs share_embeddings False); 0: V.
       num_encoder_layers, num_decoder_layers: N of each stack.
       d_model: D.
       d_ff: F, the feed-forward network's hidden width.
@@ -62,16 +63,20 @@ class Transformer(keras.Model):
     encoder_layer_class = EncoderLayer
     decoder_layer_class = DecoderLayer
 
-    def __init__(self, vocab_size, num_encoder_layers=6, num_decoder_layers=6, d_model=512, d_ff=2048, num_heads=8,
+    def __init__(self, vocab_size, source_vocab_size=0, num_encoder_layers=6, num_decoder_layers=6, d_model=512, d_ff=2048, num_heads=8,
                  key_dim=0, value_dim=0, dropout=0.1, attention_dropout=0.0, relu_dropout=0.0, norm_position="post",
                  position_encoding="sinusoid", max_position=1024, share_embeddings=True, layer_norm_epsilon=1e-6,
                  decoder_features=(), **kwargs):
         super().__init__(**kwargs)
         if vocab_size <= 0:
             raise ValueError(f"vocab_size must be set, got {vocab_size}")
+        if share_embeddings and source_vocab_size not in (0, vocab_size):
+            raise ValueError(f"a source vocabulary of {source_vocab_size} beside a target vocabulary of {vocab_size} "
+                             "needs share_embeddings=False")
         if position_encoding not in ("sinusoid", "learned"):
             raise ValueError(f"position_encoding must be 'sinusoid' or 'learned', got {position_encoding!r}")
         self.vocab_size, self.d_model, self.d_ff, self.num_heads = vocab_size, d_model, d_ff, num_heads
+        self.source_vocab_size = source_vocab_size
         self.num_encoder_layers, self.num_decoder_layers = num_encoder_layers, num_decoder_layers
         self.key_dim, self.value_dim = key_dim, value_dim
         self.head_key_dim, self.head_value_dim = key_dim or d_model // num_heads, value_dim or d_model // num_heads
@@ -82,7 +87,8 @@ class Transformer(keras.Model):
         policy = self.dtype_policy
         self.target_embedding = SharedEmbedding(vocab_size, d_model, name="shared_embedding", dtype=policy)
         self.source_embedding = (self.target_embedding if share_embeddings
-                                 else SharedEmbedding(vocab_size, d_model, name="source_embedding", dtype=policy))
+                                 else SharedEmbedding(source_vocab_size or vocab_size, d_model, name="source_embedding",
+                                                      dtype=policy))
         self.position = (LearnedPosition(max_position, d_model, name="position", dtype=policy)
                          if position_encoding == "learned" else SinusoidalPosition(name="position", dtype=policy))
         self.embedding_dropout = Dropout(dropout, dtype=policy)

@@ -23,6 +23,8 @@ class WordPointer(DecoderFeature):
     word must follow a space (a parser's tree begins with a bracket).
     """
 
+    one_vocabulary = True  # word_starts marks source and target pieces alike
+
     def build(self, model):
         # A weight, not a setting: checkpoints and exports carry it, so decoding needs no vocabulary.
         model.word_starts = model.add_weight(name="word_starts", shape=(model.vocab_size,), initializer="zeros",

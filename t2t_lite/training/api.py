@@ -103,7 +103,8 @@ def train_run(run: RunConfig, problem: str | None = None, hparams_set: str | Non
         data_dir = recorded_data_dir(saved, run.output_dir.path)
     opened = open_problem(problem_name, data_dir)
     overrides = hparams if (hparams or saved is None) else saved.hparams_overrides
-    resolved = resolve_hparams(set_name, overrides, opened.vocab_size)
+    resolved = resolve_hparams(set_name, overrides, opened.vocab_size,
+                               opened.source_vocab_size if opened.separate_vocabularies else None)
     # Given none, the usr dir of this run's own registrations, not whichever the process imported first.
     usr_dir = usr_dir or usr_dirs.defining(registry.problems.get(problem_name), registry.hparams_sets.get(set_name),
                                            registry.models.get(resolved.model_name))
@@ -117,15 +118,36 @@ def train_run(run: RunConfig, problem: str | None = None, hparams_set: str | Non
     return TrainedRun(run.output_dir.path, spec, opened, trainer.model, trainer.step, reason)
 
 
-def resolve_hparams(set_name: str, overrides: str, vocab_size: int) -> HParams:
-    """The named set with overrides applied and the vocabulary size filled in."""
+def resolve_hparams(set_name: str, overrides: str, vocab_size: int, source_vocab_size: int | None = None) -> HParams:
+    """The named set with overrides applied and the vocabulary sizes filled in.
+
+    Args:
+      vocab_size: the problem's (target) vocabulary size.
+      source_vocab_size: the sources' own vocabulary size where the problem has a vocabulary per side; None for
+        one shared vocabulary.
+    Raises:
+      UserError: an override contradicts the problem's vocabularies, or the set shares what two cannot.
+    """
     hparams = config.apply_overrides(registry.hparams_sets.get(set_name)(), overrides)
-    if hparams.model.vocab_size == 0:
-        hparams = dataclasses.replace(hparams, model=dataclasses.replace(hparams.model, vocab_size=vocab_size))
-    elif hparams.model.vocab_size != vocab_size:
-        raise UserError(f"vocab_size={hparams.model.vocab_size} in the hparams, but the problem's vocabulary has "
-                        f"{vocab_size} entries; drop the vocab_size override")
-    return hparams
+    model = hparams.model
+    sizes = {"vocab_size": vocab_size, "source_vocab_size": 0 if source_vocab_size is None else source_vocab_size}
+    for name, size in sizes.items():
+        if getattr(model, name) not in (0, size):
+            what = "vocabulary" if name == "vocab_size" else "source vocabulary"
+            raise UserError(f"{name}={getattr(model, name)} in the hparams, but the problem's {what} has "
+                            f"{size or 'no'} entries; drop the {name} override")
+    model = dataclasses.replace(model, **sizes)
+    if source_vocab_size is not None:
+        if model.share_embeddings:
+            raise UserError("the problem's data has a vocabulary per side, so one matrix cannot embed both; add "
+                            "share_embeddings=false to `hparams` (the target embedding stays the softmax's)")
+        shared_only = [name for name in model.decoder_features
+                       if getattr(registry.decoder_features.get(name), "one_vocabulary", False)]
+        if shared_only:
+            raise UserError(f"decoder feature {shared_only[0]!r} reads source and target pieces through one table, "
+                            "so it needs one shared vocabulary; leave it out of decoder_features or prepare the "
+                            "data with one vocabulary")
+    return dataclasses.replace(hparams, model=model)
 
 
 def open_problem(name: str, data_dir: str | None):

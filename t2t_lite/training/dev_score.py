@@ -48,7 +48,7 @@ class DevScorer:
         self.problem, self.decode = problem, run_decode(decode_hparams)
         # The first `count` dev examples (fewer if the split is smaller), turned back into text by the problem.
         dev = list(problem.dataset("dev").take(count))
-        self.sources = [problem.decode(strip_ids(example["inputs"].numpy())) for example in dev]
+        self.sources = [problem.source_codec.decode(strip_ids(example["inputs"].numpy())) for example in dev]
         self.references = [problem.decode(strip_ids(example["targets"].numpy())) for example in dev]
         self.decoder = make_decoder(model, problem, self.decode)
 
