@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-import t2t_lite.data.text_problem as text_problem
+import t2t_lite.data.vocabulary_making as vocabulary_making
 import t2t_lite.problems  # noqa: F401  (registers the problems)
 from t2t_lite.bin import prepare
 from t2t_lite.data.cleaning import MIN_RATIO_CHARS, HashSet, PairFilter, CleaningRules, length_ratio, pair_hash
@@ -77,8 +77,8 @@ def test_the_hash_set_keeps_every_key_through_growth():
 
 def test_datagen_cleans_train_only_and_both_passes_keep_the_same_pairs(tmp_path, monkeypatch):
     sampled = []
-    train = text_problem.train_sentencepiece
-    monkeypatch.setattr(text_problem, "train_sentencepiece",
+    train = vocabulary_making.train_sentencepiece
+    monkeypatch.setattr(vocabulary_making, "train_sentencepiece",
                         lambda sentences, *args: (sampled.extend(sentences), train(sentences, *args))[1])
     problem, config = prepare_corpus(tmp_path, tmp_path / "data")
     # The vocabulary sample: both sides of the kept pairs, no side of a dropped one.

@@ -24,8 +24,8 @@ from t2t_lite.run import RunRequest, name_partners, open_run
 from cli_helpers import run_tool
 
 SOURCE_SIZE, TARGET_SIZE = 300, 330
-TWO = f"share_embeddings=false,{','.join(['num_encoder_layers=1', 'num_decoder_layers=1', 'd_model=32', 'd_ff=64'])}," \
-      "num_heads=4,dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=1024,average_last_checkpoints=0"
+TWO = ("share_embeddings=false,num_encoder_layers=1,num_decoder_layers=1,d_model=32,d_ff=64,num_heads=4,"
+       "dropout=0,attention_dropout=0,relu_dropout=0,train.batch_size=1024,average_last_checkpoints=0")
 GREEK = dict(zip("abcdefghijklmnopqrstuvwxyz", "αβψδεφγηιξκλμνοπθρστυωςχυζ"))
 STEPS = 150
 

@@ -29,7 +29,6 @@ import functools
 import hashlib
 import json
 import os
-import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -37,21 +36,18 @@ import tensorflow as tf
 
 from t2t_lite.data.batching import example_length
 from t2t_lite.data.cleaning import NOT_CLEANED, CleaningRules, PairFilter, report_line
-from t2t_lite.data.pieces import SentencePieceCodec
 from t2t_lite.data.problem import EOS_ID, Problem
 from t2t_lite.data.shard_writer import LengthHistogram, PairSource, count_longer, log_to_stderr, write_shards
 from t2t_lite.data.shards import read_records, shard_paths
 from t2t_lite.data.shuffle import write_shuffled_shards
-from t2t_lite.data.vocabulary import SentenceSample, Vocabulary, train_sentencepiece
-from t2t_lite.data.vocabulary_file import adopted_sentencepiece, tokenizer_disagreement
-from t2t_lite.data.vocabulary_sides import (CONFIG_KEYS, FILES, SHARED, SIDE_OPTIONS, SOURCE, TARGET,
-                                            VocabularyPlan, config_entry, fingerprint, is_separate, plans_of)
-from t2t_lite.data.vocabulary_source import CONFIG_FILE, has_two_vocabularies, vocabulary_from
+from t2t_lite.data.vocabulary import SentenceSample, Vocabulary
+from t2t_lite.data.vocabulary_making import make_model, plan_sample, resolve_vocabularies
+from t2t_lite.data.vocabulary_sides import (CONFIG_KEYS, FILES, SHARED, SOURCE, TARGET, config_entry, fingerprint,
+                                            plans_of)
+from t2t_lite.data.vocabulary_source import CONFIG_FILE
 from t2t_lite.errors import UserError
 from t2t_lite.files import atomic_write_bytes, atomic_write_text, read_json
 
-# Training sentences an adopted vocabulary (`vocab_file`) is checked to round-trip on.
-ROUND_TRIP_SAMPLE = 1000
 SPLIT_ORDER = ("train", "dev", "test")
 # "train_order" in problem_config.json: how the train shards order the examples (dev and
 # test are always in file order). Configs from before the shuffled order have none.
@@ -146,7 +142,7 @@ class Text2TextProblem(Problem):
         opts = DatagenOptions(**options)
         files = {name: _absolute_files(getattr(opts, name), name)
                  for name in ("train_files", "dev_files", "test_files")}
-        files.update(self._resolve_vocabularies(opts))
+        files.update(resolve_vocabularies(opts, self.default_vocab_size))
         cleaning = {name: getattr(self.default_cleaning, name) if getattr(opts, name) is None else getattr(opts, name)
                     for name in _NOT_CLEANED_OPTIONS}
         cleaning["max_length_ratio"] = float(cleaning["max_length_ratio"])
@@ -157,37 +153,6 @@ class Text2TextProblem(Problem):
             if getattr(opts, name) < 1:
                 raise UserError(f"`{name}` must be at least 1, got {getattr(opts, name)}")
         return opts
-
-    def _resolve_vocabularies(self, opts: DatagenOptions) -> dict:
-        """The vocabulary fields of opts resolved: one way to make each vocabulary, paths absolute, every size
-        known (a given model's own). A shared `vocab_from` naming a place with two vocabularies copies both."""
-        if is_separate(opts):
-            shared = [name for name in SIDE_OPTIONS[SHARED] if getattr(opts, name) is not None]
-            if shared:
-                raise UserError(f"`source_vocab_*` and `target_vocab_*` give each side its own vocabulary; drop "
-                                f"`{shared[0]}` (the shared vocabulary's)")
-        elif opts.vocab_from and has_two_vocabularies(opts.vocab_from):
-            opts = dataclasses.replace(opts, vocab_from=None, source_vocab_from=opts.vocab_from,
-                                       target_vocab_from=opts.vocab_from)
-        resolved = {}
-        for plan in plans_of(opts):
-            size_name, file_name, from_name = SIDE_OPTIONS[plan.side]
-            if plan.file and plan.copy_from:
-                raise UserError(f"`{from_name}` and `{file_name}` each give the {_side_name(plan.side)}; pass one of "
-                                "them")
-            if plan.size is not None and (plan.file or plan.copy_from):
-                raise UserError(f"`{from_name if plan.copy_from else file_name}` gives the {_side_name(plan.side)} "
-                                f"and its size; drop `{size_name}`")
-            if plan.size is not None and plan.size < 1:
-                raise UserError(f"`{size_name}` must be at least 1, got {plan.size}")
-            path = plan.file or plan.copy_from
-            if path:
-                path = os.path.abspath(os.path.expanduser(path))
-                plan = dataclasses.replace(plan, file=path if plan.file else None,
-                                           copy_from=path if plan.copy_from else None)
-                plan = dataclasses.replace(plan, size=SentencePieceCodec(_given_model(plan)[0]).vocab_size)
-            resolved.update(dataclasses.replace(plan, size=plan.size or self.default_vocab_size).options())
-        return resolved
 
     def generate_data(self, tmp_dir: str | None, log=log_to_stderr, **options) -> dict:
         """Builds (or finishes building) the vocabulary and the TFRecord shards in data_dir.
@@ -253,8 +218,7 @@ class Text2TextProblem(Problem):
         # An adopted model's round trip is checked on a small sample; a copied one was checked where it was
         # made. Two vocabularies share the sentence budget, each sampling its own side.
         per_side = opts.max_vocab_sentences if len(plans) == 1 else max(1, opts.max_vocab_sentences // 2)
-        samples = {plan.side: (None if plan.copy_from else SentenceSample(ROUND_TRIP_SAMPLE) if plan.file
-                               else SentenceSample(per_side)) for plan in plans}
+        samples = {plan.side: plan_sample(plan, per_side) for plan in plans}
         sides = (samples[SHARED],) * 2 if len(plans) == 1 else (samples[SOURCE], samples[TARGET])
         splits = {split: {**_scan(split, source, sides if split == "train" else (None, None), log,
                                   opts.cleaning() if split == "train" else None),
@@ -271,7 +235,8 @@ class Text2TextProblem(Problem):
                                 "with `max_length_ratio`=0, `drop_copies`=false, `drop_duplicates`=false")
             raise UserError(f"the training text{where} holds no pair with two non-empty sides ("
                             f"{train['skipped_empty']:,} pairs with an empty side); pass non-empty parallel files")
-        models = {plan.side: self._vocabulary_model(plan, samples[plan.side], log) for plan in plans}
+        models = {plan.side: make_model(plan, samples[plan.side], self.model_type, self.user_defined_symbols, log)
+                  for plan in plans}
         os.makedirs(self.data_dir, exist_ok=True)
         for side, model in models.items():
             atomic_write_bytes(os.path.join(self.data_dir, FILES[side]), model)
@@ -283,24 +248,6 @@ class Text2TextProblem(Problem):
         for name in ("vocabulary", "source_vocabulary"):  # one read before now would be of an earlier model
             vars(self).pop(name, None)
         return config
-
-    def _vocabulary_model(self, plan: VocabularyPlan, sample: SentenceSample | None, log) -> bytes:
-        """The serialized SentencePiece model `plan` makes (copied, adopted or trained on `sample`)."""
-        what = _side_name(plan.side)
-        if plan.trained:
-            log(f"training a {self.model_type} {what} of {plan.size} on "
-                f"{len(sample.sentences):,} of {sample.seen:,} training sentences")
-            start = time.monotonic()
-            model = train_sentencepiece(sample.sentences, plan.size, self.model_type, self.user_defined_symbols)
-            log(f"{what} trained in {time.monotonic() - start:.1f}s")
-            return model
-        model, notes = _given_model(plan)
-        log(f"{what}: {plan.size} pieces from {plan.file or plan.copy_from}"
-            + (" (rewritten with PAD 0 and EOS 1; the original model's ids do not apply)" if plan.file else ""))
-        disagreement = tokenizer_disagreement(model, sample.sentences) if plan.file else None
-        for note in notes + ([disagreement] if disagreement else []):
-            log(f"warning: {note}" if plan.side == SHARED else f"warning: {what}: {note}")
-        return model
 
     def _existing_config(self, opts: DatagenOptions) -> dict | None:
         """The config of an earlier run with the same options, None for a fresh data_dir."""
@@ -416,17 +363,6 @@ class Text2TextProblem(Problem):
             raise UserError(f"{len(missing)} of the {len(paths)} {split} shards in {self.data_dir} are "
                             "missing; rerun t2t-lite-datagen with the same options to finish them")
         return read_records(paths)
-
-
-def _side_name(side: str) -> str:
-    return "vocabulary" if side == SHARED else f"{side} vocabulary"
-
-
-def _given_model(plan: VocabularyPlan) -> tuple[bytes, list[str]]:
-    """The model a plan adopts (its `file`, with PAD 0 and EOS 1, and the round-trip warnings) or copies."""
-    if plan.file:
-        return adopted_sentencepiece(plan.file)
-    return vocabulary_from(plan.copy_from, TARGET if plan.side == SHARED else plan.side)[0], []
 
 
 def _absolute_files(value: str | None, name: str) -> str | None:
