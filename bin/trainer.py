@@ -51,7 +51,7 @@ flags.DEFINE_integer("cpu_devices", 0, "Split the CPU into this many logical dev
 flags.DEFINE_enum("mixed_precision", DEFAULT["mixed_precision"], [precision.AUTO, *precision.PRECISIONS],
                   "Compute dtype: float16 with loss scaling (GPUs) or bfloat16 (CPUs, TPUs, Ampere+ GPUs); "
                   "variables, softmax and loss stay float32. auto: mixed_bfloat16 on a CPU that multiplies "
-                  "bfloat16 natively (AVX-512 BF16 or AMX), where it trains about twice as fast, else none (float32); "
+                  "bfloat16 natively (AVX-512 BF16 or AMX), where it trains about 1.7x as fast (more with AMX), else none (float32); "
                   "none (float32) too where TensorFlow sees a GPU: pick mixed_float16 or mixed_bfloat16 for one.")
 flags.DEFINE_bool("float32_output_projection", DEFAULT["float32_output_projection"], "With --mixed_precision, multiply "
                   "the training loss's projection onto the vocabulary, and its gradients, with float32 operands (its "

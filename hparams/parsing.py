@@ -54,7 +54,7 @@ def transformer_parsing_small_data() -> HParams:
     """A parser for a few thousand trees on a CPU (parsing_ptb_sample_words): transformer_small_data's schedule,
     tiny sizes, and a beam of 6 (not the paper's 21) over trees that must copy the sentence.
 
-    Each value and why (chosen on the sample's dev split; docs/problems.md has the table):
+    Each value and why (chosen on the sample's dev split; docs/performance.md#parsing-the-ptb-sample-measured has the table):
     - pre-norm, a warmup over the first tenth of the budget, then a linear decay to zero, peak 3.1e-3
       (transformer_small_data's schedule): transformer_wsj_parsing_tiny's post-norm under the rsqrt schedule
       stays a language model of trees that hardly reads the sentence (dev loss 0.93 after 5 minutes
