@@ -200,3 +200,14 @@ def test_every_beam_of_a_search_with_word_pointer_and_open_phrases_scores_as_the
 def log_softmax(logits):
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def test_a_traced_steps_logits_keep_a_static_vocabulary_width_so_top_k_takes_its_block_path():
+    """A dynamic width sends the search's top_k to a whole-row sort, several times slower at V = 32768."""
+    import tensorflow as tf
+
+    model = build_model(tiny(""))
+    step = CachedStep(model, np.full((2, 5), 3, np.int32), 2, 3, StepMatmulSettings(layout=IN_OUT, op=MATMUL))
+    traced = tf.function(lambda ids: step(ids, 0, step.initial_state)[0]).get_concrete_function(
+        tf.TensorSpec([None, 1], tf.int32))  # rows unknown, as in the search's loop
+    assert traced.structured_outputs.shape[-1] == 23

@@ -90,7 +90,7 @@ class CachedStep:
         rows = ops.shape(ids)[0]
 
         def every_id():  # [N, V]
-            return ops.reshape(model.logits(states, products=self.products), (rows, -1))
+            return _beam_rows(model.logits(states, products=self.products), rows)
 
         if COLUMNS not in cache:
             return every_id(), grown_state
@@ -103,9 +103,15 @@ class CachedStep:
 
         def shortlisted():  # each sentence's K rows against its C columns' embeddings: [B, K, C]
             logits = model.logits(states, columns=columns["embeddings"])
-            return ops.reshape(logits, (rows, -1)), repeated_rows(columns["ids"], self.beams)  # [N, C]
+            return _beam_rows(logits, rows), repeated_rows(columns["ids"], self.beams)  # [N, C]
 
         return Shortlist(*ops.cond(whole_vocabulary, with_every_id, shortlisted)), grown_state
+
+
+def _beam_rows(logits, rows):
+    """[B, K, V] -> [N, V], keeping V static: top_k's block-maxima path needs it, and without it
+    the search sorts whole rows."""
+    return ops.reshape(logits, (rows, logits.shape[-1] if logits.shape[-1] is not None else -1))
 
 
 def step_products(model, dtype, settings: StepMatmulSettings) -> tuple[StepKernelMaker, dict]:
