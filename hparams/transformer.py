@@ -122,7 +122,7 @@ def transformer_small_data() -> HParams:
     - learning_rate_constant 0.5, warmup_steps 200: with warmup_fraction these only set the peak,
       0.5 * 256^-0.5 * 200^-0.5 = 2.2e-3; 1.6e-3 lost 2.9 val BLEU at 10 minutes, as a short run's progress
       is limited by its rate. The peer's run 1 with constant 2.0 (peak 4e-3, rsqrt) stalled at a loss of ~4.3.
-    - dropout, attention_dropout and relu_dropout 0.1: the peer's; 30k pairs are seen ~20 times in 35
+    - dropout, attention_dropout and relu_dropout 0.1: the peer's; 30k pairs are seen about 10 times in 35
       minutes, so the model overfits without them (0.2-0.3 is the usual next step for much longer runs).
     - label_smoothing 0.1: the paper's and the peer's.
     - batch_size 4096 tokens: the peer's; ~3.3k target tokens, ~140 updates an epoch of 30k pairs, so

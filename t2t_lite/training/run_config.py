@@ -41,7 +41,7 @@ class RunConfig:
     # XLA for each replica's forward and backward pass; batches are then padded to bucket bounds.
     jit_compile: bool = False
     # "none", "mixed_float16" (GPUs, with loss scaling) or "mixed_bfloat16" (CPUs, TPUs, Ampere+ GPUs);
-    # "auto": mixed_bfloat16 where the CPU has native bfloat16, else none. A property of the hardware, not
+    # "auto": mixed_bfloat16 where the CPU has native bfloat16 and no GPU is visible, else none. A property of the hardware, not
     # the model: checkpoints hold float32 variables either way.
     mixed_precision: str = "auto"
     # Under mixed precision, the loss's projection onto the vocabulary with float32 operands and
