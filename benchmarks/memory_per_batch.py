@@ -1,4 +1,4 @@
-"""Peak training memory per batch size, for base and big, in float32 and mixed bfloat16 (for a GPU sizing page; not yet run at its real sizes).
+"""Peak training memory per batch size, for base and big, in float32 and mixed bfloat16 (docs/gpu_sizing.md's per-token figures).
 
   python benchmarks/memory_per_batch.py [--hparams_sets=transformer_base,transformer_big]
       [--batch_sizes=1024,2048,4096,8192] [--mixed_precisions=none,mixed_bfloat16] [--steps=2]
