@@ -146,6 +146,7 @@ def test_a_users_sentencepiece_model_is_rewritten_with_pad_0_and_eos_1_and_is_th
     assert (adopted.pad_id(), adopted.eos_id()) == (0, 1) and adopted.id_to_piece(1) == "</s>"
     assert adopted.vocab_size() == original.vocab_size() + 1 == problem.vocab_size  # PAD added
     assert problem.config["vocab"]["sha256"] == hashlib.sha256(vocab_bytes(tmp_path / "data")).hexdigest()
+    assert problem.config["vocab"]["model_type"] == "unigram"  # spm's default, not translate_files' bpe
     for line in lines[:50]:  # the graph's tokenizer gives the same pieces, under other ids; the text comes back
         assert [adopted.id_to_piece(i) for i in problem.encode(line)] == original.encode(line, out_type=str)
         assert problem.decode([*problem.encode(line), 1]) == line

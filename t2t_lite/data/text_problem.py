@@ -241,7 +241,7 @@ class Text2TextProblem(Problem):
         for side, model in models.items():
             atomic_write_bytes(os.path.join(self.data_dir, FILES[side]), model)
         config = {"problem": self.name, "options": dataclasses.asdict(opts), "splits": splits, "train_order": SHUFFLED,
-                  **{CONFIG_KEYS[plan.side]: config_entry(plan.side, self.model_type, plan.size, models[plan.side])
+                  **{CONFIG_KEYS[plan.side]: config_entry(plan.side, plan.size, models[plan.side])
                      for plan in plans}}
         atomic_write_text(self._config_path(), json.dumps(config, indent=2) + "\n")
         self.config = config

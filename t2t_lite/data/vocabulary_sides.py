@@ -53,8 +53,13 @@ def is_separate(options) -> bool:
     return any(getattr(options, name) is not None for side in (SOURCE, TARGET) for name in SIDE_OPTIONS[side])
 
 
-def config_entry(side: str, model_type: str, size: int, model: bytes) -> dict:
-    return {"file": FILES[side], "model_type": model_type, "size": size, "sha256": hashlib.sha256(model).hexdigest()}
+def config_entry(side: str, size: int, model: bytes) -> dict:
+    # The type is read from the model: one taken with vocab_file or vocab_from need not be the problem's.
+    from sentencepiece import sentencepiece_model_pb2 as model_pb2
+
+    model_type = model_pb2.TrainerSpec.ModelType.Name(model_pb2.ModelProto.FromString(model).trainer_spec.model_type)
+    return {"file": FILES[side], "model_type": model_type.lower(), "size": size,
+            "sha256": hashlib.sha256(model).hexdigest()}
 
 
 def fingerprint(config: dict) -> str:
