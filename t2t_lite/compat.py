@@ -78,15 +78,6 @@ class PrivateUse:
     present: Callable[[], bool]
 
 
-def _has(module: str, path: str) -> bool:
-    """Whether `module` (imported) has the dotted attribute `path`."""
-    try:
-        functools.reduce(getattr, path.split("."), importlib.import_module(module))
-    except AttributeError:
-        return False
-    return True
-
-
 def _adam_keeps_slots_in_lists() -> bool:
     import keras
 
@@ -107,14 +98,15 @@ def _tokenizer_reads_what_the_fence_sets() -> bool:
 
 PRIVATE_USES = (
     PrivateUse("keras", "Optimizer._get_variable_index",
-               lambda: _has("keras", "optimizers.Optimizer._get_variable_index")),
+               lambda: hasattr(importlib.import_module("keras").optimizers.Optimizer, "_get_variable_index")),
     PrivateUse("keras", "Adam._momentums, Adam._velocities (one slot per variable, by index)",
                _adam_keeps_slots_in_lists),
     PrivateUse("tensorflow", "tf.__internal__.distribute.strategy_supports_no_merge_call",
-               lambda: _has("tensorflow", "__internal__.distribute.strategy_supports_no_merge_call")),
+               lambda: hasattr(importlib.import_module("tensorflow").__internal__.distribute,
+                               "strategy_supports_no_merge_call")),
     PrivateUse("tensorflow-text", "gen_sentencepiece_tokenizer.sentencepiece_op",
-               lambda: _has("tensorflow_text.python.ops.sentencepiece_tokenizer",
-                            "gen_sentencepiece_tokenizer.sentencepiece_op")),
+               lambda: hasattr(importlib.import_module("tensorflow_text.python.ops.sentencepiece_tokenizer")
+                               .gen_sentencepiece_tokenizer, "sentencepiece_op")),
     PrivateUse("tensorflow-text", "SentencepieceTokenizer._model_resource and its settings' attribute names",
                _tokenizer_reads_what_the_fence_sets),
 )
