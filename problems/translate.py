@@ -127,8 +127,8 @@ class ParallelFilesProblem(Text2TextProblem):
         return self.default_source(split, tmp_dir)
 
     def default_source(self, split: str, tmp_dir: str | None) -> PairSource | None:
-        """Where a split comes from when no files are named."""
-        raise NotImplementedError
+        """Where a split comes from when no files are named: nowhere unless a problem has a corpus of its own."""
+        raise UserError(f"{self.name} needs `train_files`=SRC,TGT and `dev_files`=SRC,TGT")
 
 
 class Wmt14Problem(ParallelFilesProblem):
@@ -175,6 +175,3 @@ class TranslateFiles(ParallelFilesProblem):
 
     name = "translate_files"
     default_cleaning = TRANSLATION_CLEANING
-
-    def default_source(self, split: str, tmp_dir: str | None) -> PairSource | None:
-        raise UserError(f"{self.name} needs `train_files`=SRC,TGT and `dev_files`=SRC,TGT")

@@ -69,15 +69,24 @@ def score_linearized(outputs: Sequence[str], references: Sequence[str], sources:
     return score_corpus(gold, predicted), repaired
 
 
-def evalb_summary(counts: BracketCounts, repaired: int) -> list[str]:
-    """The summary block of EVALB's report, and a line counting repaired outputs.
+def tree_report(outputs: Sequence[str], references: Sequence[str], sources: Sequence[str],
+                form: TargetForm) -> list[str]:
+    """EVALB (COLLINS.prm) bracket scores of decoded linearised trees against the references.
 
     Args:
-      counts: corpus counts from `score_linearized`.
-      repaired: outputs that were not well-formed linearised trees.
+      outputs: decoded target strings in `form`, one per sentence.
+      references: gold trees, linearised or bracketed (score_linearized).
+      sources: the decoded input sentences, whose words the trees are over.
     Returns:
-      Lines such as "Bracketing FMeasure       =  91.30".
+      The summary block of EVALB's report (lines such as "Bracketing FMeasure       =  91.30"), the number
+      of malformed outputs repaired, the share of outputs that were well-formed trees before any repair, and
+      the share identical to their reference tree.
     """
+    counts, repaired = score_linearized(outputs, references, sources, form)
+    targets = [form.linearize(strip_tree(parse_tree_string(reference)))[1] if is_bracketed_tree(reference)
+               else reference.split() for reference in references]
+    exact = sum(output.split() == target for output, target in zip(outputs, targets))
+    total = max(len(outputs), 1)
     return [
         f"Number of sentence        = {counts.sentences:6d}",
         f"Number of Error sentence  = {counts.errors:6d}",
@@ -88,26 +97,5 @@ def evalb_summary(counts: BracketCounts, repaired: int) -> list[str]:
         f"Bracketing FMeasure       = {counts.f1:6.2f}",
         f"Matched / gold / test brackets = {counts.matched} / {counts.gold} / {counts.predicted}",
         f"Malformed outputs repaired = {repaired}",
-    ]
-
-
-def tree_report(outputs: Sequence[str], references: Sequence[str], sources: Sequence[str],
-                form: TargetForm) -> list[str]:
-    """EVALB (COLLINS.prm) bracket scores of decoded linearised trees against the references.
-
-    Args:
-      outputs: decoded target strings in `form`, one per sentence.
-      references: gold trees, linearised or bracketed (score_linearized).
-      sources: the decoded input sentences, whose words the trees are over.
-    Returns:
-      EVALB's summary lines, the number of malformed outputs repaired, the share of outputs that were
-      well-formed trees before any repair, and the share identical to their reference tree.
-    """
-    counts, repaired = score_linearized(outputs, references, sources, form)
-    targets = [form.linearize(strip_tree(parse_tree_string(reference)))[1] if is_bracketed_tree(reference)
-               else reference.split() for reference in references]
-    exact = sum(output.split() == target for output, target in zip(outputs, targets))
-    total = max(len(outputs), 1)
-    return evalb_summary(counts, repaired) + [
         f"Well-formed before repair  = {100 * (len(outputs) - repaired) / total:6.2f} %",
         f"Exact tree match           = {100 * exact / total:6.2f} %"]

@@ -7,7 +7,6 @@ which needs Keras, because a CTranslate2 deployment reads an export's hparams.js
 """
 from t2t_lite.registry import former_feature_settings
 
-# {old boolean: the decoder feature it turned on}, in the order the model added them.
-FORMER_SETTINGS = {"word_pointer": "word_pointer", "open_phrases": "open_phrases"}
-for setting, feature in FORMER_SETTINGS.items():
-    former_feature_settings.register(setting)(feature)
+# Each old boolean turned on the decoder feature of its own name; in the order the model added them.
+for setting in ("word_pointer", "open_phrases"):
+    former_feature_settings.register(setting)(setting)
