@@ -18,8 +18,6 @@ full disk. A later run of the same command, with nothing left to train, finds
 averaged/ missing or older than the checkpoints and averages then
 (`finish_averaging`).
 """
-from __future__ import annotations
-
 import glob
 import json
 import os

@@ -127,11 +127,11 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     if name not in DISTRIBUTIONS:
         raise UserError(f"`distribution` must be one of {', '.join(DISTRIBUTIONS)}; got {name!r}")
     # Before TensorFlow parses TF_CONFIG (creating the strategy), which reports mistakes as tracebacks.
-    read_tf_config()
+    tasks = cluster_tasks()
     if name == "auto":
-        name = "multi_worker" if cluster_tasks() > 1 else "mirrored" if len(local_devices()) > 1 else "one_device"
+        name = "multi_worker" if tasks > 1 else "mirrored" if len(local_devices()) > 1 else "one_device"
     if name == "multi_worker":
-        if not cluster_tasks():
+        if not tasks:
             raise UserError("`distribution`=multi_worker needs TF_CONFIG (the cluster and this task); see docs/training.md")
         read_tf_config(require_task=True)
         try:

@@ -23,10 +23,10 @@ class EvalResult:
 
 def dev_loss(eval_step: Callable, batches) -> EvalResult:
     """The label-smoothed loss and accuracy per target token of eval_step's model over the dev batches."""
-    loss_sum = correct = tokens = 0.0
+    totals = [0.0, 0.0, 0.0]  # the loss sum, correct tokens and target tokens
     for batch in batches:
-        batch_loss, batch_correct, batch_tokens = eval_step(batch)
-        loss_sum, correct, tokens = loss_sum + float(batch_loss), correct + float(batch_correct), tokens + float(batch_tokens)
+        totals = [total + float(value) for total, value in zip(totals, eval_step(batch))]
+    loss_sum, correct, tokens = totals
     return EvalResult(loss=loss_sum / max(tokens, 1.0), accuracy=correct / max(tokens, 1.0))
 
 
@@ -107,7 +107,4 @@ class Evaluator:
 def digits_to_tell_apart(a: float, b: float) -> int:
     """The fewest significant digits, at least 4, at which a and b print differently (4 when they are equal):
     two dev losses a verdict calls different must not print alike (0.5084 and 0.5084)."""
-    for digits in range(4, 18):
-        if f"{a:.{digits}g}" != f"{b:.{digits}g}":
-            return digits
-    return 4
+    return next((digits for digits in range(4, 18) if f"{a:.{digits}g}" != f"{b:.{digits}g}"), 4)
