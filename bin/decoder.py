@@ -53,6 +53,7 @@ flags.DEFINE_integer("random_seed", None, "With sampling, a seed that makes the 
 
 
 def main(argv) -> None:
+    from t2t_lite import environment
     from t2t_lite.bin.lines import DecodeFileRequest, decode_file
     from t2t_lite.decoding.request import SamplingSettings
 
@@ -67,18 +68,11 @@ def main(argv) -> None:
     # The rest of the request's fields are this command's flags of the same names.
     names = ("decode_from_file", "decode_to_file", "decode_reference", "parallel_batches", "output_format",
              "paper_bleu_language", "export_dir", "compute_type", "output_trees", "input_tokenized")
-    request = DecodeFileRequest(run_request, step_matmul=step_matmul(), **{name: FLAGS[name].value for name in names})
+    # T2T_LITE_KERNEL_LAYOUT and T2T_LITE_STEP_MATMUL's settings for a run's decoding steps; None for an export
+    # (which has its own), so a CTranslate2 export decodes without importing TensorFlow.
+    step_matmul = None if FLAGS.export_dir else environment.step_matmul_settings()
+    request = DecodeFileRequest(run_request, step_matmul=step_matmul, **{name: FLAGS[name].value for name in names})
     decode_file(request, log=lambda line: print(line, file=sys.stderr, flush=True))
-
-
-def step_matmul():
-    """T2T_LITE_KERNEL_LAYOUT and T2T_LITE_STEP_MATMUL's settings for a run's decoding steps; None for an
-    export (which has its own), so a CTranslate2 export decodes without importing TensorFlow."""
-    if FLAGS.export_dir:
-        return None
-    from t2t_lite import environment
-
-    return environment.step_matmul_settings()
 
 
 def run() -> None:

@@ -26,10 +26,8 @@ def main(argv) -> None:
     from t2t_lite.run import name_partners
 
     name_partners(FLAGS.output_dir, FLAGS.partners)
-    if FLAGS.partners:
-        print(f"{FLAGS.output_dir} decodes with {', '.join(FLAGS.partners)} as one ensemble", file=sys.stderr)
-    else:
-        print(f"{FLAGS.output_dir} decodes alone", file=sys.stderr)
+    partners = f"with {', '.join(FLAGS.partners)} as one ensemble" if FLAGS.partners else "alone"
+    print(f"{FLAGS.output_dir} decodes {partners}", file=sys.stderr)
 
 
 def run() -> None:

@@ -99,28 +99,26 @@ def dry_run() -> None:
     print(f"parameters: {build_model(hparams).count_params()}")
 
 
-def check_generate_data_flags() -> None:
-    """--generate_data's needs, checked before anything is prepared or written."""
-    from t2t_lite.training import distribution
-
-    if not FLAGS.problem or not FLAGS.data_dir:
-        raise UserError("--generate_data needs --problem and --data_dir=DIR (where the prepared data goes)")
-    if distribution.cluster_tasks() > 1:
-        # Every worker would write the same shards at once.
-        raise UserError("--generate_data runs in one process: prepare the data once with t2t-lite-datagen, "
-                        "then start every worker with its --data_dir")
-
-
 # datagen's flags, which the trainer reads only to prepare data (--generate_data).
 DATA_SOURCE_FLAGS = ("tmp_dir", *prepare.OPTION_FLAGS)
 
 
-def refuse_data_source_flags() -> None:
-    """Without --generate_data, a data source flag would be ignored: refused, before anything is written."""
-    for name in DATA_SOURCE_FLAGS:
-        if FLAGS[name].present:
-            raise UserError(f"--{name} is for preparing data, which the trainer does only with --generate_data: "
-                            f"add --generate_data, or prepare --data_dir with t2t-lite-datagen first")
+def check_data_flags() -> None:
+    """--generate_data's needs, or without it the data source flags it would ignore: refused before anything is
+    prepared or written."""
+    from t2t_lite.training import distribution
+
+    if not FLAGS.generate_data:
+        for name in DATA_SOURCE_FLAGS:
+            if FLAGS[name].present:
+                raise UserError(f"--{name} is for preparing data, which the trainer does only with --generate_data: "
+                                f"add --generate_data, or prepare --data_dir with t2t-lite-datagen first")
+    elif not FLAGS.problem or not FLAGS.data_dir:
+        raise UserError("--generate_data needs --problem and --data_dir=DIR (where the prepared data goes)")
+    elif distribution.cluster_tasks() > 1:
+        # Every worker would write the same shards at once.
+        raise UserError("--generate_data runs in one process: prepare the data once with t2t-lite-datagen, "
+                        "then start every worker with its --data_dir")
 
 
 def main(argv) -> None:
@@ -138,10 +136,7 @@ def main(argv) -> None:
 
     # Made (and so checked) before data is prepared or anything written, and handed on: checked once.
     run = run_config.from_settings(FLAGS.output_dir, {name: FLAGS[name].value for name in run_config.SETTINGS})
-    if FLAGS.generate_data:
-        check_generate_data_flags()
-    else:
-        refuse_data_source_flags()
+    check_data_flags()
     # Devices and strategy come first: TensorFlow fixes both when it runs its first op.
     if FLAGS.cpu_devices:
         distribution.split_cpu(FLAGS.cpu_devices)

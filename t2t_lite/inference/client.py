@@ -16,8 +16,7 @@ from t2t_lite.config import check_least
 from t2t_lite.errors import UserError
 
 SIGNATURE = "serving_default"
-PROTOCOLS = ("rest", "grpc")
-# TF Serving's default ports: --rest_api_port=8501 in its docker image, --port=8500 for gRPC.
+# The protocols, and TF Serving's default ports: --rest_api_port=8501 in its docker image, --port=8500 for gRPC.
 DEFAULT_SERVERS = {"rest": "localhost:8501", "grpc": "localhost:8500"}
 
 
@@ -42,8 +41,8 @@ def make_predict(protocol: str, server: str | None, model_name: str, version: in
       version: a specific version; None for the one TF Serving serves by default (the highest).
       timeout: seconds to wait for each answer.
     """
-    if protocol not in PROTOCOLS:
-        raise UserError(f"`protocol` must be one of {PROTOCOLS}, got {protocol!r}")
+    if protocol not in DEFAULT_SERVERS:
+        raise UserError(f"`protocol` must be one of {tuple(DEFAULT_SERVERS)}, got {protocol!r}")
     server = server or DEFAULT_SERVERS[protocol]
     if protocol == "rest":
         url = rest_url(server, model_name, version)

@@ -19,7 +19,7 @@ whenever our best is among those K; it can differ when the two penalties keep
 different hypotheses or CTranslate2 stops earlier (docs/performance.md gives
 how often).
 
-`CTranslate2Export.search()` returns a t2t_lite.decoding.batching.DecodeBatch, padded
+`CTranslate2Export.search(hp)` returns a t2t_lite.decoding.batching.DecodeBatch, padded
 id batches in, (ids, scores) out, as a SavedModel's signature and the
 Decoder are, so the same encoding, batching and Hypotheses serve all three.
 
@@ -107,10 +107,8 @@ class CTranslate2Export:
     def score(self, sources: list[str], targets: list[str], progress=None):
         raise UserError("an export holds beam search only; score with Translator.from_run on the run it came from")
 
-    def search(self, hp: DecodeHParams | None = None) -> DecodeBatch:
-        """The DecodeBatch of CTranslate2's search with hp's beam_size, alpha and extra_length (default the
-        export's)."""
-        hp = hp or self.engine.settings
+    def search(self, hp: DecodeHParams) -> DecodeBatch:
+        """The DecodeBatch of CTranslate2's search with hp's beam_size, alpha and extra_length."""
 
         def decode_batch(inputs):
             rows = [[int(i) for i in row if i != PAD_ID] for row in np.asarray(inputs)]  # each EOS-terminated
