@@ -125,12 +125,11 @@ class PairFilter:
 
     def __init__(self, rules: CleaningRules):
         self.rules = rules
-        self.read = self.kept = 0
+        self.kept = 0
         self.dropped = {"length_ratio": 0, "copies": 0, "duplicates": 0}
         self._seen = HashSet() if rules.drop_duplicates else None
 
     def keep(self, src: str, tgt: str) -> bool:
-        self.read += 1
         rule = self._dropped_by(src, tgt)
         if rule:
             self.dropped[rule] += 1
@@ -149,7 +148,7 @@ class PairFilter:
 
     def report(self) -> dict:
         """What problem_config.json keeps: {"read", "kept", "dropped": {rule: count}}."""
-        return {"read": self.read, "kept": self.kept, "dropped": dict(self.dropped)}
+        return {"read": self.kept + sum(self.dropped.values()), "kept": self.kept, "dropped": dict(self.dropped)}
 
 
 def report_line(split: str, report: dict) -> str:

@@ -3,8 +3,8 @@
 `write_shards` (dev, test) puts example i of n in the shard whose contiguous
 range holds it (`shard_bounds`), in corpus order, so evaluation output stays
 line-aligned with the reference. `shuffle.write_shuffled_shards` (train) builds
-its random order on the same pieces: `text_batches`, `encoded_examples`,
-`write_shard` and `Progress`.
+its random order on the same pieces: `encoded_examples`, `write_shard` and
+`Progress`.
 
 A rerun skips every shard that exists under its final name, without even
 tokenizing that shard's text; an interrupted run leaves at most the shards it
@@ -43,19 +43,11 @@ KeyedPair = tuple[tuple[int, ...], tuple[str, str]]
 ENCODE_BATCH = 512  # strings per tokenizer call: large enough to amortise the op's overhead.
 
 
-class TextBatch(NamedTuple):
-    """Up to ENCODE_BATCH pairs to tokenize in one call, with their keys."""
-
-    sources: list[str]
-    targets: list[str]
-    keys: list[tuple[int, ...]]  # one per pair, all of one length; passed through tokenization untouched
-
-
 class EncodedExample(NamedTuple):
     """One tokenized pair, ready to write."""
 
     record: bytes  # the serialized tf.train.Example
-    key: tuple[int, ...]  # its pair's key, as given in its TextBatch
+    key: tuple[int, ...]  # its pair's key, as given to encoded_examples
     length: int  # max(len(inputs), len(targets)), EOS included: the length LengthHistogram counts
 
 
@@ -99,7 +91,7 @@ def write_shards(pairs: PairSource, encode: Encoder, prefix: str, num_examples: 
             add_length(lengths, example.length)
             yield example.record
 
-    records = counted(encoded_examples(text_batches(_select(pairs(), wanted, num_examples)), encode))
+    records = counted(encoded_examples(_select(pairs(), wanted, num_examples), encode))
     progress = Progress(os.path.basename(prefix), sum(stop - start for start, stop in wanted), log)
     for k, (start, stop) in zip(todo, wanted):
         write_shard(paths[k], itertools.islice(records, stop - start), stop - start, progress)
@@ -142,25 +134,25 @@ def log_to_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def text_batches(keyed_pairs: Iterable[KeyedPair]) -> Iterator[TextBatch]:
-    """The (key, (source, target)) items in batches of up to ENCODE_BATCH, in order."""
-    keyed_pairs = iter(keyed_pairs)
-    while chunk := list(itertools.islice(keyed_pairs, ENCODE_BATCH)):
-        keys, pairs = zip(*chunk)
-        yield TextBatch([src for src, _ in pairs], [tgt for _, tgt in pairs], list(keys))
-
-
-def encoded_examples(batches: Iterable[TextBatch], encode: "Encoder | tuple[Encoder, Encoder]"
+def encoded_examples(keyed_pairs: Iterable[KeyedPair], encode: "Encoder | tuple[Encoder, Encoder]"
                      ) -> Iterator[EncodedExample]:
-    """Every pair of `batches` tokenized on all cores by tf.data and serialized, in order, with its key.
+    """Every (key, (source, target)) item tokenized on all cores by tf.data and serialized, in order, with its
+    key (ints of one length per item, passed through tokenization untouched).
 
     `encode` tokenizes both sides, or is (the source's, the target's) where each side has its own vocabulary.
     """
     encode_source, encode_target = encode if isinstance(encode, tuple) else (encode, encode)
+    keyed_pairs = iter(keyed_pairs)
+
+    def batches():  # (sources, targets, keys) of up to ENCODE_BATCH pairs, to tokenize in one call
+        while chunk := list(itertools.islice(keyed_pairs, ENCODE_BATCH)):
+            keys, pairs = zip(*chunk)
+            yield [src for src, _ in pairs], [tgt for _, tgt in pairs], list(keys)
+
     # The generator yields whole batches: from_generator costs ~90us per element,
     # which per pair would cap datagen near 11k examples/s.
     text = tf.data.Dataset.from_generator(
-        lambda: (tuple(batch) for batch in batches),
+        batches,
         output_signature=(tf.TensorSpec([None], tf.string),) * 2 + (tf.TensorSpec([None, None], tf.int64),))
     encoded = text.map(lambda src, tgt, keys: (encode_source(src), encode_target(tgt), keys),
                        num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 import numpy as np
 
 from t2t_lite.data.shard_writer import (ENCODE_BATCH, Encoder, KeyedPair, LengthHistogram, PairSource, Progress,
-                                        add_length, encoded_examples, sorted_histogram, text_batches, write_shard)
+                                        add_length, encoded_examples, sorted_histogram, write_shard)
 from t2t_lite.data.shards import shard_paths
 from t2t_lite.errors import UserError
 from t2t_lite.files import atomic_write_text, read_json
@@ -274,7 +274,7 @@ def _scatter(pairs: PairSource, encode: Encoder, directory: str, layout: Scatter
     lengths = None if state.lengths is None else dict(state.lengths)
     indexed_pairs = itertools.islice(enumerate(pairs()), state.next_index, None)
     since_commit, every = 0, _commit_every(layout.num_examples)
-    for example in encoded_examples(text_batches(_wanted_pairs(indexed_pairs, wanted, layout)), encode):
+    for example in encoded_examples(_wanted_pairs(indexed_pairs, wanted, layout), encode):
         index, bucket = example.key
         if index >= layout.num_examples:
             raise UserError(f"{name} text has more than the {layout.num_examples} pairs counted "

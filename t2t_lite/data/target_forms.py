@@ -99,21 +99,20 @@ def without_tags(tree: Tree) -> Tree:
 
 @dataclasses.dataclass(frozen=True)
 class TargetForm:
-    """A way to write a tree as target tokens, and back: a parsing problem's target side.
+    """A way to write a tree as target tokens, and back: a parsing problem's target side (a TARGET_FORMS value).
 
     Attributes:
-      name: "tags" (tensor2tensor's, with POS tags and no words) or "words".
       linearize: Tree -> (words, target tokens).
       delinearize: (words, target tokens) -> TOP-rooted Tree, repairing malformed tokens.
       shape: target tokens -> what of them must be right for a well-formed tree (tokens equal in shape
         to the linearised tree delinearize rebuilt need no repair).
     """
 
-    name: str
     linearize: Callable[[Tree], tuple[list[str], list[str]]]
     delinearize: Callable[[Sequence[str], Sequence[str]], Tree]
     shape: Callable[[Sequence[str]], list[str]] = list
 
 
-TARGET_FORMS = {"tags": TargetForm("tags", linearize, delinearize),
-                "words": TargetForm("words", linearize_with_words, delinearize_with_words, words_form_shape)}
+# "tags": tensor2tensor's, with POS tags and no words; "words": the words in the brackets, no POS tags.
+TARGET_FORMS = {"tags": TargetForm(linearize, delinearize),
+                "words": TargetForm(linearize_with_words, delinearize_with_words, words_form_shape)}

@@ -178,14 +178,13 @@ class Text2TextProblem(Problem):
         for split, source in sources.items():
             counts = config["splits"][split]
             prefix = os.path.join(self.data_dir, split)
-            order = config.get("train_order", FILE_ORDER) if split == "train" else FILE_ORDER
-            if split == "train" and order != SHUFFLED:
+            if split == "train" and config.get("train_order", FILE_ORDER) != SHUFFLED:
                 if not all(os.path.exists(p) for p in shard_paths(prefix, counts["num_shards"])):
                     raise UserError(f"`data_dir` {self.data_dir} holds train shards in file order, written by an "
                                     "earlier t2t-lite; finishing them in shuffled order would repeat examples, "
                                     "so regenerate into a new `data_dir`")
                 continue
-            write = write_shuffled_shards if order == SHUFFLED else write_shards
+            write = write_shuffled_shards if split == "train" else write_shards
             rules = opts.cleaning() if split == "train" else None
             write(functools.partial(_usable_pairs, source, rules), encode, prefix, counts["examples"],
                   counts["num_shards"], log, on_lengths=functools.partial(self._save_lengths, config, split))

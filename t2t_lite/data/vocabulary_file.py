@@ -31,21 +31,20 @@ def adopted_sentencepiece(path: str) -> tuple[bytes, list[str]]:
     spec, pieces = proto.trainer_spec, list(proto.pieces)
     control = model_pb2.ModelProto.SentencePiece.CONTROL
 
-    def existing(index: int) -> int | None:
-        return index if 0 <= index < len(pieces) else None
+    def existing(index: int) -> bool:
+        return 0 <= index < len(pieces)
 
-    pad, eos = existing(spec.pad_id), existing(spec.eos_id)
-    front = [pieces[pad] if pad is not None else model_pb2.ModelProto.SentencePiece(piece=PAD_PIECE, score=0.0,
-                                                                                     type=control),
-             pieces[eos] if eos is not None else model_pb2.ModelProto.SentencePiece(piece=EOS_PIECE, score=0.0,
-                                                                                     type=control)]
-    rest = [i for i in range(len(pieces)) if i not in (pad, eos)]
+    front = [pieces[index] if existing(index) else model_pb2.ModelProto.SentencePiece(piece=name, score=0.0,
+                                                                                       type=control)
+             for index, name in ((spec.pad_id, PAD_PIECE), (spec.eos_id, EOS_PIECE))]
+    # An index outside the pieces (-1: none) matches no piece, so only pieces moved to the front are left out.
+    rest = [i for i in range(len(pieces)) if i not in (spec.pad_id, spec.eos_id)]
     new_index = {old: 2 + position for position, old in enumerate(rest)}
     del proto.pieces[:]
     proto.pieces.extend(front + [pieces[i] for i in rest])
     spec.pad_id, spec.eos_id, spec.pad_piece, spec.eos_piece = 0, 1, front[0].piece, front[1].piece
     spec.unk_id = new_index.get(spec.unk_id, spec.unk_id)
-    spec.bos_id = new_index[spec.bos_id] if existing(spec.bos_id) is not None else -1
+    spec.bos_id = new_index[spec.bos_id] if existing(spec.bos_id) else -1
     spec.vocab_size = len(proto.pieces)
     return proto.SerializeToString(), round_trip_notes(proto)
 
