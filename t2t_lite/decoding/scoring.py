@@ -22,24 +22,22 @@ class PairScore:
     score: float
 
 
-class TokenLogProbs:
-    """Each target token's log-probability under a model, or the mean of several models' (an ensemble).
+def token_log_probs_fn(models) -> Callable:
+    """A tf.function of each target token's log-probability under a model, or the mean of several models' (an
+    ensemble).
 
     One teacher-forced pass per model: the target, shifted right, is the
     decoder's input, and every position's log-softmax is read at the target's token.
     """
-
-    def __init__(self, models):
-        self.models = tuple(models)
-        self.compute = tf.function(self._compute, input_signature=IDS_SIGNATURE, autograph=False)
-
-    def _compute(self, inputs, targets):
+    def compute(inputs, targets):
         """inputs [B, T_src], targets [B, T_tgt] (EOS-terminated, PAD 0) -> float32 [B, T_tgt], 0 at PAD."""
         # Each model's [B, T, V] logits are cut to the targets' [B, T] before the next model's are made.
         features = {"inputs": inputs, "targets": targets}
         per_model = [model.token_losses(model.decoder_states(features, training=False), targets).log_probs
-                     for model in self.models]
+                     for model in models]
         return tf.add_n(per_model) / len(per_model)  # [B, T], 0 at PAD
+
+    return tf.function(compute, input_signature=IDS_SIGNATURE, autograph=False)
 
 
 def score_pairs(problem: Problem, models, sources: list[str], targets: list[str], batch_size: int,
@@ -58,14 +56,14 @@ def score_pairs(problem: Problem, models, sources: list[str], targets: list[str]
         raise UserError(f"{len(sources)} sources but {len(targets)} targets; they must be line-aligned")
     encoded_sources = encode_lines(problem, sources, what="source")
     encoded_targets = encode_lines(problem.target_codec, targets, what="target")
-    token_log_probs = TokenLogProbs(models)
+    token_log_probs = token_log_probs_fn(tuple(models))
     results: list[PairScore | None] = [None] * len(sources)
     lengths = [len(source) + len(target) if source and target else 0
                for source, target in zip(encoded_sources, encoded_targets)]
     done = 0
     for chunk in longest_first(lengths, batch_size):
-        log_probs = token_log_probs.compute(pad_ids([encoded_sources[i] for i in chunk]),
-                                            pad_ids([encoded_targets[i] for i in chunk])).numpy()  # [B, T_tgt]
+        log_probs = token_log_probs(pad_ids([encoded_sources[i] for i in chunk]),
+                                    pad_ids([encoded_targets[i] for i in chunk])).numpy()  # [B, T_tgt]
         for row, i in enumerate(chunk):
             tokens = len(encoded_targets[i])
             total = float(log_probs[row].sum())

@@ -157,14 +157,12 @@ def transformer_spec(model, hparams: HParams, pieces: list[str], max_positions: 
     positions = _position_table(model, max_positions)  # [P, D]
     encoder.embeddings[0].weight = _numpy(model.source_embedding.embeddings)  # [V, D]
     encoder.position_encodings.encodings = positions
-    for layer_spec, layer in zip(encoder.layer, model.encoder_layers):
-        _set_attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_residual.norm, True)
-        _set_ffn(layer_spec.ffn, layer.ffn, layer.ffn_residual.norm)
     decoder.embeddings.weight = _numpy(model.target_embedding.embeddings)  # [V, D]
     decoder.position_encodings.encodings = positions
-    for layer_spec, layer in zip(decoder.layer, model.decoder_layers):
+    for layer_spec, layer in zip(encoder.layer + decoder.layer, model.encoder_layers + model.decoder_layers):
         _set_attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_residual.norm, True)
-        _set_attention(layer_spec.attention, layer.cross_attention, layer.cross_attention_residual.norm, False)
+        if isinstance(layer, DecoderLayer):
+            _set_attention(layer_spec.attention, layer.cross_attention, layer.cross_attention_residual.norm, False)
         _set_ffn(layer_spec.ffn, layer.ffn, layer.ffn_residual.norm)
     decoder.projection.weight = _numpy(model.target_embedding.embeddings)  # [V, D] as [out, in]; aliased when saved
     if pre_norm:
@@ -219,8 +217,7 @@ def _set_ffn(spec, ffn, norm) -> None:
     _set_norm(spec.layer_norm, norm)
 
 
-def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none",
-                      max_positions: int = MAX_POSITIONS) -> None:
+def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none") -> None:
     """Fills the empty, existing `directory` with the CTranslate2 model of `run` (see the module doc); its
     settings checked by export_ctranslate2."""
     ctranslate2 = require_ctranslate2()
@@ -228,8 +225,7 @@ def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none"
     codec = SentencePieceCodec(vocabularies.target.model)
     pieces = codec.pieces
     source_pieces = SentencePieceCodec(vocabularies.source.model).pieces if vocabularies.separate else None
-    spec = transformer_spec(run.model, run.spec.hparams, pieces, max_positions, unk_id=codec.unk_id,
-                            source_pieces=source_pieces)
+    spec = transformer_spec(run.model, run.spec.hparams, pieces, unk_id=codec.unk_id, source_pieces=source_pieces)
     positions = int(spec.encoder.position_encodings.encodings.shape[0])
 
     class _Converter(ctranslate2.converters.Converter):
@@ -258,8 +254,8 @@ def check_quantization(quantization: str) -> None:
         raise UserError(f"`quantization` must be one of {', '.join(QUANTIZATIONS)}; got {quantization!r}")
 
 
-def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None = None, quantization: str = "none",
-                       max_positions: int = MAX_POSITIONS) -> str:
+def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None = None,
+                       quantization: str = "none") -> str:
     """Exports `run` for CTranslate2 as <export_dir>/<model_name>/<version>/; returns that directory.
 
     The same layout as the SavedModel export, published the same way: built
@@ -280,7 +276,7 @@ def export_ctranslate2(run: OpenedRun, export_dir: str, model_name: str | None =
     name = model_name or run.problem_name
     layout.check_model_name(name)
     model_dir = layout.make_model_dir(export_dir, name)
-    return publish(model_dir, export_dir, lambda path: write_ctranslate2(run, path, quantization, max_positions))
+    return publish(model_dir, export_dir, lambda path: write_ctranslate2(run, path, quantization))
 
 
 def export_requested(request: ExportRequest, log: Callable[[str], None]) -> str:
