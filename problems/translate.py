@@ -22,8 +22,9 @@ import urllib.error
 from collections.abc import Iterator
 
 from t2t_lite.data.cleaning import TRANSLATION_CLEANING
+from t2t_lite.data.datagen_options import DatagenOptions
 from t2t_lite.data.shard_writer import PairSource
-from t2t_lite.data.text_problem import DatagenOptions, Text2TextProblem
+from t2t_lite.data.text_problem import Text2TextProblem
 from t2t_lite.errors import UserError
 from t2t_lite.files import iter_lines
 from t2t_lite.registry import problems

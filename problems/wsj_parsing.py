@@ -20,9 +20,10 @@ import glob
 import os
 from collections.abc import Iterator, Sequence
 
+from t2t_lite.data.datagen_options import DatagenOptions
 from t2t_lite.data.input_tokenizers import PENN_TREEBANK
 from t2t_lite.data.shard_writer import PairSource
-from t2t_lite.data.text_problem import SPLIT_ORDER, DatagenOptions, Text2TextProblem
+from t2t_lite.data.text_problem import SPLIT_ORDER, Text2TextProblem
 from t2t_lite.data.target_forms import CLOSE_MARK, OPEN_MARK, TARGET_FORMS, TargetForm
 from t2t_lite.data.trees import PTB_PHRASE_LABELS, PTB_POS_TAGS, read_mrg, strip_tree
 from t2t_lite.errors import UserError

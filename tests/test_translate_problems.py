@@ -10,7 +10,8 @@ import pytest
 
 import t2t_lite.problems  # noqa: F401  (registers the problems)
 from t2t_lite.data.problem import EOS_ID, PAD_ID
-from t2t_lite.data.text_problem import CONFIG_FILE, LENGTHS, DatagenOptions
+from t2t_lite.data.datagen_options import DatagenOptions
+from t2t_lite.data.text_problem import CONFIG_FILE, LENGTHS
 from t2t_lite.errors import UserError
 from t2t_lite.files import iter_lines
 from t2t_lite.problems.translate import (
