@@ -2,10 +2,12 @@
 comments and docstrings: the measure issue 55 asks not to grow.
 
   python benchmarks/code_lines.py [CHECKOUT]   # default: this checkout
+  python benchmarks/code_lines.py --since REV  # the count at REV and at every commit after it, with each change
 """
 import ast
 import io
 import pathlib
+import subprocess
 import sys
 import tokenize
 
@@ -29,9 +31,31 @@ def code_lines(source: str) -> int:
                 lines.add(line)
     return len(lines)
 
-root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
-total = 0
-for d in ("t2t_lite", "bin", "problems", "hparams"):
-    for p in (root / d).rglob("*.py"):
-        total += code_lines(p.read_text(encoding="utf-8"))
-print(total)
+
+DIRECTORIES = ("t2t_lite", "bin", "problems", "hparams")
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def checkout_lines(root: pathlib.Path) -> int:
+    return sum(code_lines(p.read_text(encoding="utf-8")) for d in DIRECTORIES for p in (root / d).rglob("*.py"))
+
+
+def commit_lines(commit: str) -> int:
+    """The count of a commit of this repository, read with git show (nothing is checked out)."""
+    git = lambda *args: subprocess.check_output(["git", *args], text=True, cwd=REPO)
+    files = [f for f in git("ls-tree", "-r", "--name-only", commit, "--", *DIRECTORIES).split() if f.endswith(".py")]
+    return sum(code_lines(git("show", f"{commit}:{f}")) for f in files)
+
+
+if len(sys.argv) == 3 and sys.argv[1] == "--since":
+    commits = subprocess.check_output(["git", "rev-list", "--reverse", f"{sys.argv[2]}^..HEAD"], text=True,
+                                      cwd=REPO).split()
+    previous = None
+    for commit in commits:
+        total = commit_lines(commit)
+        subject = subprocess.check_output(["git", "log", "-1", "--format=%s", commit], text=True, cwd=REPO).strip()
+        change = "" if previous is None else f"{total - previous:+d}"
+        print(f"{total:6d} {change:>5} {commit[:7]} {subject[:100]}", flush=True)
+        previous = total
+else:
+    print(checkout_lines(pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else REPO))
