@@ -99,17 +99,13 @@ def dry_run() -> None:
     print(f"parameters: {build_model(hparams).count_params()}")
 
 
-# datagen's flags, which the trainer reads only to prepare data (--generate_data).
-DATA_SOURCE_FLAGS = ("tmp_dir", *prepare.OPTION_FLAGS)
-
-
 def check_data_flags() -> None:
     """--generate_data's needs, or without it the data source flags it would ignore: refused before anything is
     prepared or written."""
     from t2t_lite.training import distribution
 
     if not FLAGS.generate_data:
-        for name in DATA_SOURCE_FLAGS:
+        for name in ("tmp_dir", *prepare.OPTION_FLAGS):  # datagen's flags, read only to prepare data
             if FLAGS[name].present:
                 raise UserError(f"--{name} is for preparing data, which the trainer does only with --generate_data: "
                                 f"add --generate_data, or prepare --data_dir with t2t-lite-datagen first")
@@ -124,9 +120,7 @@ def check_data_flags() -> None:
 def main(argv) -> None:
     if FLAGS.registry_help:
         for reg in (registry.models, registry.hparams_sets, registry.problems):
-            print(f"{reg.kind}s:")
-            for name in reg.names():
-                print(f"  {name}")
+            print(f"{reg.kind}s:", *(f"  {name}" for name in reg.names()), sep="\n")
         return
     if FLAGS.dry_run:
         dry_run()

@@ -38,7 +38,6 @@ TEXT_SHA256 = {
     "test_2016_flickr.de": "4be6b5b3236b79c25475c6bb829800a7ce559e9ba7a1f6c2394fe4d40be46d16",
     "test_2016_flickr.fr": "cb3160d69b002bb638e66cc7612fcd56cb0af82eadc9c142dedc438afb885ef6",
 }
-_TIMEOUT_SECONDS = 60
 # The files to put in tmp_dir offline, for the error that says so.
 _WANTED = ", ".join(f"{split}.{{en,de,fr}}" for split in SPLIT_NAMES.values())
 
@@ -50,8 +49,8 @@ def local_file(tmp_dir: str, name: str) -> str | None:
 
 
 def fetch(url: str) -> bytes:
-    """The body at `url` (urllib; an HTTPError or URLError when it cannot be had)."""
-    with urllib.request.urlopen(url, timeout=_TIMEOUT_SECONDS) as response:
+    """The body at `url` (urllib, waiting at most 60 seconds; an HTTPError or URLError when it cannot be had)."""
+    with urllib.request.urlopen(url, timeout=60) as response:
         return response.read()
 
 

@@ -16,6 +16,7 @@ import glob
 import hashlib
 import io
 import os
+import pathlib
 import shutil
 import tempfile
 import urllib.error
@@ -34,15 +35,13 @@ SPLIT_GLOBS = {"train": ("wsj_00[0-9][0-9].mrg", "wsj_01[0-5][0-9].mrg"),
                "test": ("wsj_01[89][0-9].mrg",)}
 # SHA-256 of wsj_0001.mrg ... wsj_0179.mrg (train and dev) concatenated in order.
 TRAIN_DEV_SHA256 = "df3c35beb7d03cf3a002dea84c8f4d9b5e6945e470a06cc5eaa0bc21f9ab0277"
-_TIMEOUT_SECONDS = 120
 
 
 def sample_directory(tmp_dir: str) -> str | None:
     """The directory under tmp_dir that holds the sample's .mrg files; None when there is none."""
     candidates = (tmp_dir, os.path.join(tmp_dir, "corpora", "treebank", "combined"),
                   os.path.join(tmp_dir, "treebank", "combined"))
-    return next((candidate for candidate in candidates if os.path.isfile(os.path.join(candidate, "wsj_0001.mrg"))),
-                None)
+    return next((c for c in candidates if os.path.isfile(os.path.join(c, "wsj_0001.mrg"))), None)
 
 
 def split_files(directory: str, split: str) -> list[str]:
@@ -51,16 +50,13 @@ def split_files(directory: str, split: str) -> list[str]:
 
 
 def train_dev_digest(directory: str) -> str:
-    digest = hashlib.sha256()
-    for path in split_files(directory, "train") + split_files(directory, "dev"):
-        with open(path, "rb") as f:
-            digest.update(f.read())
-    return digest.hexdigest()
+    paths = split_files(directory, "train") + split_files(directory, "dev")
+    return hashlib.sha256(b"".join(pathlib.Path(path).read_bytes() for path in paths)).hexdigest()
 
 
 def fetch(url: str) -> bytes:
-    """The body at `url` (urllib; an HTTPError or URLError when it cannot be had)."""
-    with urllib.request.urlopen(url, timeout=_TIMEOUT_SECONDS) as response:
+    """The body at `url` (urllib, waiting at most 120 seconds; an HTTPError or URLError when it cannot be had)."""
+    with urllib.request.urlopen(url, timeout=120) as response:
         return response.read()
 
 
@@ -85,8 +81,7 @@ def download(tmp_dir: str) -> str:
     staging = tempfile.mkdtemp(dir=os.path.dirname(target), prefix=".tmp-combined-")
     try:
         for member in members:
-            with open(os.path.join(staging, os.path.basename(member)), "wb") as f:
-                f.write(archive.read(member))
+            pathlib.Path(staging, os.path.basename(member)).write_bytes(archive.read(member))
         digest = train_dev_digest(staging)
         if digest != TRAIN_DEV_SHA256:
             raise UserError(f"{TREEBANK_URL} does not hold NLTK's treebank sample: the SHA-256 of its "

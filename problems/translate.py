@@ -50,14 +50,6 @@ def read_parallel_files(src_path: str, tgt_path: str) -> Iterator[tuple[str, str
         yield src, tgt
 
 
-def parse_file_pair(value: str, name: str) -> tuple[str, str]:
-    """"SRC,TGT" -> (SRC, TGT)."""
-    paths = value.split(",")
-    if len(paths) != 2:
-        raise UserError(f"`{name}` must be two comma-separated files SRC,TGT, got {value!r}")
-    return paths[0], paths[1]
-
-
 def _is_network_error(error: BaseException) -> bool:
     """Whether `error`, or an exception it was raised from, means a download server could not be reached.
 
@@ -119,7 +111,10 @@ class ParallelFilesProblem(Text2TextProblem):
     def pair_source(self, split: str, options: DatagenOptions, tmp_dir: str | None) -> PairSource | None:
         files = getattr(options, f"{split}_files")
         if files is not None:
-            return functools.partial(read_parallel_files, *parse_file_pair(files, f"{split}_files"))
+            paths = files.split(",")  # "SRC,TGT"
+            if len(paths) != 2:
+                raise UserError(f"`{split}_files` must be two comma-separated files SRC,TGT, got {files!r}")
+            return functools.partial(read_parallel_files, *paths)
         if options.train_files is not None:
             # Local training data means offline: only a test split may be absent.
             if split == "test":
