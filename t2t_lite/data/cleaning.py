@@ -47,14 +47,10 @@ NOT_CLEANED = CleaningRules()
 TRANSLATION_CLEANING = CleaningRules(max_length_ratio=3.0, drop_copies=True, drop_duplicates=True)
 
 
-def characters(text: str) -> int:
-    """The characters of `text` other than whitespace."""
-    return sum(len(word) for word in text.split())
-
-
 def length_ratio(src: str, tgt: str) -> float:
-    """The longer side's characters over the shorter's, the shorter counted as at least MIN_RATIO_CHARS."""
-    a, b = characters(src), characters(tgt)
+    """The longer side's characters other than whitespace over the shorter's, the shorter counted as at least
+    MIN_RATIO_CHARS."""
+    a, b = (len("".join(text.split())) for text in (src, tgt))
     return max(a, b) / max(min(a, b), MIN_RATIO_CHARS)
 
 
@@ -111,9 +107,8 @@ class HashSet:
             _, first = np.unique(slots[free], return_index=True)  # one key per free slot
             placed = free[first]
             table[slots[placed]] = keys[placed]
-            rest = np.ones(keys.size, bool)
-            rest[placed] = False
-            keys, slots = keys[rest], (slots[rest] + np.uint64(1)) & mask  # the rest probe on
+            # The rest probe on.
+            keys, slots = np.delete(keys, placed), (np.delete(slots, placed) + np.uint64(1)) & mask
         self._table = table
 
 

@@ -39,8 +39,8 @@ class Problem:
 
     @property
     def source_vocab_size(self) -> int:
-        """The sources' vocabulary size: vocab_size unless separate_vocabularies."""
-        return self.vocab_size
+        """The sources' vocabulary size: source_codec's, so vocab_size unless separate_vocabularies."""
+        return self.source_codec.vocab_size
 
     @property
     def source_codec(self):

@@ -213,26 +213,25 @@ def _save_state(directory: str, state: ScatterState) -> None:
 
 
 class _BucketFiles:
-    """Appends length-prefixed records to the bucket files, buffered per bucket, and counts what each holds."""
+    """Appends length-prefixed records to the bucket files, buffered per bucket, and counts what each holds.
 
-    def __init__(self, directory: str, state: ScatterState):
+    On construction it drops what a killed run appended to `buckets` (those the scatter fills) after its last
+    commit.
+    """
+
+    def __init__(self, directory: str, state: ScatterState, buckets: Iterable[int]):
         self.directory = directory
         self.bytes, self.counts = list(state.bucket_bytes), list(state.bucket_counts)
-        self._pending: dict[int, list[bytes]] = {}
-        self._pending_bytes = [0] * len(self.bytes)
-
-    def truncate(self, buckets: Iterable[int]) -> None:
-        """Drops what a killed run appended to these buckets after its last commit."""
+        self._pending: dict[int, bytearray] = {}
         for bucket in buckets:
-            with open(_bucket_path(self.directory, bucket), "ab") as f:
+            with open(_bucket_path(directory, bucket), "ab") as f:
                 f.truncate(self.bytes[bucket])
 
     def append(self, bucket: int, record: bytes) -> None:
-        framed = struct.pack("<I", len(record)) + record
-        self._pending.setdefault(bucket, []).append(framed)
-        self._pending_bytes[bucket] += len(framed)
+        pending = self._pending.setdefault(bucket, bytearray())
+        pending += struct.pack("<I", len(record)) + record
         self.counts[bucket] += 1
-        if self._pending_bytes[bucket] >= _FLUSH_BYTES:
+        if len(pending) >= _FLUSH_BYTES:
             self._flush(bucket)
 
     def commit(self, state: ScatterState, next_index: int, lengths: LengthHistogram | None,
@@ -246,10 +245,10 @@ class _BucketFiles:
         return state
 
     def _flush(self, bucket: int) -> None:
+        pending = self._pending.pop(bucket)
         with open(_bucket_path(self.directory, bucket), "ab") as f:
-            f.write(b"".join(self._pending.pop(bucket)))
-        self.bytes[bucket] += self._pending_bytes[bucket]
-        self._pending_bytes[bucket] = 0
+            f.write(pending)
+        self.bytes[bucket] += len(pending)
 
 
 def _scatter(pairs: PairSource, encode: Encoder, directory: str, layout: ScatterLayout, todo: list[int],
@@ -266,15 +265,14 @@ def _scatter(pairs: PairSource, encode: Encoder, directory: str, layout: Scatter
     wanted = np.zeros(layout.num_buckets, bool)  # [num_buckets]
     for k in state.todo:
         wanted[layout.buckets(k)] = True
-    files = _BucketFiles(directory, state)
-    files.truncate(np.flatnonzero(wanted).tolist())
+    files = _BucketFiles(directory, state, np.flatnonzero(wanted).tolist())
     expected = int(sizes[wanted].sum())
     progress = Progress(name, expected, log, every=math.inf, done=int(np.asarray(state.bucket_counts)[wanted].sum()),
                         what="examples encoded")
     lengths = None if state.lengths is None else dict(state.lengths)
     indexed_pairs = itertools.islice(enumerate(pairs()), state.next_index, None)
-    since_commit, every = 0, _commit_every(layout.num_examples)
-    for example in encoded_examples(_wanted_pairs(indexed_pairs, wanted, layout), encode):
+    every = _commit_every(layout.num_examples)
+    for encoded, example in enumerate(encoded_examples(_wanted_pairs(indexed_pairs, wanted, layout), encode), 1):
         index, bucket = example.key
         if index >= layout.num_examples:
             raise UserError(f"{name} text has more than the {layout.num_examples} pairs counted "
@@ -283,9 +281,8 @@ def _scatter(pairs: PairSource, encode: Encoder, directory: str, layout: Scatter
         if lengths is not None:
             add_length(lengths, example.length)
         progress.done += 1
-        since_commit += 1
-        if since_commit >= every:
-            state, since_commit = files.commit(state, index + 1, lengths), 0
+        if encoded % every == 0:
+            state = files.commit(state, index + 1, lengths)
             progress.report()
     if progress.done != expected:
         raise UserError(f"{name}: the text ended after {progress.done} of the {expected} pairs "

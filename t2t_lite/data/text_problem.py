@@ -267,10 +267,6 @@ class Text2TextProblem(Problem):
         return self.vocabulary.vocab_size
 
     @property
-    def source_vocab_size(self) -> int:
-        return self.source_vocabulary.vocab_size
-
-    @property
     def source_codec(self) -> Vocabulary:
         return self.source_vocabulary
 
@@ -313,15 +309,13 @@ def _scan(split: str, source: PairSource, samples: tuple[SentenceSample | None, 
     for src, tgt in source():
         if not is_usable(src, tgt):
             skipped += 1
-            continue
-        if cleaner is not None and not cleaner.keep(src, tgt):
-            continue
-        examples += 1
-        for sample, sentence in zip(samples, (src, tgt)):
-            if sample is not None:
-                sample.add(sentence)
-        if examples % 1_000_000 == 0:
-            log(f"{split}: read {examples:,} pairs")
+        elif cleaner is None or cleaner.keep(src, tgt):
+            examples += 1
+            for sample, sentence in zip(samples, (src, tgt)):
+                if sample is not None:
+                    sample.add(sentence)
+            if examples % 1_000_000 == 0:
+                log(f"{split}: read {examples:,} pairs")
     log(f"{split}: {examples:,} pairs ({skipped:,} skipped with an empty side)")
     counts = {"examples": examples, "skipped_empty": skipped}
     if cleaner is not None:

@@ -230,10 +230,10 @@ def _linearize_into(node: Tree, words: list[str], tokens: list[str]) -> None:
 
 @dataclasses.dataclass
 class _Draft:
-    """A phrase under construction; str children are POS slots awaiting a word."""
+    """A phrase under construction, over phrases and the preterminals of the words already placed."""
 
     label: str
-    children: list[_Draft | str] = dataclasses.field(default_factory=list)
+    children: list[_Draft | Tree] = dataclasses.field(default_factory=list)
 
 
 def delinearize(words: Sequence[str], target_tokens: Sequence[str],
@@ -262,9 +262,8 @@ def delinearize(words: Sequence[str], target_tokens: Sequence[str],
       The tree, whose words are exactly `words`.
     """
     tokens = [token for token in target_tokens if token]
-    draft = _draft_tree(tokens, _match_closes(tokens), phrase_labels)
     remaining = iter(words)
-    tree = _fill_slots(draft, remaining) or Tree(ROOT_LABEL)
+    tree = _frozen(_draft_tree(tokens, _match_closes(tokens), phrase_labels, remaining)) or Tree(ROOT_LABEL)
     return _append_words(tree, [Tree(PLACEHOLDER_POS, (word,)) for word in remaining])
 
 
@@ -284,8 +283,10 @@ def _match_closes(tokens: list[str]) -> dict[int, int]:
     return pairs
 
 
-def _draft_tree(tokens: list[str], pairs: dict[int, int], phrase_labels: frozenset[str]) -> _Draft:
-    """Builds the phrase skeleton with POS slots, following the repair policy."""
+def _draft_tree(tokens: list[str], pairs: dict[int, int], phrase_labels: frozenset[str],
+                words: Iterator[str]) -> _Draft:
+    """Builds the phrases, following the repair policy, each POS slot taking the next word (none once they run
+    out)."""
     root = _Draft(ROOT_LABEL)
     stack = [(root, -1)]  # (open phrase, index of the token that opened it)
     closed_opens = set(pairs.values())
@@ -300,31 +301,23 @@ def _draft_tree(tokens: list[str], pairs: dict[int, int], phrase_labels: frozens
             phrase = _Draft(token)
             stack[-1][0].children.append(phrase)
             stack.append((phrase, i))
-        else:
-            stack[-1][0].children.append(token)
+        elif (word := next(words, None)) is not None:  # a POS slot; one past the last word is dropped
+            stack[-1][0].children.append(Tree(token, (word,)))
     return root
 
 
-def _fill_slots(draft: _Draft, words: Iterator[str]) -> Tree | None:
-    """Puts words into POS slots in order; None if no word landed under `draft`."""
-    children: list[Tree] = []
-    for child in draft.children:
-        if isinstance(child, _Draft):
-            filled = _fill_slots(child, words)
-        else:
-            word = next(words, None)
-            filled = None if word is None else Tree(child, (word,))
-        if filled is not None:
-            children.append(filled)
-    return Tree(draft.label, tuple(children)) if children else None
+def _frozen(draft: _Draft) -> Tree | None:
+    """The draft as a Tree, without the phrases no word landed under; None if none landed under `draft`."""
+    children = [child if isinstance(child, Tree) else _frozen(child) for child in draft.children]
+    children = tuple(child for child in children if child is not None)
+    return Tree(draft.label, children) if children else None
 
 
 def _append_words(root: Tree, extra: list[Tree]) -> Tree:
     """Appends leftover preterminals to the last top-level phrase, else to the root."""
-    last = root.children[-1] if root.children else None
-    if isinstance(last, Tree) and not last.is_preterminal:
-        grown = Tree(last.label, last.children + tuple(extra))
-        return Tree(root.label, root.children[:-1] + (grown,))
+    if root.children and not root.children[-1].is_preterminal:
+        *before, last = root.children
+        return Tree(root.label, (*before, Tree(last.label, last.children + tuple(extra))))
     return Tree(root.label, root.children + tuple(extra))
 
 

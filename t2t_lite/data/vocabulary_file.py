@@ -30,12 +30,8 @@ def adopted_sentencepiece(path: str) -> tuple[bytes, list[str]]:
         raise UserError(f"`vocab_file` {path} is not a SentencePiece model (a .model file, as spm_train writes)")
     spec, pieces = proto.trainer_spec, list(proto.pieces)
     control = model_pb2.ModelProto.SentencePiece.CONTROL
-
-    def existing(index: int) -> bool:
-        return 0 <= index < len(pieces)
-
-    front = [pieces[index] if existing(index) else model_pb2.ModelProto.SentencePiece(piece=name, score=0.0,
-                                                                                       type=control)
+    front = [pieces[index] if 0 <= index < len(pieces)
+             else model_pb2.ModelProto.SentencePiece(piece=name, score=0.0, type=control)
              for index, name in ((spec.pad_id, PAD_PIECE), (spec.eos_id, EOS_PIECE))]
     # An index outside the pieces (-1: none) matches no piece, so only pieces moved to the front are left out.
     rest = [i for i in range(len(pieces)) if i not in (spec.pad_id, spec.eos_id)]
@@ -44,7 +40,7 @@ def adopted_sentencepiece(path: str) -> tuple[bytes, list[str]]:
     proto.pieces.extend(front + [pieces[i] for i in rest])
     spec.pad_id, spec.eos_id, spec.pad_piece, spec.eos_piece = 0, 1, front[0].piece, front[1].piece
     spec.unk_id = new_index.get(spec.unk_id, spec.unk_id)
-    spec.bos_id = new_index[spec.bos_id] if existing(spec.bos_id) else -1
+    spec.bos_id = new_index[spec.bos_id] if 0 <= spec.bos_id < len(pieces) else -1
     spec.vocab_size = len(proto.pieces)
     return proto.SerializeToString(), round_trip_notes(proto)
 

@@ -14,8 +14,7 @@ import dataclasses
 import hashlib
 
 SHARED, SOURCE, TARGET = "shared", "source", "target"
-VOCAB_FILE, SOURCE_VOCAB_FILE = "vocab.model", "source_vocab.model"
-FILES = {SHARED: VOCAB_FILE, TARGET: VOCAB_FILE, SOURCE: SOURCE_VOCAB_FILE}
+FILES = {SHARED: "vocab.model", TARGET: "vocab.model", SOURCE: "source_vocab.model"}
 CONFIG_KEYS = {SHARED: "vocab", TARGET: "vocab", SOURCE: "source_vocab"}
 # The option names of each side: (its size, its adopted file, the vocabulary it copies).
 SIDE_OPTIONS = {SHARED: ("vocab_size", "vocab_file", "vocab_from"),
