@@ -47,10 +47,6 @@ class PairCodec:
     def encode(self, text: str) -> list[int]:
         return self.source.encode(text)
 
-    def encode_many(self, texts: list[str]) -> list[list[int]]:
-        encode_many = getattr(self.source, "encode_many", None)
-        return encode_many(texts) if encode_many else [self.source.encode(text) for text in texts]
-
     def decode(self, ids) -> str:
         return self.target.decode(ids)
 

@@ -21,18 +21,9 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from t2t_lite.decoding.search_state import (
-    NEG_INF,
-    SplitState,
-    SymbolsToLogitsFn,
-    allowed_logits,
-    columns_of,
-    read_position,
-    repeated_rows,
-    rows_free,
-    state_shape_invariants,
-    write_position,
-)
+from t2t_lite.decoding.search_state import (NEG_INF, SplitState, SymbolsToLogitsFn, allowed_logits, columns_of,
+                                            read_position, repeated_rows, rows_free, state_shape_invariants,
+                                            write_position)
 from t2t_lite.decoding.length_penalty import length_penalty as gnmt_length_penalty
 from t2t_lite.decoding.top_k import top_k
 from t2t_lite.normaliser import log_normaliser

@@ -17,14 +17,7 @@ from typing import Protocol
 
 import tensorflow as tf
 
-from t2t_lite.decoding.search_state import (
-    NEG_INF,
-    Shortlist,
-    SplitState,
-    SymbolsToLogitsFn,
-    columns_of,
-    repeated_rows,
-)
+from t2t_lite.decoding.search_state import NEG_INF, Shortlist, SplitState, SymbolsToLogitsFn, columns_of, repeated_rows
 from t2t_lite.errors import UserError
 
 

@@ -65,8 +65,7 @@ class Decoder:
         self.models = tuple(models) if isinstance(models, Sequence) else (models,)
         self.vocab_size = shared_vocab_size(self.models)
         self.hparams, self.sampling, self.constraint = hparams, sampling, constraint
-        self.final_beams, self.shortlist = final_beams, shortlist
-        self.step_matmul = step_matmul
+        self.final_beams, self.shortlist, self.step_matmul = final_beams, shortlist, step_matmul
         # No XLA: the self-attention caches grow every step, a shape XLA would recompile for.
         self.decode = tf.function(self._decode, input_signature=INPUTS_SIGNATURE, autograph=False)
 
@@ -91,7 +90,11 @@ class Decoder:
         inputs = tf.convert_to_tensor(inputs, tf.int32)
         batch = tf.shape(inputs)[0]
         beams = 1 if self.sampling is not None else hp.beam_size
-        columns = self._shortlist(inputs, beams)
+        # The constraint's columns per sentence (shortlist_columns), or None: no constraint, or one that gives none,
+        # or a decode the shortlist would change: sampling draws from the allowed tokens in their order in a row.
+        # Every model of an ensemble scores the same columns (ensemble.mean_log_probs).
+        shortlisting = self.shortlist and self.constraint is not None and self.sampling is None
+        columns = shortlist_columns(self.constraint, inputs, beams) if shortlisting else None
         steps = [CachedStep(model, inputs, batch, beams, self.step_matmul, columns) for model in self.models]
 
         def symbols_to_logits(ids, step, state, **shortlist):
@@ -114,14 +117,6 @@ class Decoder:
         # search can drop the sentences that are done from later steps.
         return beam_search(search_fn, state, batch, hp.beam_size, self.vocab_size, max_lengths, hp.alpha,
                            min_decode_lengths=min_lengths, final_beams=self.final_beams, compact_finished=True)
-
-    def _shortlist(self, inputs, rows_per_sentence):
-        """The constraint's columns per sentence (shortlist_columns), or None: no constraint, or one that gives
-        none, or a decode the shortlist would change: sampling draws from the allowed tokens in their order
-        in a row. Every model of an ensemble scores the same columns (ensemble.mean_log_probs)."""
-        if not self.shortlist or self.constraint is None or self.sampling is not None:
-            return None
-        return shortlist_columns(self.constraint, inputs, rows_per_sentence)
 
 
 def _joined(states: Sequence[SplitState]) -> SplitState:

@@ -154,16 +154,19 @@ def transformer_spec(model, hparams: HParams, pieces: list[str], max_positions: 
     encoder = specs.TransformerEncoderSpec(hp.num_encoder_layers, hp.num_heads, pre_norm=pre_norm, head_dim=head_dim)
     decoder = specs.TransformerDecoderSpec(hp.num_decoder_layers, hp.num_heads, pre_norm=pre_norm, head_dim=head_dim)
     spec = specs.TransformerSpec(encoder, decoder)
-    positions = _position_table(model, max_positions)  # [P, D]
+    # [P, D]: row i is added at position i (0-based) of the encoder and the decoder.
+    positions = (_numpy(model.position.table) if model.position_encoding == "learned"
+                 else np.asarray(timing_signal(max_positions, model.d_model), np.float32))
+    encoder.position_encodings.encodings = decoder.position_encodings.encodings = positions
     encoder.embeddings[0].weight = _numpy(model.source_embedding.embeddings)  # [V, D]
-    encoder.position_encodings.encodings = positions
     decoder.embeddings.weight = _numpy(model.target_embedding.embeddings)  # [V, D]
-    decoder.position_encodings.encodings = positions
     for layer_spec, layer in zip(encoder.layer + decoder.layer, model.encoder_layers + model.decoder_layers):
         _set_attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_residual.norm, True)
         if isinstance(layer, DecoderLayer):
             _set_attention(layer_spec.attention, layer.cross_attention, layer.cross_attention_residual.norm, False)
-        _set_ffn(layer_spec.ffn, layer.ffn, layer.ffn_residual.norm)
+        _linear(layer_spec.ffn.linear_0, layer.ffn.hidden)
+        _linear(layer_spec.ffn.linear_1, layer.ffn.output_proj)
+        _set_norm(layer_spec.ffn.layer_norm, layer.ffn_residual.norm)
     decoder.projection.weight = _numpy(model.target_embedding.embeddings)  # [V, D] as [out, in]; aliased when saved
     if pre_norm:
         _set_norm(encoder.layer_norm, model.encoder_norm)
@@ -186,12 +189,6 @@ def _numpy(variable) -> np.ndarray:
     return np.asarray(variable.numpy(), np.float32)
 
 
-def _position_table(model, max_positions: int) -> np.ndarray:
-    """[P, D]: row i is added at position i (0-based) of the encoder and the decoder."""
-    return (_numpy(model.position.table) if model.position_encoding == "learned"
-            else np.asarray(timing_signal(max_positions, model.d_model), np.float32))
-
-
 def _linear(spec, *denses) -> None:
     """One CTranslate2 linear layer of Dense layers on the same inputs, their outputs stacked."""
     spec.weight = np.concatenate([_numpy(d.kernel).T for d in denses], axis=0)  # Keras [in, out] -> [out, in]
@@ -209,12 +206,6 @@ def _set_attention(spec, attention, norm, self_attention: bool) -> None:
     for linear_spec, denses in zip(spec.linear, fused + [[attention.output_proj]]):
         _linear(linear_spec, *denses)
     _set_norm(spec.layer_norm, norm)  # before the sub-layer under pre-norm, after the residual add under post-norm
-
-
-def _set_ffn(spec, ffn, norm) -> None:
-    _linear(spec.linear_0, ffn.hidden)
-    _linear(spec.linear_1, ffn.output_proj)
-    _set_norm(spec.layer_norm, norm)
 
 
 def write_ctranslate2(run: OpenedRun, directory: str, quantization: str = "none") -> None:

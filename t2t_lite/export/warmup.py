@@ -31,31 +31,24 @@ def serving_api_installed() -> bool:
     return True
 
 
-def warmup_records(model_name: str, batch_sizes=WARMUP_BATCH_SIZES, sentence: str = WARMUP_SENTENCE) -> list[bytes]:
-    """Serialized PredictionLog records: a serving_default request of `sentence` for each batch size."""
-    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
-
-    records = []
-    for batch_size in batch_sizes:
-        request = predict_pb2.PredictRequest(
-            model_spec=model_pb2.ModelSpec(name=model_name, signature_name=SIGNATURE))
-        request.inputs["inputs"].CopyFrom(tf.make_tensor_proto([sentence] * batch_size, dtype=tf.string))
-        log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
-        records.append(log.SerializeToString())
-    return records
-
-
 def write_warmup_requests(export_path: str, model_name: str, log) -> str | None:
-    """Writes the records into export_path's assets.extra/ (the export is not yet published); returns the file,
-    or None (with one line to `log`) where tensorflow-serving-api is missing."""
+    """Writes the records (a serving_default request of WARMUP_SENTENCE for each batch size) into export_path's
+    assets.extra/ (the export is not yet published); returns the file, or None (with one line to `log`) where
+    tensorflow-serving-api is missing."""
     if not serving_api_installed():
         log(NO_SERVING_API)
         return None
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
     path = os.path.join(export_path, WARMUP_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with tf.io.TFRecordWriter(path) as writer:
-        for record in warmup_records(model_name):
-            writer.write(record)
+        for batch_size in WARMUP_BATCH_SIZES:
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=SIGNATURE))
+            request.inputs["inputs"].CopyFrom(tf.make_tensor_proto([WARMUP_SENTENCE] * batch_size, dtype=tf.string))
+            record = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(record.SerializeToString())
     return path
 
 

@@ -98,12 +98,10 @@ def grpc_predict(server: str, model_name: str, lines: list[str], version: int | 
     """One PredictionService.Predict call over an insecure channel."""
     try:
         import grpc
-        from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+        from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_service_pb2_grpc
     except ImportError:
         raise UserError("`protocol`=grpc needs tensorflow-serving-api: pip install tensorflow-serving-api") from None
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name = model_name
-    request.model_spec.signature_name = SIGNATURE
+    request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name=model_name, signature_name=SIGNATURE))
     if version is not None:
         request.model_spec.version.value = version
     request.inputs["inputs"].CopyFrom(_string_tensor(lines))

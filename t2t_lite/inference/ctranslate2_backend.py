@@ -132,10 +132,9 @@ class CTranslate2Export:
 
     def _ranked(self, result, hp: DecodeHParams) -> list[tuple[list[int], float]]:
         """A TranslationResult's hypotheses as (ids with EOS, t2t-lite's score), best first (stable on ties)."""
-        ranked = []
-        for tokens, score in zip(result.hypotheses, result.scores):
-            ids = [self.piece_ids[token] for token in tokens]  # EOS last, unless cut at the max length
-            ranked.append((ids, gnmt_score(score, len(ids), hp.alpha) if hp.beam_size > 1 else score))
+        found = [[self.piece_ids[token] for token in tokens] for tokens in result.hypotheses]  # EOS last, unless cut
+        ranked = [(ids, gnmt_score(score, len(ids), hp.alpha) if hp.beam_size > 1 else score)
+                  for ids, score in zip(found, result.scores)]
         return sorted(ranked, key=lambda hypothesis: -hypothesis[1])
 
 
