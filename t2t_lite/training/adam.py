@@ -38,17 +38,15 @@ class FusedAdam(keras.optimizers.Adam):
     def _scalars(self, learning_rate, dtype) -> dict:
         """ResourceApplyAdam's scalar arguments in dtype, made once per update (apply) for all its variables."""
         key = (tf.compat.v1.get_default_graph(), id(learning_rate), dtype)
-        made = self._update_scalars.by_key
-        if made is not None and key in made:
-            return made[key]
-        step = tf.cast(self.iterations + 1, dtype)
-        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
-        scalars = dict(beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
-                       lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
-                       epsilon=tf.cast(self.epsilon, dtype))
-        if made is not None:
-            made[key] = scalars
-        return scalars
+        # Outside an update (apply) nothing is kept: a fresh dict, dropped afterwards.
+        made = {} if self._update_scalars.by_key is None else self._update_scalars.by_key
+        if key not in made:
+            step = tf.cast(self.iterations + 1, dtype)
+            beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+            made[key] = dict(beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
+                             lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
+                             epsilon=tf.cast(self.epsilon, dtype))
+        return made[key]
 
 
 class _UpdateScalars:

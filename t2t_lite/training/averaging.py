@@ -197,7 +197,7 @@ def _averaged_sources(destination: RunDir) -> list[str] | None:
 def _relative(paths: list[str], run_dir: RunDir) -> list[str]:
     """Checkpoint prefixes relative to run_dir, as averaged.json names them: "ckpt-900",
     "average_sources/ckpt-980"."""
-    return [os.path.relpath(os.path.abspath(p), os.path.abspath(run_dir.path)) for p in paths]
+    return [os.path.relpath(p, run_dir.path) for p in paths]
 
 
 def _remove_leftovers(destination: RunDir) -> None:

@@ -85,16 +85,15 @@ class BestCheckpoint:
                      f"tracking starts again")
             self.state = state = BestState(evaluations=state.evaluations)  # the evaluations so far are kept
         state.metric = metric
-        score, loss = float(scores[metric]), scores.get("loss")
-        improved = self.improves(score, loss)
-        if improved:
-            save_best(self.best_dir, {"step": step, "metric": metric, "score": score,
-                                      "scores": {k: float(v) for k, v in scores.items()}})
+        scores = {name: float(value) for name, value in scores.items()}
+        score, loss = scores[metric], scores.get("loss")
+        if improved := self.improves(score, loss):
+            save_best(self.best_dir, {"step": step, "metric": metric, "score": score, "scores": scores})
             state.best_step, state.best_score, state.best_loss = step, score, loss
             state.evaluations_without_improvement = 0
         else:
             state.evaluations_without_improvement += 1
-        state.evaluations.append({"step": step, **{k: float(v) for k, v in scores.items()}})
+        state.evaluations.append({"step": step, **scores})
         atomic_write_text(self.run_dir.dev_scores_file, json.dumps(dataclasses.asdict(state), indent=2) + "\n")
         return improved
 

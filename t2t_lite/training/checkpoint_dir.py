@@ -35,19 +35,15 @@ def write_model_dir(model: keras.Model, destination: RunDir, step: int, files: d
         staging.manager(tf.train.Checkpoint(model=model), max_to_keep=1).save(checkpoint_number=step)
         for name, text in files.items():
             atomic_write_text(os.path.join(staging.path, name), text)
-        replace_dir(staging.path, destination)
+        # Renamed into place; an old destination is first moved aside, then deleted.
+        if os.path.isdir(destination.path):
+            retired = staging.path + "-retired"
+            os.rename(destination.path, retired)
+            os.rename(staging.path, destination.path)
+            shutil.rmtree(retired)
+        else:
+            os.rename(staging.path, destination.path)
     except BaseException:
         shutil.rmtree(staging.path, ignore_errors=True)
         raise
     return destination.checkpoint_prefix(step)
-
-
-def replace_dir(new: str, destination: RunDir) -> None:
-    """Renames directory new to destination, first moving aside and deleting any old destination."""
-    if os.path.isdir(destination.path):
-        retired = new + "-retired"
-        os.rename(destination.path, retired)
-        os.rename(new, destination.path)
-        shutil.rmtree(retired)
-    else:
-        os.rename(new, destination.path)

@@ -20,8 +20,7 @@ import tensorflow as tf
 
 from t2t_lite.errors import UserError
 from t2t_lite.files import storage_fault, storage_fault_text
-from t2t_lite.run_dir import (RunDir, checkpoint_entries, checkpoint_step, restore_checkpoint,
-                               restore_unchecked)
+from t2t_lite.run_dir import RunDir, checkpoint_entries, checkpoint_step, restore_checkpoint, restore_unchecked
 from t2t_lite.training.averaging_schedule import AveragingSources
 
 REQUIRED_STATE = ("model", "optimizer")

@@ -13,7 +13,7 @@ from t2t_lite.config import DecodeHParams
 from t2t_lite.decoding.request import run_decode
 from t2t_lite.data.problem import Problem, strip_ids
 from t2t_lite.decoding.batching import decode_lines
-from t2t_lite.decoding.decoder import Decoder, make_decoder
+from t2t_lite.decoding.decoder import make_decoder
 from t2t_lite.metrics.bleu import problem_dev_metric
 
 
@@ -52,15 +52,10 @@ class DevScorer:
         self.references = [problem.decode(strip_ids(example["targets"].numpy())) for example in dev]
         self.decoder = make_decoder(model, problem, self.decode)
 
-    def score(self) -> DevScore:
-        return self._score(self.decoder)
-
-    def score_other(self, model: keras.Model) -> DevScore:
-        """The same sample's score for another model (e.g. the averaged checkpoint's)."""
-        return self._score(make_decoder(model, self.problem, self.decode))
-
-    def _score(self, decoder: Decoder) -> DevScore:
-        """Decodes the sources with decoder (best beam) and scores them with the problem's dev metric."""
+    def score(self, model: keras.Model | None = None) -> DevScore:
+        """Decodes the sources (best beam) and scores them with the problem's dev metric: the trained model's
+        outputs, or with `model` the same sample's for another model (e.g. the averaged checkpoint's)."""
+        decoder = self.decoder if model is None else make_decoder(model, self.problem, self.decode)
         start = time.perf_counter()
         results = decode_lines(self.problem, decoder.decode, self.sources, self.decode.hparams.batch_size)
         outputs = [hypotheses[0].text if hypotheses else "" for hypotheses in results]

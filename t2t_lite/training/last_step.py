@@ -36,16 +36,9 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True)
 class LastStepPlan:
-    """Where a run will end and what that was estimated from."""
+    """Where a run will end."""
 
     last_step: int
-    # What the plan assumed: seconds per update and per save with its evaluation (0 without a time budget).
-    seconds_per_step: float = 0.0
-    eval_seconds: float = 0.0
-    # Saves with their evaluations expected after the step the plan was made at, the final one included.
-    saves: int = 0
-    # "steps" when train_steps ends the run, "time" when the budget does.
-    limited_by: str = "steps"
 
 
 def plan_last_step(train_steps: int, step: int, budget_seconds: float = 0.0, seconds_trained: float = 0.0,
@@ -77,10 +70,8 @@ def plan_last_step(train_steps: int, step: int, budget_seconds: float = 0.0, sec
         return (last - step) * seconds_per_step + saves_after(step, last, save_every) * eval_seconds > remaining
 
     # The cost grows with the last step: count, by bisection, the last steps that fit; at least step + 1.
-    last = step + max(bisect.bisect_right(range(step + 1, train_steps + 1), False, key=over_budget), 1)
-    return LastStepPlan(last_step=last, seconds_per_step=seconds_per_step, eval_seconds=eval_seconds,
-                        saves=saves_after(step, last, save_every),
-                        limited_by="steps" if last == train_steps else "time")
+    fitting = bisect.bisect_right(range(step + 1, train_steps + 1), False, key=over_budget)
+    return LastStepPlan(last_step=step + max(fitting, 1))
 
 
 def saves_after(step: int, last_step: int, save_every: int) -> int:

@@ -57,11 +57,6 @@ class StopRules:
         self._traced = False  # whether this process has taken its first update
         self._measured = False  # whether this process has measured its pace
 
-    @property
-    def last_step(self) -> int:
-        """Where the run is planned to end (train_steps, or the plan's step with an end-aware schedule)."""
-        return self.plan.last_step
-
     def reason(self, step: int) -> StopReason | None:
         # The plan's last step (train_steps with the paper's schedule, whose run also ends once the budget is spent).
         if should_stop(step, self.plan) or (self.on_plan is None and self.budget_spent()):

@@ -62,10 +62,6 @@ class EndAwareSchedule(keras.optimizers.schedules.LearningRateSchedule):
         # Not trainable and not checkpointed: the loop re-derives it when a run resumes.
         self.last_step = tf.Variable(last_step, dtype=tf.int64, trainable=False, name="last_step")
 
-    @property
-    def peak(self) -> float:
-        return self.constant * self.d_model**-0.5 * self.warmup_steps**-0.5
-
     def warmup_length(self, last):
         """The steps of the warmup in a run ending at `last` (a float tensor)."""
         return (ops.maximum(self.warmup_fraction * last, 1.0) if self.warmup_fraction > 0
@@ -78,7 +74,8 @@ class EndAwareSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def __call__(self, iterations):
         step = ops.cast(iterations, "float32") + 1.0
         last = ops.cast(self.last_step, "float32")
-        peak, floor = self.peak, self.min_fraction * self.peak
+        peak = self.constant * self.d_model**-0.5 * self.warmup_steps**-0.5  # the paper's schedule's highest
+        floor = self.min_fraction * peak
         # Steps past the last one keep its rate: the warmup line must not climb again there.
         warming = peak * ops.minimum(step, last) / self.warmup_length(last)
         cooling = floor + (peak - floor) * ops.clip((last - step) / self.cooldown_steps(last), 0.0, 1.0)

@@ -27,17 +27,15 @@ def stop_on_signals():
     """
     request = StopRequest()
     previous = {}
-    if threading.current_thread() is not threading.main_thread():
-        yield request
-        return
 
     def handler(signum, frame):
         request.signal_name = signal.Signals(signum).name
         for sig, old in previous.items():
             signal.signal(sig, old)
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, handler)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
     try:
         yield request
     finally:

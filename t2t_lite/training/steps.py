@@ -26,12 +26,11 @@ def learning_rate_schedule(hparams: HParams, last_step: int | None = None) -> Le
     t, d_model = hparams.train, hparams.model.d_model
     if t.schedule == "rsqrt":
         return NoamSchedule(d_model, t.warmup_steps, t.learning_rate_constant)
-    last_step = t.train_steps if last_step is None else last_step
+    end_aware = (d_model, t.warmup_steps, t.train_steps if last_step is None else last_step,
+                 t.learning_rate_constant, t.min_learning_rate_fraction, t.warmup_fraction)
     if t.schedule == "linear_decay":
-        return LinearDecaySchedule(d_model, t.warmup_steps, last_step, t.learning_rate_constant,
-                                   t.min_learning_rate_fraction, t.warmup_fraction)
-    return WarmupStableDecaySchedule(d_model, t.warmup_steps, last_step, t.learning_rate_constant,
-                                     t.min_learning_rate_fraction, t.warmup_fraction, t.cooldown_fraction)
+        return LinearDecaySchedule(*end_aware)
+    return WarmupStableDecaySchedule(*end_aware, t.cooldown_fraction)
 
 
 def make_optimizer(hparams: HParams, schedule: LearningRateSchedule | None = None) -> keras.optimizers.Optimizer:

@@ -178,7 +178,7 @@ class Trainer:
                 averaging.save_if_due(self._averaging_position(), step)
 
         def logged(step):
-            self._log_progress(step, progress, rules.last_step)
+            self._log_progress(step, progress, rules.plan.last_step)
             progress.restart_window()
 
         def checkpointed(step):
@@ -261,7 +261,7 @@ class Trainer:
         restore_checkpoint(checkpoint, model=model)  # its own run's: a mismatch is a bug, not the user's
         if self.evaluator.best.state.metric == "loss":
             return self.dev_loss(make_eval_step(model, self.hparams.train.label_smoothing)).loss
-        return self._dev_scorer.score_other(model).value if self._dev_scorer is not None else None
+        return self._dev_scorer.score(model).value if self._dev_scorer is not None else None
 
     def _averaging_position(self) -> float:
         """Where the run is on the averaging schedule: seconds trained under a time budget, else steps."""
