@@ -42,8 +42,10 @@ def test_translate_gives_the_decoders_outputs_and_scores_for_each_beam_size(tran
         expected = decode_lines(run.problem, decoder.decode, LINES, batch_size=2)
         got = translator.hypotheses(LINES, beam_size=beam_size, nbest=beam_size)
         assert [[h.text for h in hyps] for hyps in got] == [[h.text for h in hyps] for hyps in expected]
-        assert [[round(h.score, 4) for h in hyps] for hyps in got] == \
-               [[round(h.score, 4) for h in hyps] for hyps in expected]
+        # The Translator batches the lines its own way; a batch's shape may change the kernels' reduction order,
+        # so the scores agree within 1e-4, not bit for bit.
+        np.testing.assert_allclose([h.score for hyps in got for h in hyps],
+                                   [h.score for hyps in expected for h in hyps], rtol=0, atol=1e-4)
 
 
 def test_nbest_lists_are_best_first_and_start_with_the_single_best(translator):
