@@ -49,8 +49,7 @@ if not os.path.isdir(os.path.join(__path__[0], "problems")) and all(
     __path__.append(_checkout)
 
 # Read, not imported: `import t2t_lite` stays light. Keras chose its backend already if it was imported first.
-_backend = (sys.modules["keras"].backend.backend() if "keras" in sys.modules
-            else os.environ["KERAS_BACKEND"])
+_backend = sys.modules["keras"].backend.backend() if "keras" in sys.modules else os.environ["KERAS_BACKEND"]
 if _backend != "tensorflow":  # TensorFlow's ops on another backend's tensors fail far from here
     raise ImportError(f"t2t-lite runs on Keras's TensorFlow backend, not {_backend!r} "
                       f"(KERAS_BACKEND={os.environ.get('KERAS_BACKEND')!r}): unset KERAS_BACKEND or set it to "

@@ -19,11 +19,11 @@ ranges. tests/test_compat.py fails, naming the range, when an installed
 version is outside it or a name used here is gone: check the uses below
 against the new version, then widen TESTED and setup.py together.
 """
-import dataclasses
 import functools
 import importlib
 import inspect
 from collections.abc import Callable
+from typing import NamedTuple
 
 # Distribution name -> the version specifier (PEP 440) tested, as in setup.py's install_requires.
 TESTED = {"tensorflow": "~=2.21.0", "keras": "~=3.15.0", "tensorflow-text": "~=2.21.0"}
@@ -69,8 +69,7 @@ def sentencepiece_op(model: bytes, shared_name: str):
     return gen_sentencepiece_tokenizer.sentencepiece_op(model=model, shared_name=shared_name)
 
 
-@dataclasses.dataclass(frozen=True)
-class PrivateUse:
+class PrivateUse(NamedTuple):
     """One private name the fence uses: its distribution, what it is, and a check that it is still there."""
 
     distribution: str  # a key of TESTED

@@ -228,21 +228,23 @@ def _resolve_key(key: str) -> tuple[str, str, type]:
     group_fields = {g: typing.get_type_hints(type(getattr(HParams(), g))) for g in _GROUPS}
     if "." in key:
         group, _, name = key.partition(".")
-        if name in group_fields.get(group, {}):
-            return group, name, group_fields[group][name]
+        owners = [group] if name in group_fields.get(group, {}) else []
     else:
-        owners = [g for g in _GROUPS if key in group_fields[g]]
-        if len(owners) == 1:
-            return owners[0], key, group_fields[owners[0]][key]
-        if len(owners) > 1:
-            raise UserError(f"hparams key {key!r} is ambiguous; write one of " + ", ".join(f"{g}.{key}" for g in owners))
+        name, owners = key, [g for g in _GROUPS if key in group_fields[g]]
+    if len(owners) > 1:
+        raise UserError(f"hparams key {key!r} is ambiguous; write one of " + ", ".join(f"{g}.{key}" for g in owners))
+    if owners:
+        return owners[0], name, group_fields[owners[0]][name]
     valid = sorted(f"{g}.{n}" for g in _GROUPS for n in group_fields[g])
     raise UserError(f"unknown hparams key {key!r}; valid keys: {', '.join(valid)}")
 
 
+SCHEDULES = ("rsqrt", "linear_decay", "wsd")
+
+
 def validate(hparams: HParams) -> HParams:
     """Checks cross-field constraints; returns hparams unchanged or raises UserError."""
-    m = hparams.model
+    m, t = hparams.model, hparams.train
     if m.norm_position not in ("post", "pre"):
         raise UserError(f"norm_position must be 'post' or 'pre', got {m.norm_position!r}")
     if m.position_encoding not in ("sinusoid", "learned"):
@@ -255,20 +257,10 @@ def validate(hparams: HParams) -> HParams:
     for name, value in (("d_model", m.d_model), ("d_ff", m.d_ff), ("num_heads", m.num_heads)):
         if value <= 0:
             raise UserError(f"{name} must be positive, got {value}")
-    if hparams.train.batch_size <= 0 or hparams.train.max_length <= 0:
+    if t.batch_size <= 0 or t.max_length <= 0:
         raise UserError("train.batch_size and train.max_length must be positive")
-    if not 0.0 <= hparams.train.average_span <= 1.0:
-        raise UserError(f"train.average_span is a fraction of the run, 0 to 1; got {hparams.train.average_span}")
-    _validate_schedule(hparams.train)
-    if hparams.train.accumulation_steps < 1:
-        raise UserError(f"train.accumulation_steps must be at least 1, got {hparams.train.accumulation_steps}")
-    return hparams
-
-
-SCHEDULES = ("rsqrt", "linear_decay", "wsd")
-
-
-def _validate_schedule(t: TrainHParams) -> None:
+    if not 0.0 <= t.average_span <= 1.0:
+        raise UserError(f"train.average_span is a fraction of the run, 0 to 1; got {t.average_span}")
     if t.schedule not in SCHEDULES:
         raise UserError(f"train.schedule must be one of {', '.join(SCHEDULES)}; got {t.schedule!r}")
     if t.warmup_steps < 1:
@@ -284,6 +276,9 @@ def _validate_schedule(t: TrainHParams) -> None:
     if not 0.0 < t.cooldown_fraction <= 1.0:
         raise UserError("train.cooldown_fraction is the share of the run spent cooling down, more than 0 "
                         f"and at most 1; got {t.cooldown_fraction}")
+    if t.accumulation_steps < 1:
+        raise UserError(f"train.accumulation_steps must be at least 1, got {t.accumulation_steps}")
+    return hparams
 
 
 def to_dict(hparams: HParams) -> dict:

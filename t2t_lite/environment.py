@@ -49,9 +49,7 @@ def step_matmul_settings() -> StepMatmulSettings:
     record cannot be written (a read-only home) is measured by each process, which says so once.
     """
     # Here, not at the top: a command's start-up imports this module before Keras and TensorFlow may load.
-    from t2t_lite.ops.kernel_layout import IN_OUT, OUT_IN
-    from t2t_lite.ops.matmul_threads import BATCH_MATMUL, MATMUL
-    from t2t_lite.ops.step_matmul import AUTO, StepMatmulSettings
+    from t2t_lite.ops.step_matmul import AUTO, BATCH_MATMUL, IN_OUT, MATMUL, OUT_IN, StepMatmulSettings
 
     layout = choice(LAYOUT_VARIABLE, (IN_OUT, OUT_IN), "a kernel layout")
     record = os.path.join(cache_dir(), LAYOUT_RECORD)
@@ -98,9 +96,8 @@ class _HomeWrites(importlib.abc.MetaPathFinder):
     """Runs a library's entry in HOME_WRITES once, as the library is first imported; finds nothing itself."""
 
     def find_spec(self, name, path, target=None):
-        redirect = HOME_WRITES.pop(name, None)
-        if redirect is not None:
-            redirect()
+        if name in HOME_WRITES:
+            HOME_WRITES.pop(name)()
         return None
 
 

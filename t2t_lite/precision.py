@@ -83,8 +83,7 @@ def onednn_crashes_bfloat16() -> bool:
             and os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0")
 
 
-def resolve(precision: str, flags: set[str] | None = None, has_gpu: bool | None = None,
-            cap: str | None = None) -> str:
+def resolve(precision: str, flags: set[str] | None = None, has_gpu: bool | None = None, cap: str | None = None) -> str:
     """precision itself, or for AUTO: "mixed_bfloat16" where bfloat16 is native (native_bfloat16), else "none".
 
     On such CPUs bfloat16 training runs about twice as fast as float32 with a loss curve that follows

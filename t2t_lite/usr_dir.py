@@ -77,14 +77,11 @@ def import_for_run(given: str | None, recorded: str | None) -> str | None:
     Raises:
       UserError: the recorded directory is gone, or the usr dir cannot be imported (import_usr_dir).
     """
-    if given:
-        return import_usr_dir(given)
-    if not recorded:
-        return None
-    if not os.path.exists(recorded):
+    if not given and recorded and not os.path.exists(recorded):
         raise UserError(f"this run was trained with `usr_dir` {recorded!r}, which no longer exists; pass "
                         f"`usr_dir`=<where it is now>")
-    return import_usr_dir(recorded)
+    path = given or recorded
+    return import_usr_dir(path) if path else None
 
 
 def defining(*entries) -> str | None:

@@ -74,14 +74,13 @@ def visualize_sentence(problem: Problem, model, decoder: Decoder, sentence: str,
     outputs = strip_ids(ids[0, 0].numpy()) + [EOS_ID]
     maps = attention_maps(model, inputs, outputs)
     source, target = token_labels(problem.source_codec, inputs), token_labels(problem.target_codec, outputs)
-    axes_labels = {"encoder_self": (source, source), "encoder_decoder": (target, source),
-                   "decoder_self": (target, target)}
+    ticks = {"encoder_self": (source, source), "encoder_decoder": (target, source), "decoder_self": (target, target)}
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     for kind in KINDS:
         for layer, heads in enumerate(maps[kind]):
             path = os.path.join(out_dir, f"{kind}_layer{layer}.png")
-            _plot_heads(heads, *axes_labels[kind], f"{kind.replace('_', ' ')} attention, layer {layer}", path)
+            _plot_heads(heads, *ticks[kind], f"{kind.replace('_', ' ')} attention, layer {layer}", path)
             paths.append(path)
     return paths
 

@@ -89,7 +89,7 @@ def test_a_given_weight_multiplies_as_the_layout_it_is_stored_in_says(stored_as,
     weight = tf.Variable(rng.normal(size=(6, 5) if stored_as == IN_OUT else (5, 6)).astype(np.float32))
     rows = rng.normal(size=(3, 6)).astype(np.float32)
     expected = rows @ (weight.numpy() if stored_as == IN_OUT else weight.numpy().T)
-    kernel = StepKernelMaker("float32", layout).weight(weight, stored_as)
+    kernel = StepKernelMaker("float32", layout).prepare(weight, transposed=stored_as == OUT_IN)
     assert (kernel.depth, kernel.width) == (6, 5)
     np.testing.assert_allclose(kernel(rows).numpy(), expected, rtol=1e-5, atol=1e-5)
 

@@ -54,8 +54,7 @@ class BracketCounts:
     def __add__(self, other: BracketCounts) -> BracketCounts:
         if not isinstance(other, BracketCounts):
             return NotImplemented
-        return BracketCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name)
-                                for f in dataclasses.fields(self)})
+        return BracketCounts(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
 
     @property
     def precision(self) -> float:
@@ -101,8 +100,7 @@ def score_trees(gold: Tree, predicted: Tree) -> BracketCounts:
     deleted = deleted_positions(gold)
     if len(deleted) == len(gold.words()):
         return BracketCounts(sentences=1, skipped=1)  # nothing left to score
-    _, gold_brackets = evalb_brackets(gold, deleted)
-    _, predicted_brackets = evalb_brackets(predicted, deleted)
+    gold_brackets, predicted_brackets = (evalb_brackets(tree, deleted)[1] for tree in (gold, predicted))
     return BracketCounts(matched=sum((gold_brackets & predicted_brackets).values()), gold=sum(gold_brackets.values()),
                          predicted=sum(predicted_brackets.values()), sentences=1)
 

@@ -15,6 +15,7 @@ So a step kernel uses BatchMatMulV2 exactly where MatMul would keep to one
 thread and more than one is available. Where MatMul already spreads its
 work, it stays: there BatchMatMulV2 was slower.
 """
+import contextlib
 import functools
 import glob
 import os
@@ -36,12 +37,10 @@ def parse_cache_size(text: str) -> int:
 def l2_cache_bytes() -> int | None:
     """One core's L2 cache in bytes, from Linux's sysfs; None where it is not reported."""
     for index in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
-        try:
-            with open(os.path.join(index, "level")) as level, open(os.path.join(index, "size")) as size:
-                if level.read().strip() == "2":
-                    return parse_cache_size(size.read())
-        except (OSError, ValueError):
-            continue
+        with (contextlib.suppress(OSError, ValueError), open(os.path.join(index, "level")) as level,
+              open(os.path.join(index, "size")) as size):
+            if level.read().strip() == "2":
+                return parse_cache_size(size.read())
     return None
 
 

@@ -93,8 +93,7 @@ class StepKernel:
             raise ValueError(f"op must be {MATMUL!r} or {BATCH_MATMUL!r}, not {op!r}")
         self.layout, self.op, self.bias, self.activation = layout, op, bias, activation
         self.matrix = kernel if layout == stored_as else tf.transpose(kernel)
-        self.depth, self.width = (int(size) for size in (self.matrix.shape if layout == IN_OUT
-                                                         else self.matrix.shape[::-1]))
+        self.depth, self.width = map(int, self.matrix.shape if layout == IN_OUT else self.matrix.shape[::-1])
 
     def __call__(self, x):
         """x [..., in] -> [..., out], through a [R, in] x [in, out] product."""
@@ -128,16 +127,14 @@ class StepKernelMaker:
         self.dtype, self.layout, self.settings = dtype, layout, settings
         self.ops: dict[str, str] = {}  # "<in>x<out>" -> the op of each weight shape made so far
 
-    def weight(self, weight, stored_as=IN_OUT, bias=None, activation=None) -> StepKernel:
-        """`weight` ([in, out], or [out, in] if stored_as is OUT_IN) with an optional bias [out] and activation."""
-        matrix = tf.cast(weight, self.dtype)
-        depth, width = (int(size) for size in (matrix.shape if stored_as == IN_OUT else matrix.shape[::-1]))
+    def prepare(self, kernel, bias=None, activation=None, transposed=False) -> StepKernel:
+        """A layer's weight prepared (layers/prepared.py's contract): kernel [in, out], or [out, in] if transposed,
+        with an optional bias [out] and activation."""
+        matrix = tf.cast(kernel, self.dtype)
+        depth, width = map(int, matrix.shape[::-1] if transposed else matrix.shape)
         op = self.ops[f"{depth}x{width}"] = self.settings.resolved_op(depth, width, self.dtype)
         bias = None if bias is None else tf.cast(bias, self.dtype)
-        return StepKernel(matrix, self.layout, stored_as=stored_as, op=op, bias=bias, activation=activation)
-
-    def prepare(self, kernel, bias=None, activation=None, transposed=False) -> StepKernel:
-        """A layer's weight prepared (layers/prepared.py's contract): kernel [in, out], or [out, in] if transposed."""
-        return self.weight(kernel, stored_as=OUT_IN if transposed else IN_OUT, bias=bias, activation=activation)
+        return StepKernel(matrix, self.layout, stored_as=OUT_IN if transposed else IN_OUT, op=op, bias=bias,
+                          activation=activation)
 
 

@@ -91,7 +91,16 @@ class TreeConstraint:
         unmarked_first = (first != PAD_ID) & (first != self.eos_id) & ~starts[:, 0]
         words = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1) + tf.cast(unmarked_first, tf.int32)  # [B]
         batch = tf.shape(words)[0]
-        copy = {}
+        state = {
+            "depth": tf.zeros([batch], tf.int32),  # phrases open
+            "leaves_left": words,  # words still without a leaf
+            "closes": tf.zeros([batch, self.max_depth], tf.int32),  # the close id of each open phrase, outermost first
+            "has_child": tf.zeros([batch], tf.bool),  # whether the innermost open phrase has a child yet
+            "in_word": tf.zeros([batch], tf.bool),  # the last token was a leaf or a continuation
+            "opens_in_a_row": tf.zeros([batch], tf.int32),  # phrases opened since the last other token
+            "done": tf.zeros([batch], tf.bool),  # the root has closed
+            "max_length": tf.convert_to_tensor(max_lengths, tf.int32),
+        }
         if self.copy_words:
             free_first = ~starts[:, 0]  # the first word has no "▁" (or there is no word)
             # The first piece to copy: the first word's, or the second word's when the first is free.
@@ -103,7 +112,7 @@ class TreeConstraint:
             pieces = (inputs != PAD_ID) & (inputs != self.eos_id)  # [B, T_src]
             after_pointer = tf.range(tf.shape(inputs)[1])[None, :] >= pointer[:, None]  # [B, T_src]
             free_first = free_first & (words > 0)
-            copy = {
+            state.update({
                 "source": tf.concat([inputs, tf.zeros_like(inputs[:, :1])], axis=1),  # [B, T_src + 1], PAD after
                 "pointer": pointer,  # the next input piece to copy
                 # Pieces still to write: those to copy, and the free first word's first.
@@ -112,18 +121,8 @@ class TreeConstraint:
                 "words": words,
                 "free_first": free_first,
                 "in_free_word": tf.zeros([batch], tf.bool),  # inside the free first word
-            }
-        return {
-            "depth": tf.zeros([batch], tf.int32),  # phrases open
-            "leaves_left": words,  # words still without a leaf
-            "closes": tf.zeros([batch, self.max_depth], tf.int32),  # the close id of each open phrase, outermost first
-            "has_child": tf.zeros([batch], tf.bool),  # whether the innermost open phrase has a child yet
-            "in_word": tf.zeros([batch], tf.bool),  # the last token was a leaf or a continuation
-            "opens_in_a_row": tf.zeros([batch], tf.int32),  # phrases opened since the last other token
-            "done": tf.zeros([batch], tf.bool),  # the root has closed
-            "max_length": tf.convert_to_tensor(max_lengths, tf.int32),
-            **copy,
-        }
+            })
+        return state
 
     def advance(self, state, ids):
         kind = tf.gather(self.kind, ids)  # [N]
@@ -134,14 +133,7 @@ class TreeConstraint:
         opened_close = slot * tf.gather(self.close_of, ids)[:, None]  # [N, D]: the new phrase's close at its depth
         closes = tf.where(is_open[:, None], state["closes"] * (1 - slot) + opened_close, state["closes"])
         depth = tf.clip_by_value(depth + tf.cast(is_open, tf.int32) - tf.cast(is_close, tf.int32), 0, self.max_depth)
-        copy = {}
-        if self.copy_words:
-            free_leaf = is_leaf & state["free_first"] & (state["leaves_left"] == state["words"])  # [N]
-            free = free_leaf | (is_continuation & state["in_free_word"])  # [N]: a piece of the free first word
-            copied = (is_leaf | is_continuation) & ~free
-            copy = dict(pointer=state["pointer"] + tf.cast(copied, tf.int32), in_free_word=free,
-                        pieces_left=state["pieces_left"] - tf.cast(copied | free_leaf, tf.int32))
-        return {
+        advanced = {
             **state,  # what never changes: the max length, and with copy_words the source, words and free_first
             "depth": depth,
             "leaves_left": state["leaves_left"] - tf.cast(is_leaf, tf.int32),
@@ -150,8 +142,14 @@ class TreeConstraint:
             "in_word": is_leaf | is_continuation,
             "opens_in_a_row": tf.where(is_open, state["opens_in_a_row"] + 1, 0),
             "done": state["done"] | (is_close & (depth == 0)),
-            **copy,
         }
+        if self.copy_words:
+            free_leaf = is_leaf & state["free_first"] & (state["leaves_left"] == state["words"])  # [N]
+            free = free_leaf | (is_continuation & state["in_free_word"])  # [N]: a piece of the free first word
+            copied = (is_leaf | is_continuation) & ~free
+            advanced.update(pointer=state["pointer"] + tf.cast(copied, tf.int32), in_free_word=free,
+                            pieces_left=state["pieces_left"] - tf.cast(copied | free_leaf, tf.int32))
+        return advanced
 
     def columns(self, inputs) -> tf.Tensor:
         """int32 [B, C]: every id each sentence's outputs can hold, each once, PAD (0) first; more PAD pads.
@@ -160,8 +158,7 @@ class TreeConstraint:
         pieces. With copy_words a free first word may be any word (needs_whole_vocabulary says when).
         """
         inputs = tf.convert_to_tensor(inputs, tf.int32)
-        batch = tf.shape(inputs)[0]
-        fixed = tf.tile(self.fixed_ids[None, :], [batch, 1])  # [B, F]
+        fixed = tf.tile(self.fixed_ids[None, :], [tf.shape(inputs)[0], 1])  # [B, F]
         if not self.copy_words:
             return fixed
         width = tf.shape(inputs)[1]
