@@ -266,9 +266,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         rows, batch, length = to_rows(query)
         q = split_heads(self.query_proj(rows), self.num_heads, batch, length)  # [B, H, T_q, Dk]
-        if memory is not None:
-            rows, batch, length = to_rows(memory)
-        keys = split_heads(self.key_proj(rows), self.num_heads, batch, length)  # [B, H, T_k, Dk]
+        keys = self._keys_and_values(*to_rows(query if memory is None else memory))["key"]  # [B, H, T_k, Dk]
         return attention_weights(q, keys, bias)
 
     def get_config(self):

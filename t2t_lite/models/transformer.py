@@ -223,12 +223,10 @@ class Transformer(keras.Model):
         grown = []
         for i, layer in enumerate(self.decoder_layers):
             layer_memory = memory[f"layer_{i}"] if isinstance(memory, dict) else memory
-            if caches is None:
-                x = layer(x, layer_memory, self_bias, memory_bias, products=layer_products[i], positions=positions,
-                          training=training)
-            else:
-                x, cache = layer(x, layer_memory, self_bias, memory_bias, cache=caches[i], products=layer_products[i],
-                                 positions=positions, training=training)
+            x = layer(x, layer_memory, self_bias, memory_bias, cache=None if caches is None else caches[i],
+                      products=layer_products[i], positions=positions, training=training)
+            if caches is not None:
+                x, cache = x
                 grown.append(cache)
         x = x if self.decoder_norm is None else self.decoder_norm(x)
         return x if caches is None else (x, grown)
