@@ -257,7 +257,7 @@ def validate(hparams: HParams) -> HParams:
     for name, value in (("d_model", m.d_model), ("d_ff", m.d_ff), ("num_heads", m.num_heads)):
         if value <= 0:
             raise UserError(f"{name} must be positive, got {value}")
-    if t.batch_size <= 0 or t.max_length <= 0:
+    if hparams.train.batch_size <= 0 or hparams.train.max_length <= 0:  # named as train's: decoding has its own
         raise UserError("train.batch_size and train.max_length must be positive")
     if not 0.0 <= t.average_span <= 1.0:
         raise UserError(f"train.average_span is a fraction of the run, 0 to 1; got {t.average_span}")
