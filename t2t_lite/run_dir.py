@@ -85,11 +85,15 @@ class RunDir:
         return tf.train.CheckpointManager(checkpoint, self.path, max_to_keep=max_to_keep, step_counter=step_counter,
                                           checkpoint_name=CHECKPOINT_NAME)
 
-    def listed_checkpoints(self) -> list[str]:
-        """The checkpoints the directory's `checkpoint` list names, oldest first, whether or not their files remain."""
+    def checkpoint_state(self):
+        """TensorFlow's CheckpointState of the directory's `checkpoint` list (paths, timestamps); None without one."""
         import tensorflow as tf
 
-        state = tf.train.get_checkpoint_state(self.path)
+        return tf.train.get_checkpoint_state(self.path)
+
+    def listed_checkpoints(self) -> list[str]:
+        """The checkpoints the directory's `checkpoint` list names, oldest first, whether or not their files remain."""
+        state = self.checkpoint_state()
         return list(state.all_model_checkpoint_paths) if state else []
 
     def checkpoints(self) -> list[str]:
@@ -104,18 +108,19 @@ class RunDir:
         """
         import tensorflow as tf
 
-        paths = self.listed_checkpoints()
+        state = self.checkpoint_state()
+        paths = list(state.all_model_checkpoint_paths) if state else []
         if kept == paths:
             return
         for path in set(paths) - set(kept):
             for name in tf.io.gfile.glob(path + ".*"):
                 tf.io.gfile.remove(name)
         if kept:
-            state = tf.train.get_checkpoint_state(self.path)  # the list's timestamps, which the kept paths keep
             times = dict(zip(paths, state.all_model_checkpoint_timestamps))
-            tf.compat.v1.train.update_checkpoint_state(self.path, kept[-1], all_model_checkpoint_paths=kept,
-                                                       all_model_checkpoint_timestamps=[times[p] for p in kept],
-                                                       last_preserved_timestamp=state.last_preserved_timestamp)
+            tf.compat.v1.train.update_checkpoint_state(
+                self.path, kept[-1], all_model_checkpoint_paths=kept,
+                all_model_checkpoint_timestamps=[times[p] for p in kept],
+                last_preserved_timestamp=state.last_preserved_timestamp)
         else:
             tf.io.gfile.remove(self.checkpoint_state_file)
 
@@ -125,8 +130,9 @@ class RunDir:
         import tensorflow as tf
 
         prefix = self.checkpoint_prefix(step)
-        newest = [os.path.basename(path) for path in self.listed_checkpoints()[-1:]]  # the newest's name, if any
-        recorded = newest == [os.path.basename(prefix)] and checkpoint_exists(prefix)
+        listed = self.listed_checkpoints()
+        recorded = (bool(listed) and os.path.basename(listed[-1]) == os.path.basename(prefix)
+                    and checkpoint_exists(prefix))
         # <prefix>_temp/ holds the shards being written; checkpoint.tmp<hex> a state file being written.
         leftovers = tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(self.checkpoint_state_file + ".tmp*")
         if not recorded:
