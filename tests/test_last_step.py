@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite.training import loop
-from t2t_lite.training.last_step import LastStepPlan, plan_last_step, saves_after, should_stop
+from t2t_lite.training.last_step import plan_last_step, saves_after, should_stop
 from t2t_lite.training.loop import StopReason, StopRules
 from t2t_lite.training.schedules import LinearDecaySchedule, WarmupStableDecaySchedule, set_last_step
 from t2t_lite.training.signals import StopRequest
@@ -34,39 +34,39 @@ def test_plan_is_the_largest_last_step_that_fits():
                 "seconds_per_step": float(rng.uniform(0.1, 3)),
                 "eval_seconds": float(rng.choice([0, rng.uniform(0, 60)])),
                 "save_every": int(rng.choice([0, 1, 7, 100]))}
-        plan = plan_last_step(train_steps, step, args["budget"], args["seconds_trained"], args["seconds_per_step"],
+        last = plan_last_step(train_steps, step, args["budget"], args["seconds_trained"], args["seconds_per_step"],
                               args["eval_seconds"], args["save_every"])
-        assert plan.last_step == brute_force_last_step(train_steps, step, **args), (train_steps, step, args)
+        assert last == brute_force_last_step(train_steps, step, **args), (train_steps, step, args)
 
 
 def test_without_a_budget_the_last_step_is_train_steps():
-    assert plan_last_step(5000, 1234, seconds_trained=99.0, seconds_per_step=2.0) == LastStepPlan(last_step=5000)
+    assert plan_last_step(5000, 1234, seconds_trained=99.0, seconds_per_step=2.0) == 5000
 
 
 def test_a_spent_budget_never_plans_a_step_already_taken():
-    plan = plan_last_step(5000, 1234, budget_seconds=100.0, seconds_trained=150.0, seconds_per_step=2.0)
-    assert plan.last_step == 1235 and should_stop(1235, plan) and not should_stop(1234, plan)
-    assert plan_last_step(5000, 5000, budget_seconds=100.0, seconds_trained=150.0).last_step == 5000
+    last = plan_last_step(5000, 1234, budget_seconds=100.0, seconds_trained=150.0, seconds_per_step=2.0)
+    assert last == 1235 and should_stop(1235, last) and not should_stop(1234, last)
+    assert plan_last_step(5000, 5000, budget_seconds=100.0, seconds_trained=150.0) == 5000
 
 
 def test_the_defaults_are_no_seconds_trained_and_only_the_final_save():
     # 600 s left at 2 s a step, and one final save of 10 s: (L - 100) * 2 + 10 <= 600.
-    assert plan_last_step(5000, 100, budget_seconds=600.0, seconds_per_step=2.0, eval_seconds=10.0).last_step == 395
-    assert plan_last_step(0, 0) == LastStepPlan(last_step=0)
+    assert plan_last_step(5000, 100, budget_seconds=600.0, seconds_per_step=2.0, eval_seconds=10.0) == 395
+    assert plan_last_step(0, 0) == 0
 
 
 def test_a_run_plans_from_its_average_pace_only_once_it_has_one():
     # Nothing to estimate from: no step yet (whatever the clock), or no second counted (whatever the saves cost).
-    assert plan_last_step(5000, 0, budget_seconds=100.0, seconds_trained=5.0).last_step == 5000
-    assert plan_last_step(5000, 10, budget_seconds=100.0, eval_seconds=1000.0, save_every=1).last_step == 5000
+    assert plan_last_step(5000, 0, budget_seconds=100.0, seconds_trained=5.0) == 5000
+    assert plan_last_step(5000, 10, budget_seconds=100.0, eval_seconds=1000.0, save_every=1) == 5000
     # One step in half a second: 99.5 s left at 0.5 s a step.
-    assert plan_last_step(5000, 1, budget_seconds=100.0, seconds_trained=0.5).last_step == 200
+    assert plan_last_step(5000, 1, budget_seconds=100.0, seconds_trained=0.5) == 200
 
 
 def test_nothing_measured_plans_train_steps_then_the_runs_average_pace():
-    assert plan_last_step(5000, 0, budget_seconds=600.0).last_step == 5000
+    assert plan_last_step(5000, 0, budget_seconds=600.0) == 5000
     # Resumed from a checkpoint without measurements: 300 s for 100 steps, 3 s a step, evaluations included.
-    assert plan_last_step(5000, 100, budget_seconds=600.0, seconds_trained=300.0).last_step == 200
+    assert plan_last_step(5000, 100, budget_seconds=600.0, seconds_trained=300.0) == 200
 
 
 def test_saves_after_counts_multiples_and_the_final_save():

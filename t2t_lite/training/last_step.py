@@ -31,19 +31,11 @@ the evaluation that followed it included) is not counted, so such a run plans lo
 seconds_per_step steps later and still ends within the budget as its clock counts it.
 """
 import bisect
-import dataclasses
-
-
-@dataclasses.dataclass(frozen=True)
-class LastStepPlan:
-    """Where a run will end."""
-
-    last_step: int
 
 
 def plan_last_step(train_steps: int, step: int, budget_seconds: float = 0.0, seconds_trained: float = 0.0,
                    seconds_per_step: float | None = None, eval_seconds: float = 0.0,
-                   save_every: int = 0) -> LastStepPlan:
+                   save_every: int = 0) -> int:
     """The step training ends at, estimated as the module docstring says; pure and deterministic.
 
     Args:
@@ -56,13 +48,13 @@ def plan_last_step(train_steps: int, step: int, budget_seconds: float = 0.0, sec
       eval_seconds: seconds of one save with its evaluation (0 until one was measured).
       save_every: save_checkpoints_steps; 0 when only the final save is made.
     Returns:
-      LastStepPlan; its last_step is at least step + 1 while step < train_steps.
+      The last step: at least step + 1 while step < train_steps.
     """
     if not budget_seconds or step >= train_steps:
-        return LastStepPlan(last_step=max(train_steps, 0))
+        return max(train_steps, 0)
     if seconds_per_step is None:
         if step == 0 or seconds_trained <= 0:
-            return LastStepPlan(last_step=train_steps)  # nothing to estimate from yet: the warmup comes first
+            return train_steps  # nothing to estimate from yet: the warmup comes first
         seconds_per_step = seconds_trained / step
     remaining = budget_seconds - seconds_trained
 
@@ -71,7 +63,7 @@ def plan_last_step(train_steps: int, step: int, budget_seconds: float = 0.0, sec
 
     # The cost grows with the last step: count, by bisection, the last steps that fit; at least step + 1.
     fitting = bisect.bisect_right(range(step + 1, train_steps + 1), False, key=over_budget)
-    return LastStepPlan(last_step=step + max(fitting, 1))
+    return step + max(fitting, 1)
 
 
 def saves_after(step: int, last_step: int, save_every: int) -> int:
@@ -86,6 +78,6 @@ def saves_after(step: int, last_step: int, save_every: int) -> int:
     return ((last_step - 1) // save_every - step // save_every if save_every > 0 else 0) + 1
 
 
-def should_stop(step: int, plan: LastStepPlan) -> bool:
-    """The loop's stop rule: training ends at the plan's last step, where the schedule reaches its floor."""
-    return step >= plan.last_step
+def should_stop(step: int, last_step: int) -> bool:
+    """The loop's stop rule: training ends at the planned last step, where the schedule reaches its floor."""
+    return step >= last_step

@@ -8,7 +8,7 @@ import enum
 from collections.abc import Callable
 
 from t2t_lite.errors import UserError
-from t2t_lite.training.last_step import LastStepPlan, plan_last_step, should_stop
+from t2t_lite.training.last_step import plan_last_step, should_stop
 from t2t_lite.training.signals import StopRequest
 from t2t_lite.training.steps import StepResult
 from t2t_lite.training.time_budget import PaceRecord, TrainingClock
@@ -52,16 +52,16 @@ class StopRules:
         self.train_steps, self.budget_seconds, self.clock = train_steps, budget_seconds, clock
         self.save_every, self.on_plan = save_every, on_plan
         self.pace = pace or PaceRecord()
-        self.plan = LastStepPlan(last_step=train_steps)
+        self.last_step = train_steps  # where the run is planned to end
         self._window = (0.0, 0)  # (seconds trained, step) where the current pace window began
         self._traced = False  # whether this process has taken its first update
         self._measured = False  # whether this process has measured its pace
 
     def reason(self, step: int) -> StopReason | None:
         # The plan's last step (train_steps with the paper's schedule, whose run also ends once the budget is spent).
-        if should_stop(step, self.plan) or (self.on_plan is None and self.budget_spent()):
+        if should_stop(step, self.last_step) or (self.on_plan is None and self.budget_spent()):
             return StopReason.STEPS if step >= self.train_steps else StopReason.TIME_BUDGET
-        if self.on_plan is not None and self.budget_spent() and self.plan.last_step > step + 1:
+        if self.on_plan is not None and self.budget_spent() and self.last_step > step + 1:
             self._revise(step)  # the estimate fell short: end at the next step, the rate at its floor there
         return None
 
@@ -101,11 +101,11 @@ class StopRules:
 
     def _revise(self, step: int) -> None:
         # Never once the last step is reached: a later end would raise the rate again after the floor.
-        if self.on_plan is None or should_stop(step, self.plan):
+        if self.on_plan is None or should_stop(step, self.last_step):
             return
-        self.plan = plan_last_step(self.train_steps, step, self.budget_seconds, self.clock.seconds(),
+        self.last_step = plan_last_step(self.train_steps, step, self.budget_seconds, self.clock.seconds(),
                                    self.pace.seconds_per_step, self.pace.mean_eval_seconds(), self.save_every)
-        self.on_plan(self.plan.last_step)
+        self.on_plan(self.last_step)
 
 
 class NonFiniteTrainingError(UserError):

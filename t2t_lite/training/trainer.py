@@ -178,7 +178,7 @@ class Trainer:
                 averaging.save_if_due(self._averaging_position(), step)
 
         def logged(step):
-            self._log_progress(step, progress, rules.plan.last_step)
+            self._log_progress(step, progress, rules.last_step)
             progress.restart_window()
 
         def checkpointed(step):
